@@ -1,0 +1,1 @@
+"""shoal: telemetry and event lakehouse."""

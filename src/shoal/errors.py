@@ -1,0 +1,180 @@
+"""The error tree of shoal.
+
+Every error raised on purpose derives from `ShoalError`. Constructors take the facts
+(table, column, line, expected, found) and build the message, so every edge (HTTP, CLI,
+Kafka reject table) can both print a precise line and map the error by class once.
+`ValueError`/`TypeError` are reserved for misuse of the Python API.
+"""
+
+from __future__ import annotations
+
+
+class ShoalError(Exception):
+    """Root of every error shoal raises on purpose."""
+
+    code = "shoal_error"
+    retryable = False
+
+
+class ConfigError(ShoalError):
+    code = "config_error"
+
+
+class NotFoundError(ShoalError):
+    code = "not_found"
+
+
+class TableNotFoundError(NotFoundError):
+    code = "table_not_found"
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        super().__init__(f'table "{table}" does not exist')
+
+
+class SnapshotNotFoundError(NotFoundError):
+    code = "snapshot_not_found"
+
+    def __init__(self, table: str, snapshot_id: int) -> None:
+        self.table = table
+        self.snapshot_id = snapshot_id
+        super().__init__(f'table "{table}" has no snapshot {snapshot_id}')
+
+
+class AlreadyExistsError(ShoalError):
+    code = "already_exists"
+
+
+class TableAlreadyExistsError(AlreadyExistsError):
+    code = "table_exists"
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        super().__init__(f'table "{table}" already exists')
+
+
+class SchemaError(ShoalError):
+    """Base of schema problems: bad definitions, incompatible changes, bad values."""
+
+    code = "schema_error"
+
+
+class InvalidSchemaError(SchemaError):
+    """A schema or column definition that is not valid on its own."""
+
+    code = "invalid_schema"
+
+    def __init__(self, message: str, *, column: str | None = None) -> None:
+        self.column = column
+        super().__init__(message)
+
+
+class IncompatibleSchemaChangeError(SchemaError):
+    """A change that is not a widening (narrow, drop, rename, other type change)."""
+
+    code = "incompatible_schema_change"
+
+    def __init__(self, table: str | None, column: str, current: str, requested: str,
+                 reason: str = "") -> None:
+        self.table = table
+        self.column = column
+        self.current = current
+        self.requested = requested
+        where = f'table "{table}": ' if table else ""
+        tail = f" ({reason})" if reason else ""
+        super().__init__(
+            f'{where}column "{column}" is {current}; cannot change it to {requested}{tail}: '
+            "the schema only widens")
+
+
+class SchemaConflictError(SchemaError):
+    """Two concurrent evolutions added one column name with conflicting types."""
+
+    code = "schema_conflict"
+
+    def __init__(self, table: str, column: str, existing: str, proposed: str) -> None:
+        self.table = table
+        self.column = column
+        self.existing = existing
+        self.proposed = proposed
+        super().__init__(
+            f'table "{table}": column "{column}" was concurrently added as {existing}; '
+            f"this change wanted {proposed}")
+
+
+class CommitError(ShoalError):
+    code = "commit_error"
+
+
+class CommitConflictError(CommitError):
+    """The compare-and-swap found another snapshot in place: refresh, rebase, retry."""
+
+    code = "commit_conflict"
+    retryable = True
+
+    def __init__(self, table: str, expected: int | None, actual: int | None = None) -> None:
+        self.table = table
+        self.expected = expected
+        self.actual = actual
+        found = "" if actual is None else f", found {actual}"
+        super().__init__(
+            f'table "{table}": snapshot moved during commit (expected {expected}{found})')
+
+
+class CommitStateUnknownError(CommitError):
+    """The catalog connection failed mid-commit: the snapshot may or may not have landed."""
+
+    code = "commit_state_unknown"
+
+    def __init__(self, table: str, cause: BaseException) -> None:
+        self.table = table
+        super().__init__(f'table "{table}": commit outcome unknown: {cause}')
+
+
+class CommitRetriesExhaustedError(CommitError):
+    code = "commit_retries_exhausted"
+
+    def __init__(self, table: str, attempts: int) -> None:
+        self.table = table
+        self.attempts = attempts
+        super().__init__(f'table "{table}": commit still conflicting after {attempts} attempts')
+
+
+class StorageError(ShoalError):
+    code = "storage_error"
+
+
+class ObjectNotFoundError(StorageError):
+    code = "object_not_found"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"object not found: {path}")
+
+
+class ExtentFormatError(StorageError):
+    """An extent whose bytes do not follow its format (bad magic, truncated footer)."""
+
+    code = "extent_format_error"
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: not a valid extent: {reason}")
+
+
+class IngestError(ShoalError):
+    code = "ingest_error"
+
+
+class BackpressureError(IngestError):
+    code = "backpressure"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class QueryError(ShoalError):
+    code = "query_error"

@@ -1,0 +1,1 @@
+"""Extent formats behind the SegmentFormat protocols (SPEC §6.1)."""

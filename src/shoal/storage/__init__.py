@@ -1,0 +1,1 @@
+"""Object stores: local directory and S3-compatible (SPEC §6)."""

@@ -1,0 +1,17 @@
+"""Column types, schemas, schema versions and upgrades (SPEC §2, §4)."""
+
+from shoal.types.columns import (BOOL, BYTES, DYNAMIC, FIELD_TYPE_KEY, HEADERS, INT, LONG, REAL,
+                                 STRING, TIMESTAMP, ColumnType, parse_type, type_of_field,
+                                 vector)
+from shoal.types.schema import (PROPS_COLUMN, RESERVED_COLUMNS, SCHEMA_MODES, TIMESTAMP_COLUMN,
+                                Column, Schema, SchemaMode, check_column_name,
+                                check_table_name, is_identifier_safe, widening_allowed)
+from shoal.types.upgrade import cast_column, upgrade_batch
+
+__all__ = [
+    "BOOL", "BYTES", "DYNAMIC", "FIELD_TYPE_KEY", "HEADERS", "INT", "LONG", "REAL", "STRING",
+    "TIMESTAMP", "ColumnType", "parse_type", "type_of_field", "vector", "PROPS_COLUMN",
+    "RESERVED_COLUMNS", "SCHEMA_MODES", "TIMESTAMP_COLUMN", "Column", "Schema", "SchemaMode",
+    "check_column_name", "check_table_name", "is_identifier_safe", "widening_allowed",
+    "cast_column", "upgrade_batch",
+]

@@ -1,0 +1,299 @@
+"""Table schemas, schema versions and the widen-only rule (SPEC §2, §4).
+
+A `Schema` is an immutable, versioned list of `Column`s that always starts with the reserved
+`_timestamp` and `props` columns. Every change goes through `Schema.evolve()`, which returns
+the next version or raises `IncompatibleSchemaChangeError` and changes nothing. Allowed
+changes: add a nullable column (or one with a default); widen `int -> long`,
+`int|long -> real`, any scalar `-> string`, any typed column `-> dynamic`; relax `NOT NULL`.
+Never narrow, drop or rename.
+
+`merge_concurrent()` is the rebase of a live-schema change onto a schema that moved meanwhile:
+disjoint or identical additions merge; one name with conflicting types fails clearly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from shoal.errors import (IncompatibleSchemaChangeError, InvalidSchemaError,
+                          SchemaConflictError)
+from shoal.types.columns import (DYNAMIC, FIELD_TYPE_KEY, STRING, TIMESTAMP, ColumnType,
+                                 default_to_arrow_scalar, parse_type)
+
+TIMESTAMP_COLUMN = "_timestamp"
+PROPS_COLUMN = "props"
+RESERVED_COLUMNS = (TIMESTAMP_COLUMN, PROPS_COLUMN)
+IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+SchemaMode = Literal["evolve", "drop", "reject"]
+SCHEMA_MODES: tuple[SchemaMode, ...] = ("evolve", "drop", "reject")
+
+# Header binding of a Kafka header column: "*" = all headers (HEADERS), else one key.
+HeaderBinding = str | None
+
+
+def is_identifier_safe(name: str) -> bool:
+    return bool(IDENTIFIER_RE.match(name)) and name not in RESERVED_COLUMNS
+
+
+def check_column_name(name: str) -> None:
+    if name in RESERVED_COLUMNS:
+        raise InvalidSchemaError(f'column name "{name}" is reserved', column=name)
+    if not IDENTIFIER_RE.match(name):
+        raise InvalidSchemaError(
+            f'column name "{name}" is not identifier-safe (expected ^[a-z_][a-z0-9_]*$)',
+            column=name)
+
+
+def check_table_name(name: str) -> None:
+    if not IDENTIFIER_RE.match(name):
+        raise InvalidSchemaError(
+            f'table name "{name}" is not identifier-safe (expected ^[a-z_][a-z0-9_]*$)')
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: ColumnType
+    nullable: bool = True
+    default: Any = None  # a JSON-like literal; None = no default
+    header: HeaderBinding = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"name": self.name, "type": str(self.type),
+                               "nullable": self.nullable}
+        if self.default is not None:
+            doc["default"] = self.default
+        if self.header is not None:
+            doc["header"] = self.header
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Column:
+        return cls(name=doc["name"], type=parse_type(doc["type"]),
+                   nullable=doc.get("nullable", True), default=doc.get("default"),
+                   header=doc.get("header"))
+
+    def arrow_field(self) -> pa.Field:
+        return pa.field(self.name, self.type.arrow(), nullable=True,
+                        metadata={FIELD_TYPE_KEY: str(self.type).encode()})
+
+    def default_scalar(self) -> pa.Scalar:
+        return default_to_arrow_scalar(self.type, self.default)
+
+
+DEFAULT_COLUMNS = (Column(TIMESTAMP_COLUMN, TIMESTAMP), Column(PROPS_COLUMN, DYNAMIC))
+
+
+def widening_allowed(old: ColumnType, new: ColumnType) -> bool:
+    """True when values of `old` can be read as `new` without loss of meaning."""
+    if old == new:
+        return True
+    if new == DYNAMIC:
+        return old.kind != "headers"
+    if new == STRING:
+        return old.is_scalar
+    if old.kind == "int":
+        return new.kind in ("long", "real")
+    if old.kind == "long":
+        return new.kind == "real"
+    return False
+
+
+def _check_default(col: Column) -> None:
+    if col.default is None:
+        return
+    try:
+        col.default_scalar()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+        raise InvalidSchemaError(
+            f'column "{col.name}": default {json.dumps(col.default)} is not a valid '
+            f"{col.type}: {e}", column=col.name) from None
+
+
+def _check_headers(columns: Sequence[Column]) -> None:
+    """Kafka header column rules (SPEC §7.3), checked whenever a schema is built."""
+    all_headers = [c for c in columns if c.header == "*"]
+    keyed = [c for c in columns if c.header not in (None, "*")]
+    if len(all_headers) > 1:
+        raise InvalidSchemaError(
+            "at most one HEADERS column is allowed, found "
+            + ", ".join(f'"{c.name}"' for c in all_headers), column=all_headers[1].name)
+    if all_headers and keyed:
+        raise InvalidSchemaError(
+            f'HEADERS column "{all_headers[0].name}" cannot be combined with '
+            f'HEADER(\'{keyed[0].header}\') column "{keyed[0].name}"', column=keyed[0].name)
+    for c in all_headers:
+        if c.type.kind != "headers":
+            raise InvalidSchemaError(
+                f'HEADERS column "{c.name}" must have type '
+                f"ARRAY<STRUCT<key STRING, value BYTES>>, got {c.type}", column=c.name)
+    seen: dict[str, str] = {}
+    for c in keyed:
+        if c.type.kind != "bytes":
+            raise InvalidSchemaError(
+                f"HEADER('{c.header}') column \"{c.name}\" must have type BYTES, got {c.type}",
+                column=c.name)
+        if c.header in seen:
+            raise InvalidSchemaError(
+                f"HEADER('{c.header}') is bound twice: columns \"{seen[c.header]}\" and "
+                f'"{c.name}"', column=c.name)
+        seen[c.header] = c.name  # type: ignore[index]
+    for c in columns:
+        if c.type.kind == "headers" and c.header != "*":
+            raise InvalidSchemaError(
+                f'column "{c.name}" of type {c.type} must be declared HEADERS', column=c.name)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """One version of a table's schema. `columns` always starts with the reserved columns."""
+
+    columns: tuple[Column, ...]
+    version: int = 1
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        if tuple(names[:2]) != RESERVED_COLUMNS or self.columns[:2] != DEFAULT_COLUMNS:
+            raise ValueError("a Schema starts with the reserved _timestamp and props columns; "
+                             "use Schema.create()")
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise InvalidSchemaError(f'duplicate column "{sorted(dup)[0]}"',
+                                     column=sorted(dup)[0])
+        object.__setattr__(self, "_index", {n: i for i, n in enumerate(names)})
+
+    @classmethod
+    def create(cls, columns: Iterable[Column], *, version: int = 1) -> Schema:
+        """Validate user columns and prepend the reserved ones."""
+        cols = list(columns)
+        for c in cols:
+            check_column_name(c.name)
+            if not c.nullable and c.default is None and c.header is not None:
+                raise InvalidSchemaError(f'header column "{c.name}" cannot be NOT NULL',
+                                         column=c.name)
+            _check_default(c)
+        _check_headers(cols)
+        return cls(DEFAULT_COLUMNS + tuple(cols), version)
+
+    # -- lookup -----------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def column(self, name: str) -> Column:
+        return self.columns[self._index[name]]
+
+    def get(self, name: str) -> Column | None:
+        i = self._index.get(name)
+        return None if i is None else self.columns[i]
+
+    @property
+    def user_columns(self) -> tuple[Column, ...]:
+        return self.columns[2:]
+
+    def arrow(self) -> pa.Schema:
+        return pa.schema([c.arrow_field() for c in self.columns],
+                         metadata={b"shoal.schema_version": str(self.version).encode()})
+
+    # -- serialisation ----------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "columns": [c.to_json() for c in self.columns]}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Schema:
+        return cls(tuple(Column.from_json(c) for c in doc["columns"]), doc["version"])
+
+    # -- evolution --------------------------------------------------------------------------
+    def evolve(self, changes: Iterable[Column], *, table: str | None = None) -> Schema:
+        """The next version with `changes` applied: new columns added, existing ones widened.
+
+        A change equal to the current column is a no-op; if every change is a no-op the same
+        schema (same version) is returned.
+        """
+        cols = list(self.columns)
+        index = dict(self._index)
+        changed = False
+        for ch in changes:
+            cur_i = index.get(ch.name)
+            if cur_i is None:
+                check_column_name(ch.name)
+                if not ch.nullable and ch.default is None:
+                    raise IncompatibleSchemaChangeError(
+                        table, ch.name, "absent", f"{ch.type} NOT NULL",
+                        "a new column must be nullable or have a default")
+                _check_default(ch)
+                index[ch.name] = len(cols)
+                cols.append(ch)
+                changed = True
+                continue
+            cur = cols[cur_i]
+            if cur.header != ch.header:
+                raise IncompatibleSchemaChangeError(
+                    table, ch.name, _describe(cur), _describe(ch), "header binding is fixed")
+            if not widening_allowed(cur.type, ch.type):
+                raise IncompatibleSchemaChangeError(table, ch.name, str(cur.type), str(ch.type))
+            if cur.nullable and not ch.nullable:
+                raise IncompatibleSchemaChangeError(
+                    table, ch.name, f"{cur.type} NULL", f"{ch.type} NOT NULL",
+                    "a column cannot become NOT NULL")
+            if ch.default != cur.default and ch.default is not None:
+                raise IncompatibleSchemaChangeError(
+                    table, ch.name, _describe(cur), _describe(ch),
+                    "a column's default cannot change")
+            new = replace(cur, type=ch.type, nullable=cur.nullable or ch.nullable)
+            if new != cur:
+                if ch.name in RESERVED_COLUMNS:
+                    raise IncompatibleSchemaChangeError(
+                        table, ch.name, str(cur.type), str(ch.type), "reserved column")
+                cols[cur_i] = new
+                changed = True
+        if not changed:
+            return self
+        new_cols = tuple(cols)
+        _check_headers(new_cols[2:])
+        return Schema(new_cols, self.version + 1)
+
+    def merge_concurrent(self, base: Schema, mine: Schema, *, table: str) -> Schema:
+        """Rebase `mine` (made from `base`) onto `self` (the schema that landed meanwhile).
+
+        The changes of `mine` relative to `base` are re-applied on `self`. An addition that
+        `self` already has with the same type merges; a conflicting type fails with
+        `SchemaConflictError`.
+        """
+        changes: list[Column] = []
+        for c in mine.columns:
+            before = base.get(c.name)
+            if before == c:
+                continue
+            landed = self.get(c.name)
+            if before is None and landed is not None and landed.type != c.type:
+                raise SchemaConflictError(table, c.name, str(landed.type), str(c.type))
+            changes.append(c)
+        try:
+            return self.evolve(changes, table=table)
+        except IncompatibleSchemaChangeError as e:
+            raise SchemaConflictError(table, e.column, e.current, e.requested) from None
+
+
+def _describe(c: Column) -> str:
+    s = str(c.type)
+    if not c.nullable:
+        s += " NOT NULL"
+    if c.default is not None:
+        s += f" DEFAULT {json.dumps(c.default)}"
+    if c.header == "*":
+        s += " HEADERS"
+    elif c.header is not None:
+        s += f" HEADER('{c.header}')"
+    return s

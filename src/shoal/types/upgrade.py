@@ -1,0 +1,79 @@
+"""Upgrading Arrow data written under an older schema version to a newer one (SPEC §4).
+
+Reads never rewrite extents: a batch written under version k is shaped into version n on the
+way out. Columns added later read as their default (else null); widened types are cast up:
+`int -> long`, `int|long -> real`, scalar -> `string` (the CAST of the old value, in the same
+text form coercion gives: `true`, `5`, `1.5`, RFC 3339 for timestamps) and any typed column
+-> `dynamic` (the value's JSON bytes).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from shoal.types.columns import ColumnType, type_of_field
+from shoal.types.schema import Schema, widening_allowed
+
+
+def _timestamps_to_rfc3339(arr: pa.Array) -> pa.Array:
+    return pa.array([None if v is None else _ns_to_rfc3339(v)
+                     for v in arr.cast(pa.int64()).to_pylist()], type=pa.string())
+
+
+def _ns_to_rfc3339(ns: int) -> str:
+    from datetime import datetime, timezone
+    sec, frac = divmod(ns, 1_000_000_000)
+    base = datetime.fromtimestamp(sec, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{base}.{frac:09d}Z" if frac else f"{base}Z"
+
+
+def _json_value(ctype: ColumnType, v: Any) -> Any:
+    if v is None:
+        return None
+    if ctype.kind == "timestamp":
+        return _ns_to_rfc3339(v)
+    if ctype.kind == "bytes":
+        return v.decode("utf-8", "replace")
+    return v
+
+
+def cast_column(arr: pa.Array, old: ColumnType, new: ColumnType) -> pa.Array:
+    """Cast one column from `old` to the wider `new` type."""
+    if old == new:
+        return arr
+    if not widening_allowed(old, new):
+        raise ValueError(f"{old} does not widen to {new}")
+    if new.kind == "dynamic":
+        if old.kind == "dynamic":
+            return arr
+        src = arr.cast(pa.int64()) if old.kind == "timestamp" else arr
+        out = [None if v is None else json.dumps(_json_value(old, v), separators=(",", ":"))
+               .encode() for v in src.to_pylist()]
+        return pa.array(out, type=pa.binary())
+    if new.kind == "string":
+        if old.kind == "timestamp":
+            return _timestamps_to_rfc3339(arr)
+        return arr.cast(pa.string())
+    return arr.cast(new.arrow())
+
+
+def upgrade_batch(batch: pa.RecordBatch, target: Schema) -> pa.RecordBatch:
+    """Shape `batch` (any older version of the same table) into `target`'s columns and order."""
+    n = batch.num_rows
+    names = batch.schema.names
+    arrays = []
+    for col in target.columns:
+        if col.name in names:
+            i = names.index(col.name)
+            arr = batch.column(i)
+            old = type_of_field(batch.schema.field(i))
+            arrays.append(cast_column(arr, old, col.type))
+        elif col.default is not None:
+            arrays.append(pa.array([col.default_scalar().as_py()] * n, type=col.type.arrow())
+                          if n else pa.array([], type=col.type.arrow()))
+        else:
+            arrays.append(pa.nulls(n, type=col.type.arrow()))
+    return pa.RecordBatch.from_arrays(arrays, schema=target.arrow())
