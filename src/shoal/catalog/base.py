@@ -1,0 +1,188 @@
+"""The catalog protocol: the only source of truth for what is visible (SPEC §6.2).
+
+A table's state is a linear chain of snapshots `1, 2, 3, ...` (snapshot 1 is the creation).
+Publishing snapshot `n + 1` is one catalog transaction that carries the manifest rows it adds
+and removes, an optional new schema version, idempotency-ledger rows and source offsets, and
+ends in the compare-and-swap `UPDATE tables SET current_snapshot_id = n + 1 WHERE id = :t AND
+current_snapshot_id = n`. Either all of it lands or none of it does.
+
+The catalog never retries: a lost race raises `CommitConflictError`, a replayed ledger key
+raises `LedgerKeyExistsError` with the original ack, a broken connection during COMMIT raises
+`CommitStateUnknownError`. Retrying, rebasing and backoff belong to the commit coordinator.
+
+The extents visible at snapshot N are those with `added_snapshot_id <= N` and
+`removed_snapshot_id` null or `> N`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from shoal.errors import CommitError
+from shoal.format.base import BlockPredicate, ExtentWriteResult
+from shoal.types.schema import Schema, SchemaMode
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    id: int
+    name: str
+    current_snapshot_id: int
+    schema: Schema           # the current schema version
+    mode: SchemaMode
+    properties: dict[str, Any]
+    created_at: float        # seconds since the epoch
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    table_id: int
+    snapshot_id: int
+    parent_id: int | None
+    schema_version: int
+    operation: str           # create | append | schema | compact | retention | ...
+    created_at: float
+    commit_id: str           # unique token of the commit that made it (recognises a landed retry)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One extent of a table as the catalog records it."""
+
+    extent_id: str
+    object_path: str
+    byte_size: int
+    row_count: int
+    block_count: int
+    min_ts: int | None
+    max_ts: int | None
+    schema_version: int
+    format: str = "tlm"
+    column_stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    present_paths: dict[str, list[str]] = field(default_factory=dict)
+    membership_filters: dict[str, bytes] = field(default_factory=dict)
+    added_snapshot_id: int | None = None    # filled when read back from the catalog
+    removed_snapshot_id: int | None = None
+
+    @classmethod
+    def from_write(cls, result: ExtentWriteResult, *, schema_version: int,
+                   format: str = "tlm") -> ManifestEntry:
+        return cls(extent_id=result.extent_id, object_path=result.object_path,
+                   byte_size=result.byte_size, row_count=result.row_count,
+                   block_count=result.block_count, min_ts=result.min_ts, max_ts=result.max_ts,
+                   schema_version=schema_version, format=format,
+                   column_stats=result.column_stats, present_paths=result.present_paths,
+                   membership_filters=result.membership_filters)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """An idempotency key applied by a commit, with the ack to return on replay."""
+
+    key: str
+    ack: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    key: str
+    table_id: int
+    snapshot_id: int
+    ack: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """Progress of a bulk source (e.g. `kafka:<group>:<topic>`, partition `"3"`)."""
+
+    source: str
+    partition: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    id: int
+    kind: str
+    table_id: int | None
+    payload: dict[str, Any]
+    state: str               # pending | running | done | failed
+    attempts: int
+    lease_owner: str | None
+    lease_expires_at: float | None
+    result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """Stage-1 pruning output: the extents that may hold matching rows."""
+
+    snapshot_id: int
+    entries: list[ManifestEntry]
+    considered: int          # extents live at the snapshot
+    pruned: int              # considered - len(entries)
+
+
+class LedgerKeyExistsError(CommitError):
+    """The idempotency key was applied before: nothing was written; here is the first ack."""
+
+    code = "ledger_key_exists"
+
+    def __init__(self, record: LedgerRecord) -> None:
+        self.record = record
+        super().__init__(f'idempotency key "{record.key}" was already applied in snapshot '
+                         f"{record.snapshot_id}")
+
+
+@runtime_checkable
+class Catalog(Protocol):
+    url: str
+
+    # tables and schemas
+    def create_table(self, name: str, schema: Schema, *, mode: SchemaMode = "evolve",
+                     properties: dict[str, Any] | None = None) -> TableInfo: ...
+    def load_table(self, name: str) -> TableInfo: ...
+    def list_tables(self) -> list[TableInfo]: ...
+    def schema_history(self, name: str) -> list[Schema]: ...
+    def schema_version(self, name: str, version: int) -> Schema: ...
+    def set_properties(self, name: str, properties: dict[str, Any], *,
+                       mode: SchemaMode | None = None) -> TableInfo: ...
+
+    # snapshots and manifests
+    def commit(self, table: str, *, expected_snapshot_id: int, operation: str,
+               commit_id: str, add: Sequence[ManifestEntry] = (),
+               remove: Sequence[str] = (), schema: Schema | None = None,
+               ledger: Sequence[LedgerEntry] = (), offsets: Sequence[SourceOffset] = (),
+               summary: dict[str, Any] | None = None) -> Snapshot: ...
+    def snapshot(self, table: str, snapshot_id: int | None = None) -> Snapshot: ...
+    def snapshots(self, table: str) -> list[Snapshot]: ...
+    def find_commit(self, table: str, commit_id: str) -> Snapshot | None: ...
+    def manifests(self, table: str, snapshot_id: int | None = None) -> list[ManifestEntry]: ...
+    def live_extent_ids(self, table: str, extent_ids: Sequence[str]) -> set[str]: ...
+    def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
+                     snapshot_id: int | None = None) -> PlanResult: ...
+    def table_counts(self, table: str, snapshot_id: int | None = None) -> tuple[int, int]:
+        """(row_count, extent_count) at the snapshot."""
+        ...
+    def referenced_paths(self) -> set[str]:
+        """Object paths of every manifest row of every table, live or not (for orphan GC)."""
+        ...
+
+    # idempotency ledger and source offsets
+    def ledger_get(self, key: str) -> LedgerRecord | None: ...
+    def sweep_ledger(self, older_than_s: float) -> int: ...
+    def source_offsets(self, source: str) -> dict[str, int]: ...
+
+    # work units
+    def enqueue_work(self, kind: str, *, table: str | None = None,
+                     payload: dict[str, Any] | None = None) -> WorkUnit: ...
+    def claim_work(self, worker: str, *, kinds: Sequence[str] | None = None,
+                   lease_s: float = 300.0) -> WorkUnit | None: ...
+    def finish_work(self, unit_id: int, worker: str, *, ok: bool,
+                    result: dict[str, Any] | None = None) -> bool: ...
+
+    def close(self) -> None: ...

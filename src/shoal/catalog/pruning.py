@@ -1,0 +1,190 @@
+"""Stage 1 of the pruning cascade: a `BlockPredicate` as a catalog query (SPEC §6.2, §8).
+
+`compile_predicate()` lowers a predicate into a SQL condition over manifest rows, for SQLite
+(`json_each`) and Postgres (JSONB `@>`), using only what the catalog holds: time bounds,
+distinct and token sets, present paths of dynamic columns. Membership (bloom) filters cannot
+be evaluated in SQL; `bloom_leaves()` and `survives_filters()` apply them in Python to the
+rows the SQL part kept.
+
+Every rule is conservative: a leaf the catalog cannot decide becomes TRUE. Distinct/token
+sets are trusted only for extents written under a schema version in which the column had a
+type whose stored values compare equal to the looked-up value (a column widened from `int`
+to `string` keeps ints in old extents' stats), so a widening can never cause a wrong prune.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, bindparam, false, not_, or_, text, true
+
+from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
+                               InSet, Not, Or, StringHas, TimeRange)
+from shoal.types.schema import TIMESTAMP_COLUMN, Schema
+
+_INT_KINDS = ("int", "long")
+
+
+def _value_kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, str):
+        return "str"
+    return None
+
+
+@dataclass
+class _Compiler:
+    dialect: str                          # "sqlite" | "postgresql"
+    history: Sequence[Schema]             # every schema version of the table
+    n: int = 0
+
+    def _param(self, value: Any) -> str:
+        self.n += 1
+        return f"p{self.n}"
+
+    def _versions(self, column: str, accept: Callable[[str], bool]) -> list[int] | None:
+        """Schema versions whose type of `column` makes its stats comparable; None = all."""
+        ok = [s.version for s in self.history if (c := s.get(column)) is not None
+              and accept(c.type.kind)]
+        having = [s.version for s in self.history if column in s]
+        if not ok:
+            return []
+        return None if ok == having else ok
+
+    def _contains(self, json_col: str, path: tuple[str, str] | tuple[str], value: Any,
+                  params: dict[str, Any]) -> ColumnElement[bool]:
+        """The JSON array at `path` of `json_col` is absent/not an array, or holds `value`."""
+        p_path, p_val = self._param(None), self._param(None)
+        if self.dialect == "postgresql":
+            params[p_path] = "{" + ",".join(path) + "}"
+            params[p_val] = json.dumps([value])
+            sql = (f"(jsonb_typeof({json_col} #> CAST(:{p_path} AS text[])) IS DISTINCT FROM "
+                   f"'array' OR ({json_col} #> CAST(:{p_path} AS text[])) @> "
+                   f"CAST(:{p_val} AS jsonb))")
+        else:
+            params[p_path] = "$." + ".".join(f'"{p}"' for p in path)
+            params[p_val] = value
+            sql = (f"(json_type({json_col}, :{p_path}) IS NOT 'array' OR EXISTS (SELECT 1 FROM "
+                   f"json_each({json_col}, :{p_path}) AS je WHERE je.value = :{p_val}))")
+        return text(sql)  # type: ignore[return-value]
+
+    def _restrict(self, cond: ColumnElement[bool], versions: list[int] | None,
+                  params: dict[str, Any]) -> ColumnElement[bool]:
+        if versions is None:
+            return cond
+        if not versions:
+            return true()
+        p = self._param(None)
+        params[p] = versions
+        in_versions = text(f"schema_version IN :{p}").bindparams(
+            bindparam(p, expanding=True))
+        return or_(not_(in_versions), cond)  # type: ignore[arg-type]
+
+    def leaf_equals(self, column: str, value: Any, params: dict[str, Any]) -> ColumnElement[bool]:
+        kind = _value_kind(value)
+        if kind is None:
+            return true()
+        accept = (lambda k: k in _INT_KINDS) if kind == "int" else (lambda k: k == "string")
+        versions = self._versions(column, accept)
+        return self._restrict(self._contains("column_stats", (column, "distinct"), value, params),
+                              versions, params)
+
+    def compile(self, pred: BlockPredicate | None, params: dict[str, Any]) -> ColumnElement[bool]:
+        if pred is None:
+            return true()
+        if isinstance(pred, TimeRange):
+            if pred.column != TIMESTAMP_COLUMN:
+                return true()
+            conds = []
+            if pred.lo_ns is not None:
+                p = self._param(None)
+                params[p] = int(pred.lo_ns)
+                conds.append(text(f"max_ts >= :{p}"))
+            if pred.hi_ns is not None:
+                p = self._param(None)
+                params[p] = int(pred.hi_ns)
+                conds.append(text(f"min_ts <= :{p}"))
+            if pred.lo_ns is not None and pred.hi_ns is not None and pred.lo_ns > pred.hi_ns:
+                return false()
+            return and_(true(), *conds)  # type: ignore[arg-type]
+        if isinstance(pred, Equals):
+            return self.leaf_equals(pred.column, pred.value, params)
+        if isinstance(pred, InSet):
+            if not pred.values:
+                return false()
+            return or_(*(self.leaf_equals(pred.column, v, params) for v in pred.values))
+        if isinstance(pred, StringHas):
+            from shoal.format.tokens import tokenize
+
+            tokens = sorted(tokenize(pred.token))
+            if not tokens:
+                return true()
+            versions = self._versions(pred.column, lambda k: k == "string")
+            cond = and_(*(self._contains("column_stats", (pred.column, "tokens"), t, params)
+                          for t in tokens))
+            return self._restrict(cond, versions, params)  # type: ignore[arg-type]
+        if isinstance(pred, (DynamicPathExists, DynamicPathEquals)):
+            if isinstance(pred, DynamicPathEquals) and pred.value is None:
+                return true()
+            return self._contains("present_paths", (pred.column,), pred.path, params)
+        if isinstance(pred, And):
+            return and_(true(), *(self.compile(c, params) for c in pred.children))
+        if isinstance(pred, Or):
+            if not pred.children:
+                return false()
+            return or_(*(self.compile(c, params) for c in pred.children))
+        if isinstance(pred, Not):
+            return true()
+        return true()
+
+
+def compile_predicate(pred: BlockPredicate | None, *, dialect: str,
+                      history: Sequence[Schema]) -> tuple[ColumnElement[bool], dict[str, Any]]:
+    """SQL condition over `manifests` columns plus its bound parameters."""
+    params: dict[str, Any] = {}
+    cond = _Compiler(dialect, history).compile(pred, params)
+    return cond, params
+
+
+def bloom_leaves(pred: BlockPredicate | None) -> dict[str, set[Any]]:
+    """Columns (and looked-up values) of Equals/InSet leaves a membership filter may decide."""
+    out: dict[str, set[Any]] = {}
+
+    def walk(p: BlockPredicate | None) -> None:
+        if isinstance(p, Equals) and _value_kind(p.value):
+            out.setdefault(p.column, set()).add(p.value)
+        elif isinstance(p, InSet):
+            out.setdefault(p.column, set()).update(v for v in p.values if _value_kind(v))
+        elif isinstance(p, (And, Or)):
+            for c in p.children:
+                walk(c)
+        # Not: conservative, nothing below it may prune.
+
+    walk(pred)
+    return out
+
+
+def survives_filters(pred: BlockPredicate | None,
+                     might_contain: Callable[[str, Any], bool]) -> bool:
+    """Evaluate `pred` with Equals/InSet decided by membership filters, all else TRUE.
+
+    `might_contain(column, value)` answers True when the extent has no filter for the column.
+    The result is ANDed with the SQL part, which keeps stage 1 conservative.
+    """
+    if pred is None:
+        return True
+    if isinstance(pred, Equals):
+        return not _value_kind(pred.value) or might_contain(pred.column, pred.value)
+    if isinstance(pred, InSet):
+        return any(not _value_kind(v) or might_contain(pred.column, v) for v in pred.values)
+    if isinstance(pred, And):
+        return all(survives_filters(c, might_contain) for c in pred.children)
+    if isinstance(pred, Or):
+        return any(survives_filters(c, might_contain) for c in pred.children)
+    return True

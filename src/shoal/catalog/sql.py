@@ -1,0 +1,532 @@
+"""`SqlCatalog`: the catalog on SQLite (embedded default) or Postgres, via SQLAlchemy Core.
+
+Transactions: SQLite runs in WAL mode and every write transaction starts with
+`BEGIN IMMEDIATE`, so writers queue on the database lock instead of failing on upgrade;
+Postgres runs at READ COMMITTED, where the compare-and-swap `UPDATE ... WHERE
+current_snapshot_id = :expected` re-checks the row after waiting for a concurrent writer and
+the primary key of `(table_id, snapshot_id)` stops two commits from claiming one snapshot.
+Errors raised before COMMIT mean the transaction certainly failed; an error raised by COMMIT
+itself leaves the outcome unknown (`CommitStateUnknownError`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import (Connection, Engine, and_, bindparam, create_engine, delete, event, func,
+                        insert, or_, select, text, update)
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from shoal.catalog import tables as T
+from shoal.catalog.base import (LedgerEntry, LedgerKeyExistsError, LedgerRecord, ManifestEntry,
+                                PlanResult, Snapshot, SourceOffset, TableInfo, WorkUnit)
+from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
+from shoal.errors import (CommitConflictError, CommitStateUnknownError, ConfigError,
+                          InvalidSchemaError, SnapshotNotFoundError, TableAlreadyExistsError,
+                          TableNotFoundError)
+from shoal.format.base import BlockPredicate
+from shoal.types.schema import SCHEMA_MODES, Schema, SchemaMode, check_table_name
+
+_IN_CHUNK = 2000
+
+
+def _normalise_url(url: str) -> str:
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+class SqlCatalog:
+    """The `Catalog` protocol over one SQL database."""
+
+    def __init__(self, url: str, *, engine: Engine | None = None) -> None:
+        self.url = url
+        sa_url = _normalise_url(url)
+        if engine is None:
+            if sa_url.startswith("sqlite"):
+                engine = create_engine(sa_url, pool_size=8, max_overflow=24,
+                                       connect_args={"timeout": 60, "check_same_thread": False})
+            elif sa_url.startswith("postgresql"):
+                engine = create_engine(sa_url, pool_size=8, max_overflow=24, pool_pre_ping=True)
+            else:
+                raise ConfigError(f"unsupported catalog URL {url!r} (expected sqlite:///... or "
+                                  "postgresql://...)")
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        if self.dialect == "sqlite":
+            self._setup_sqlite(engine)
+        with self._write() as conn:
+            T.migrate(conn)
+
+    # ---- connection plumbing ----------------------------------------------------------------
+    @staticmethod
+    def _setup_sqlite(engine: Engine) -> None:
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _rec: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=FULL")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            mode = "IMMEDIATE" if conn.get_execution_options().get("shoal_write") else "DEFERRED"
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self.engine.connect().execution_options(shoal_write=True) as conn:
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ---- tables and schemas -----------------------------------------------------------------
+    def _table_row(self, conn: Connection, name: str) -> Any:
+        row = conn.execute(select(T.tables).where(T.tables.c.name == name)).first()
+        if row is None:
+            raise TableNotFoundError(name)
+        return row
+
+    def _schema(self, conn: Connection, table_id: int, version: int) -> Schema:
+        doc = conn.execute(select(T.schema_versions.c.schema).where(
+            T.schema_versions.c.table_id == table_id,
+            T.schema_versions.c.version == version)).scalar_one()
+        return Schema.from_json(doc)
+
+    def _info(self, conn: Connection, row: Any) -> TableInfo:
+        return TableInfo(id=row.id, name=row.name, current_snapshot_id=row.current_snapshot_id,
+                         schema=self._schema(conn, row.id, row.schema_version), mode=row.mode,
+                         properties=dict(row.properties), created_at=row.created_at)
+
+    def create_table(self, name: str, schema: Schema, *, mode: SchemaMode = "evolve",
+                     properties: dict[str, Any] | None = None) -> TableInfo:
+        check_table_name(name)
+        if mode not in SCHEMA_MODES:
+            raise InvalidSchemaError(f"unknown schema mode {mode!r} (expected one of "
+                                     f"{', '.join(SCHEMA_MODES)})")
+        if schema.version != 1:
+            schema = Schema(schema.columns, 1)
+        now = time.time()
+        try:
+            with self._write() as conn:
+                if conn.execute(select(T.tables.c.id).where(T.tables.c.name == name)).first():
+                    raise TableAlreadyExistsError(name)
+                table_id = conn.execute(insert(T.tables).values(
+                    name=name, current_snapshot_id=1, schema_version=1, mode=mode,
+                    properties=properties or {}, created_at=now)).inserted_primary_key[0]
+                conn.execute(insert(T.schema_versions).values(
+                    table_id=table_id, version=1, schema=schema.to_json(), created_at=now))
+                conn.execute(insert(T.snapshots).values(
+                    table_id=table_id, snapshot_id=1, parent_id=None, schema_version=1,
+                    operation="create", commit_id=uuid.uuid4().hex, created_at=now,
+                    summary={}))
+                return self._info(conn, self._table_row(conn, name))
+        except IntegrityError:
+            raise TableAlreadyExistsError(name) from None
+
+    def load_table(self, name: str) -> TableInfo:
+        with self._read() as conn:
+            return self._info(conn, self._table_row(conn, name))
+
+    def list_tables(self) -> list[TableInfo]:
+        with self._read() as conn:
+            rows = conn.execute(select(T.tables).order_by(T.tables.c.name)).all()
+            return [self._info(conn, r) for r in rows]
+
+    def schema_history(self, name: str) -> list[Schema]:
+        with self._read() as conn:
+            row = self._table_row(conn, name)
+            docs = conn.execute(select(T.schema_versions.c.schema)
+                                .where(T.schema_versions.c.table_id == row.id)
+                                .order_by(T.schema_versions.c.version)).scalars().all()
+            return [Schema.from_json(d) for d in docs]
+
+    def schema_version(self, name: str, version: int) -> Schema:
+        with self._read() as conn:
+            row = self._table_row(conn, name)
+            return self._schema(conn, row.id, version)
+
+    def set_properties(self, name: str, properties: dict[str, Any], *,
+                       mode: SchemaMode | None = None) -> TableInfo:
+        if mode is not None and mode not in SCHEMA_MODES:
+            raise InvalidSchemaError(f"unknown schema mode {mode!r}")
+        with self._write() as conn:
+            row = self._table_row(conn, name)
+            merged = {**row.properties, **properties}
+            merged = {k: v for k, v in merged.items() if v is not None}
+            conn.execute(update(T.tables).where(T.tables.c.id == row.id)
+                         .values(properties=merged, mode=mode or row.mode))
+            return self._info(conn, self._table_row(conn, name))
+
+    # ---- commit -----------------------------------------------------------------------------
+    def commit(self, table: str, *, expected_snapshot_id: int, operation: str,
+               commit_id: str, add: Sequence[ManifestEntry] = (),
+               remove: Sequence[str] = (), schema: Schema | None = None,
+               ledger: Sequence[LedgerEntry] = (), offsets: Sequence[SourceOffset] = (),
+               summary: dict[str, Any] | None = None) -> Snapshot:
+        new_id = expected_snapshot_id + 1
+        now = time.time()
+        conn = self.engine.connect().execution_options(shoal_write=True)
+        trans = None
+        try:
+            trans = conn.begin()
+            row = self._table_row(conn, table)
+            if row.current_snapshot_id != expected_snapshot_id:
+                raise CommitConflictError(table, expected_snapshot_id, row.current_snapshot_id)
+            version = row.schema_version
+            if schema is not None:
+                if schema.version != version + 1:
+                    raise CommitConflictError(table, expected_snapshot_id,
+                                              row.current_snapshot_id)
+                version = schema.version
+                conn.execute(insert(T.schema_versions).values(
+                    table_id=row.id, version=version, schema=schema.to_json(), created_at=now))
+            conn.execute(insert(T.snapshots).values(
+                table_id=row.id, snapshot_id=new_id, parent_id=expected_snapshot_id,
+                schema_version=version, operation=operation, commit_id=commit_id,
+                created_at=now, summary=summary or {}))
+            if add:
+                conn.execute(insert(T.manifests), [_manifest_row(row.id, new_id, e) for e in add])
+                filters = [{"table_id": row.id, "extent_id": e.extent_id, "column_name": c,
+                            "filter": f} for e in add for c, f in e.membership_filters.items()]
+                if filters:
+                    conn.execute(insert(T.manifest_filters), filters)
+            if remove:
+                removed = 0
+                for chunk in _chunks(list(remove)):
+                    removed += conn.execute(update(T.manifests).where(
+                        T.manifests.c.table_id == row.id,
+                        T.manifests.c.extent_id.in_(chunk),
+                        T.manifests.c.removed_snapshot_id.is_(None),
+                    ).values(removed_snapshot_id=new_id)).rowcount
+                if removed != len(set(remove)):
+                    raise CommitConflictError(table, expected_snapshot_id)
+            if ledger:
+                conn.execute(insert(T.ingest_ledger), [
+                    {"key": le.key, "table_id": row.id, "snapshot_id": new_id,
+                     "ack": {**le.ack, "snapshot_id": new_id}, "created_at": now}
+                    for le in ledger])
+            for off in offsets:
+                self._upsert_offset(conn, row.id, new_id, off, now)
+            cas = conn.execute(update(T.tables).where(
+                T.tables.c.id == row.id,
+                T.tables.c.current_snapshot_id == expected_snapshot_id,
+            ).values(current_snapshot_id=new_id, schema_version=version))
+            if cas.rowcount != 1:
+                raise CommitConflictError(table, expected_snapshot_id)
+        except IntegrityError:
+            _rollback(trans)
+            conn.close()
+            self._raise_replay(ledger)
+            raise CommitConflictError(table, expected_snapshot_id) from None
+        except OperationalError as e:
+            _rollback(trans)
+            conn.close()
+            if self.dialect == "sqlite" and "locked" in str(e).lower():
+                raise CommitConflictError(table, expected_snapshot_id) from None
+            raise
+        except BaseException:
+            _rollback(trans)
+            conn.close()
+            raise
+        try:
+            trans.commit()
+        except DBAPIError as e:
+            conn.close()
+            raise CommitStateUnknownError(table, e) from e
+        conn.close()
+        return Snapshot(table_id=row.id, snapshot_id=new_id, parent_id=expected_snapshot_id,
+                        schema_version=version, operation=operation, created_at=now,
+                        commit_id=commit_id, summary=summary or {})
+
+    def _raise_replay(self, ledger: Sequence[LedgerEntry]) -> None:
+        for le in ledger:
+            rec = self.ledger_get(le.key)
+            if rec is not None:
+                raise LedgerKeyExistsError(rec)
+
+    def _upsert_offset(self, conn: Connection, table_id: int, snapshot_id: int,
+                       off: SourceOffset, now: float) -> None:
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        stmt = dialect_insert(T.source_offsets).values(
+            source=off.source, partition=off.partition, table_id=table_id, offset=off.offset,
+            snapshot_id=snapshot_id, updated_at=now)
+        conn.execute(stmt.on_conflict_do_update(
+            index_elements=["source", "partition"],
+            set_={"offset": off.offset, "table_id": table_id, "snapshot_id": snapshot_id,
+                  "updated_at": now}))
+
+    # ---- snapshots and manifests ------------------------------------------------------------
+    def _snapshot_row(self, conn: Connection, row: Any, snapshot_id: int | None) -> Snapshot:
+        sid = row.current_snapshot_id if snapshot_id is None else snapshot_id
+        s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
+                                                   T.snapshots.c.snapshot_id == sid)).first()
+        if s is None:
+            raise SnapshotNotFoundError(row.name, sid)
+        return _snapshot(s)
+
+    def snapshot(self, table: str, snapshot_id: int | None = None) -> Snapshot:
+        with self._read() as conn:
+            return self._snapshot_row(conn, self._table_row(conn, table), snapshot_id)
+
+    def snapshots(self, table: str) -> list[Snapshot]:
+        with self._read() as conn:
+            row = self._table_row(conn, table)
+            rows = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id)
+                                .order_by(T.snapshots.c.snapshot_id)).all()
+            return [_snapshot(s) for s in rows]
+
+    def find_commit(self, table: str, commit_id: str) -> Snapshot | None:
+        with self._read() as conn:
+            row = self._table_row(conn, table)
+            s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
+                                                       T.snapshots.c.commit_id == commit_id)
+                             ).first()
+            return None if s is None else _snapshot(s)
+
+    @staticmethod
+    def _visible(table_id: int, sid: int) -> Any:
+        m = T.manifests.c
+        return and_(m.table_id == table_id, m.added_snapshot_id <= sid,
+                    or_(m.removed_snapshot_id.is_(None), m.removed_snapshot_id > sid))
+
+    def manifests(self, table: str, snapshot_id: int | None = None) -> list[ManifestEntry]:
+        with self._read() as conn:
+            row = self._table_row(conn, table)
+            sid = self._snapshot_row(conn, row, snapshot_id).snapshot_id
+            rows = conn.execute(select(T.manifests).where(self._visible(row.id, sid))
+                                .order_by(T.manifests.c.min_ts, T.manifests.c.extent_id)).all()
+            entries = [_entry(r) for r in rows]
+            return self._attach_filters(conn, row.id, entries)
+
+    def _attach_filters(self, conn: Connection, table_id: int,
+                        entries: list[ManifestEntry]) -> list[ManifestEntry]:
+        by_id: dict[str, dict[str, bytes]] = {}
+        ids = [e.extent_id for e in entries]
+        for chunk in _chunks(ids):
+            for r in conn.execute(select(T.manifest_filters).where(
+                    T.manifest_filters.c.table_id == table_id,
+                    T.manifest_filters.c.extent_id.in_(chunk))):
+                by_id.setdefault(r.extent_id, {})[r.column_name] = bytes(r.filter)
+        if not by_id:
+            return entries
+        from dataclasses import replace
+        return [replace(e, membership_filters=by_id.get(e.extent_id, {})) for e in entries]
+
+    def live_extent_ids(self, table: str, extent_ids: Sequence[str]) -> set[str]:
+        with self._read() as conn:
+            row = self._table_row(conn, table)
+            out: set[str] = set()
+            for chunk in _chunks(list(extent_ids)):
+                out.update(conn.execute(select(T.manifests.c.extent_id).where(
+                    T.manifests.c.table_id == row.id, T.manifests.c.extent_id.in_(chunk),
+                    T.manifests.c.removed_snapshot_id.is_(None))).scalars())
+            return out
+
+    def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
+                     snapshot_id: int | None = None) -> PlanResult:
+        with self._read() as conn:
+            row = self._table_row(conn, table)
+            sid = self._snapshot_row(conn, row, snapshot_id).snapshot_id
+            history = [Schema.from_json(d) for d in conn.execute(
+                select(T.schema_versions.c.schema)
+                .where(T.schema_versions.c.table_id == row.id)).scalars()]
+            visible = self._visible(row.id, sid)
+            considered = conn.execute(select(func.count()).select_from(T.manifests)
+                                      .where(visible)).scalar_one()
+            cond, params = compile_predicate(predicate, dialect=self.dialect, history=history)
+            light = [c for c in T.manifests.c if c.name not in ("column_stats",)]
+            stmt = (select(*light).where(visible, cond)
+                    .order_by(T.manifests.c.min_ts, T.manifests.c.extent_id))
+            rows = conn.execute(stmt, params).all()
+            entries = [_entry(r) for r in rows]
+            leaves = bloom_leaves(predicate)
+            if leaves and entries:
+                entries = self._bloom_filter(conn, row.id, entries, leaves, predicate, history)
+            return PlanResult(snapshot_id=sid, entries=entries, considered=considered,
+                              pruned=considered - len(entries))
+
+    def _bloom_filter(self, conn: Connection, table_id: int, entries: list[ManifestEntry],
+                      leaves: dict[str, set[Any]], predicate: BlockPredicate | None,
+                      history: list[Schema]) -> list[ManifestEntry]:
+        filters: dict[tuple[str, str], bytes] = {}
+        ids = [e.extent_id for e in entries]
+        for chunk in _chunks(ids):
+            for r in conn.execute(select(T.manifest_filters).where(
+                    T.manifest_filters.c.table_id == table_id,
+                    T.manifest_filters.c.column_name.in_(list(leaves)),
+                    T.manifest_filters.c.extent_id.in_(chunk))):
+                filters[(r.extent_id, r.column_name)] = bytes(r.filter)
+        if not filters:
+            return entries
+        from shoal.format.membership import BloomFilter
+
+        kinds = {s.version: {c.name: c.type.kind for c in s.columns} for s in history}
+        kept = []
+        for e in entries:
+            cache: dict[str, Any] = {}
+
+            def might_contain(column: str, value: Any, e: ManifestEntry = e,
+                              cache: dict[str, Any] = cache) -> bool:
+                blob = filters.get((e.extent_id, column))
+                if blob is None:
+                    return True
+                kind = kinds.get(e.schema_version, {}).get(column)
+                if not ((kind == "string" and isinstance(value, str)) or
+                        (kind in ("int", "long") and isinstance(value, int)
+                         and not isinstance(value, bool))):
+                    return True  # the extent's values are of another type: cannot decide
+                if column not in cache:
+                    cache[column] = BloomFilter.from_bytes(blob)
+                return cache[column].might_contain(value)
+
+            if survives_filters(predicate, might_contain):
+                kept.append(e)
+        return kept
+
+    def table_counts(self, table: str, snapshot_id: int | None = None) -> tuple[int, int]:
+        with self._read() as conn:
+            row = self._table_row(conn, table)
+            sid = self._snapshot_row(conn, row, snapshot_id).snapshot_id
+            r = conn.execute(select(func.coalesce(func.sum(T.manifests.c.row_count), 0),
+                                    func.count()).where(self._visible(row.id, sid))).one()
+            return int(r[0]), int(r[1])
+
+    def referenced_paths(self) -> set[str]:
+        with self._read() as conn:
+            return set(conn.execute(select(T.manifests.c.object_path)).scalars())
+
+    # ---- ledger and offsets -----------------------------------------------------------------
+    def ledger_get(self, key: str) -> LedgerRecord | None:
+        with self._read() as conn:
+            r = conn.execute(select(T.ingest_ledger).where(T.ingest_ledger.c.key == key)).first()
+            if r is None:
+                return None
+            return LedgerRecord(key=r.key, table_id=r.table_id, snapshot_id=r.snapshot_id,
+                                ack=dict(r.ack), created_at=r.created_at)
+
+    def sweep_ledger(self, older_than_s: float) -> int:
+        cutoff = time.time() - older_than_s
+        with self._write() as conn:
+            return conn.execute(delete(T.ingest_ledger)
+                                .where(T.ingest_ledger.c.created_at < cutoff)).rowcount
+
+    def source_offsets(self, source: str) -> dict[str, int]:
+        with self._read() as conn:
+            rows = conn.execute(select(T.source_offsets.c.partition, T.source_offsets.c.offset)
+                                .where(T.source_offsets.c.source == source)).all()
+            return {p: int(o) for p, o in rows}
+
+    # ---- work units -------------------------------------------------------------------------
+    def enqueue_work(self, kind: str, *, table: str | None = None,
+                     payload: dict[str, Any] | None = None) -> WorkUnit:
+        now = time.time()
+        with self._write() as conn:
+            table_id = None if table is None else self._table_row(conn, table).id
+            uid = conn.execute(insert(T.work_units).values(
+                kind=kind, table_id=table_id, payload=payload or {}, state="pending",
+                attempts=0, created_at=now, updated_at=now)).inserted_primary_key[0]
+            return _unit(conn.execute(select(T.work_units)
+                                      .where(T.work_units.c.id == uid)).one())
+
+    def claim_work(self, worker: str, *, kinds: Sequence[str] | None = None,
+                   lease_s: float = 300.0) -> WorkUnit | None:
+        """Claim the oldest pending unit, or a running one whose lease expired.
+
+        Postgres: `FOR UPDATE SKIP LOCKED`, so concurrent workers never wait on each other.
+        SQLite: the IMMEDIATE write lock serialises claimers; the lease fields are the claim.
+        """
+        now = time.time()
+        w = T.work_units.c
+        claimable = or_(w.state == "pending",
+                        and_(w.state == "running", w.lease_expires_at < now))
+        stmt = select(T.work_units).where(claimable)
+        if kinds:
+            stmt = stmt.where(w.kind.in_(list(kinds)))
+        stmt = stmt.order_by(w.id).limit(1)
+        if self.dialect == "postgresql":
+            stmt = stmt.with_for_update(skip_locked=True)
+        with self._write() as conn:
+            r = conn.execute(stmt).first()
+            if r is None:
+                return None
+            conn.execute(update(T.work_units).where(w.id == r.id).values(
+                state="running", lease_owner=worker, lease_expires_at=now + lease_s,
+                attempts=r.attempts + 1, updated_at=now))
+            return _unit(conn.execute(select(T.work_units).where(w.id == r.id)).one())
+
+    def finish_work(self, unit_id: int, worker: str, *, ok: bool,
+                    result: dict[str, Any] | None = None) -> bool:
+        """Record the outcome; False if the lease was lost to another worker meanwhile."""
+        w = T.work_units.c
+        with self._write() as conn:
+            n = conn.execute(update(T.work_units).where(
+                w.id == unit_id, w.lease_owner == worker, w.state == "running").values(
+                state="done" if ok else "failed", result=result, lease_expires_at=None,
+                updated_at=time.time())).rowcount
+            return n == 1
+
+
+# ---- row mapping ------------------------------------------------------------------------------
+def _manifest_row(table_id: int, snapshot_id: int, e: ManifestEntry) -> dict[str, Any]:
+    return {"table_id": table_id, "extent_id": e.extent_id, "added_snapshot_id": snapshot_id,
+            "removed_snapshot_id": None, "object_path": e.object_path, "format": e.format,
+            "byte_size": e.byte_size, "row_count": e.row_count, "block_count": e.block_count,
+            "min_ts": e.min_ts, "max_ts": e.max_ts, "schema_version": e.schema_version,
+            "column_stats": e.column_stats, "present_paths": e.present_paths}
+
+
+def _entry(r: Any) -> ManifestEntry:
+    m = r._mapping
+    return ManifestEntry(
+        extent_id=m["extent_id"], object_path=m["object_path"], byte_size=m["byte_size"],
+        row_count=m["row_count"], block_count=m["block_count"], min_ts=m["min_ts"],
+        max_ts=m["max_ts"], schema_version=m["schema_version"], format=m["format"],
+        column_stats=dict(m["column_stats"]) if "column_stats" in m else {},
+        present_paths=dict(m["present_paths"] or {}),
+        added_snapshot_id=m["added_snapshot_id"], removed_snapshot_id=m["removed_snapshot_id"])
+
+
+def _snapshot(s: Any) -> Snapshot:
+    return Snapshot(table_id=s.table_id, snapshot_id=s.snapshot_id, parent_id=s.parent_id,
+                    schema_version=s.schema_version, operation=s.operation,
+                    created_at=s.created_at, commit_id=s.commit_id, summary=dict(s.summary))
+
+
+def _unit(r: Any) -> WorkUnit:
+    return WorkUnit(id=r.id, kind=r.kind, table_id=r.table_id, payload=dict(r.payload),
+                    state=r.state, attempts=r.attempts, lease_owner=r.lease_owner,
+                    lease_expires_at=r.lease_expires_at,
+                    result=None if r.result is None else dict(r.result))
+
+
+def _chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for i in range(0, len(items), _IN_CHUNK):
+        yield items[i:i + _IN_CHUNK]
+
+
+def _rollback(trans: Any) -> None:
+    if trans is not None and trans.is_active:
+        try:
+            trans.rollback()
+        except DBAPIError:
+            pass
+

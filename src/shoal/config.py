@@ -1,0 +1,97 @@
+"""Configuration: defaults, then a TOML file, then `SHOAL_*` variables, then flags (SPEC §11).
+
+Loaded once at the edge (CLI, server) and passed down; nothing reads the environment later.
+Defaults give the embedded single-machine setup: everything under `./shoal-data` (SQLite
+catalog `catalog.db`, extents under `objects/`, Spark `local[*]`).
+
+File keys are the variable names without the prefix, lower-cased (`catalog_url = "..."`).
+The file is `--config`, else `SHOAL_CONFIG`, else `./shoal.toml` if it exists.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from shoal.errors import ConfigError
+
+ENV_PREFIX = "SHOAL_"
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: str = "./shoal-data"
+    catalog_url: str | None = None     # default: sqlite:///<data_dir>/catalog.db
+    storage_url: str | None = None     # default: file://<data_dir>/objects
+    s3_endpoint: str | None = None
+    spark_master: str = "local[*]"
+    host: str = "127.0.0.1"
+    port: int = 8720
+    tokens: str | None = None          # "token=scope1,scope2;token2=scope"
+    tokens_file: str | None = None
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser().resolve()
+
+    @property
+    def resolved_catalog_url(self) -> str:
+        return self.catalog_url or f"sqlite:///{self.data_path / 'catalog.db'}"
+
+    @property
+    def resolved_storage_url(self) -> str:
+        return self.storage_url or (self.data_path / "objects").as_uri()
+
+    def ensure_data_dir(self) -> None:
+        if self.catalog_url is None or self.storage_url is None:
+            self.data_path.mkdir(parents=True, exist_ok=True)
+
+
+_FIELDS = {f.name: f for f in fields(Config)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if name == "port":
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"port must be an integer, got {value!r}") from None
+    return str(value)
+
+
+def load_config(*, config_file: str | None = None, env: Mapping[str, str] | None = None,
+                **flags: Any) -> Config:
+    """Build the configuration; `flags` set to None are ignored."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    path = config_file or env.get(ENV_PREFIX + "CONFIG")
+    if path is None and Path("shoal.toml").is_file():
+        path = "shoal.toml"
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                doc = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path}: {e}") from None
+        for key, value in doc.items():
+            if key not in _FIELDS:
+                raise ConfigError(f"config file {path}: unknown key {key!r}")
+            values[key] = _coerce(key, value)
+    for name in _FIELDS:
+        var = ENV_PREFIX + name.upper()
+        if var in env and env[var] != "":
+            values[name] = _coerce(name, env[var])
+    for name, value in flags.items():
+        if name not in _FIELDS:
+            raise TypeError(f"unknown configuration flag {name!r}")
+        if value is not None:
+            values[name] = _coerce(name, value)
+    return replace(Config(), **values)

@@ -1,0 +1,1 @@
+"""The shared write path: coercion, evolution, ledger, group commit, commit coordinator."""

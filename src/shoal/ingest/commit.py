@@ -1,0 +1,212 @@
+"""The commit coordinator: write extents, publish a snapshot by CAS, retry (SPEC §6.3).
+
+`CommitCoordinator.run()` is the one retry loop of shoal. Each attempt re-reads the table and
+asks a `build` callback for the commit (the rebase: an append is unchanged, a schema change
+is merged onto the schema that landed meanwhile, a compaction checks its inputs are still
+live and gives up otherwise), then calls the catalog's single-transaction commit. Conflicts
+back off exponentially with full jitter.
+
+Failure rules for the extents a commit wrote:
+- the commit certainly failed (conflicts exhausted, a rebase gave up, the ledger key was
+  already applied, an error before COMMIT): the extents are deleted;
+- the outcome is unknown (the connection broke during COMMIT): the snapshot is looked up by
+  the commit's unique `commit_id`; if it landed, that is success; if the lookup itself fails
+  the extents are left for orphan GC and `CommitStateUnknownError` propagates.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from shoal.catalog.base import (Catalog, LedgerEntry, LedgerKeyExistsError, LedgerRecord,
+                                ManifestEntry, Snapshot, SourceOffset, TableInfo)
+from shoal.errors import (CommitConflictError, CommitRetriesExhaustedError,
+                          CommitStateUnknownError, ShoalError)
+from shoal.format.base import SegmentFormat
+from shoal.storage.base import ObjectStore
+from shoal.types.schema import Column, Schema
+
+StageHook = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class CommitSpec:
+    """What one attempt proposes on top of the table state it was built from."""
+
+    operation: str
+    add: Sequence[ManifestEntry] = ()
+    remove: Sequence[str] = ()
+    schema: Schema | None = None
+    ledger: Sequence[LedgerEntry] = ()
+    offsets: Sequence[SourceOffset] = ()
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    snapshot: Snapshot | None        # None when nothing needed committing (no-op)
+    added: list[ManifestEntry]
+    attempts: int
+    replayed: LedgerRecord | None = None
+
+
+def extent_prefix(table: TableInfo) -> str:
+    return f"tables/{table.name}.{table.id}/extents"
+
+
+class CommitCoordinator:
+    def __init__(self, catalog: Catalog, store: ObjectStore, fmt: SegmentFormat, *,
+                 max_attempts: int = 64, base_delay_s: float = 0.002,
+                 max_delay_s: float = 0.5, on_stage: StageHook | None = None) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.format = fmt
+        self.max_attempts = max_attempts
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self._on_stage = on_stage
+
+    def _stage(self, stage: str, **info: Any) -> None:
+        if self._on_stage is not None:
+            self._on_stage(stage, **info)
+
+    # ---- extents ----------------------------------------------------------------------------
+    def write_extent(self, table: TableInfo, batches: Iterable[pa.RecordBatch | pa.Table], *,
+                     schema: Schema | None = None, block_rows: int = 65536) -> ManifestEntry:
+        """Write one extent of `batches` (already shaped to `schema`, default current)."""
+        schema = schema or table.schema
+        writer = self.format.start_extent(self.store, extent_prefix(table), schema.arrow(),
+                                          block_rows=block_rows)
+        try:
+            for b in batches:
+                writer.append(b)
+            result = writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        entry = ManifestEntry.from_write(result, schema_version=schema.version,
+                                         format=self.format.name)
+        self._stage("extent_written", path=entry.object_path, extent_id=entry.extent_id)
+        return entry
+
+    def _delete(self, entries: Sequence[ManifestEntry]) -> None:
+        for e in entries:
+            try:
+                self.store.delete(e.object_path)
+            except ShoalError:
+                pass  # left for orphan GC
+
+    # ---- the retry loop ---------------------------------------------------------------------
+    def run(self, table: str, build: Callable[[TableInfo], CommitSpec | None], *,
+            written: Sequence[ManifestEntry] = ()) -> CommitOutcome:
+        """Commit what `build` proposes, rebasing and retrying on conflicts.
+
+        `written` are extents already in the store for this commit: deleted if the commit
+        certainly fails, kept if it lands or its outcome stays unknown.
+        """
+        commit_id = uuid.uuid4().hex
+        attempt = 0
+        try:
+            while True:
+                attempt += 1
+                info = self.catalog.load_table(table)
+                spec = build(info)
+                if spec is None:
+                    self._delete(written)
+                    return CommitOutcome(None, [], attempt)
+                self._stage("committing", attempt=attempt, expected=info.current_snapshot_id)
+                try:
+                    snap = self.catalog.commit(
+                        table, expected_snapshot_id=info.current_snapshot_id,
+                        operation=spec.operation, commit_id=commit_id, add=spec.add,
+                        remove=spec.remove, schema=spec.schema, ledger=spec.ledger,
+                        offsets=spec.offsets, summary=spec.summary)
+                except CommitConflictError:
+                    if attempt >= self.max_attempts:
+                        raise CommitRetriesExhaustedError(table, attempt) from None
+                    self._backoff(attempt)
+                    continue
+                except CommitStateUnknownError:
+                    snap = self._recover(table, commit_id)
+                    if snap is None:
+                        if attempt >= self.max_attempts:
+                            raise
+                        continue  # certainly not landed: try again with the same commit id
+                self._stage("committed", snapshot_id=snap.snapshot_id)
+                return CommitOutcome(snap, list(spec.add), attempt)
+        except LedgerKeyExistsError as e:
+            self._delete(written)
+            return CommitOutcome(None, [], attempt, replayed=e.record)
+        except CommitStateUnknownError:
+            raise  # outcome unknown: extents stay for orphan GC
+        except Exception:
+            self._delete(written)
+            raise
+
+    def _recover(self, table: str, commit_id: str) -> Snapshot | None:
+        """After an unknown outcome: the snapshot if it landed, None if it certainly did not."""
+        for attempt in range(1, 6):
+            try:
+                return self.catalog.find_commit(table, commit_id)
+            except Exception as e:
+                if attempt == 5:
+                    raise CommitStateUnknownError(table, e) from e
+                time.sleep(min(self.max_delay_s, self.base_delay_s * 2 ** attempt))
+        return None
+
+    def _backoff(self, attempt: int) -> None:
+        cap = min(self.max_delay_s, self.base_delay_s * 2 ** min(attempt, 16))
+        time.sleep(random.uniform(0, cap))
+
+    # ---- common commits ---------------------------------------------------------------------
+    def append(self, table: str, entries: Sequence[ManifestEntry], *,
+               ledger: Sequence[LedgerEntry] = (), offsets: Sequence[SourceOffset] = (),
+               summary: dict[str, Any] | None = None) -> CommitOutcome:
+        """Publish already written extents as one new snapshot (append-only rebase)."""
+        rows = sum(e.row_count for e in entries)
+        spec = CommitSpec(operation="append", add=list(entries), ledger=list(ledger),
+                          offsets=list(offsets),
+                          summary={"added_extents": len(entries), "added_rows": rows,
+                                   **(summary or {})})
+        return self.run(table, lambda _info: spec, written=entries)
+
+    def append_batches(self, table: str, batches: Iterable[pa.RecordBatch | pa.Table], *,
+                       ledger: Sequence[LedgerEntry] = (),
+                       offsets: Sequence[SourceOffset] = (),
+                       schema: Schema | None = None) -> CommitOutcome:
+        """Write `batches` as one extent and append it."""
+        info = self.catalog.load_table(table)
+        entry = self.write_extent(info, batches, schema=schema)
+        return self.append(table, [entry], ledger=ledger, offsets=offsets)
+
+    def evolve_schema(self, table: str, changes: Sequence[Column], *,
+                      base: Schema | None = None) -> TableInfo:
+        """Add or widen columns; concurrent evolutions merge or fail with a clear error.
+
+        `base` is the schema the caller derived `changes` from (default: the current one).
+        A column that a concurrent writer added with another type raises
+        `SchemaConflictError`; a change that is not a widening raises
+        `IncompatibleSchemaChangeError`. Nothing is written in either case.
+        """
+        base = base or self.catalog.load_table(table).schema
+        mine = base.evolve(changes, table=table)
+
+        def build(info: TableInfo) -> CommitSpec | None:
+            if info.schema.version == base.version:
+                target = mine
+            else:
+                target = info.schema.merge_concurrent(base, mine, table=table)
+            if target is info.schema or target.version == info.schema.version:
+                return None
+            return CommitSpec(operation="schema", schema=target,
+                              summary={"schema_version": target.version})
+
+        self.run(table, build)
+        return self.catalog.load_table(table)
