@@ -225,6 +225,11 @@ class Schema:
         index = dict(self._index)
         changed = False
         for ch in changes:
+            if ch.name in RESERVED_COLUMNS:
+                if ch == self.get(ch.name):
+                    continue
+                raise InvalidSchemaError(f'column name "{ch.name}" is reserved: it cannot be '
+                                         "added or changed", column=ch.name)
             cur_i = index.get(ch.name)
             if cur_i is None:
                 check_column_name(ch.name)
@@ -253,9 +258,6 @@ class Schema:
                     "a column's default cannot change")
             new = replace(cur, type=ch.type, nullable=cur.nullable or ch.nullable)
             if new != cur:
-                if ch.name in RESERVED_COLUMNS:
-                    raise IncompatibleSchemaChangeError(
-                        table, ch.name, str(cur.type), str(ch.type), "reserved column")
                 cols[cur_i] = new
                 changed = True
         if not changed:
