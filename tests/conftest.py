@@ -8,6 +8,8 @@ import pytest
 
 from tests.pg import fresh_schema, require_postgres
 
+pytest_plugins = ["tests.support.fixtures"]
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> str:

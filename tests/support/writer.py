@@ -1,0 +1,77 @@
+"""A writer process for concurrency and crash tests: real catalog, real store, real format.
+
+    python -m tests.support.writer --catalog URL --store URL --table T --writer W --count N
+        [--pause-at STAGE] [--go-file PATH] [--evolve NAME:TYPE]
+
+Appends N snapshots, each one extent holding one row `{"writer": W, "seq": i}`. With
+`--pause-at STAGE` (a commit-coordinator stage: extent_written, committing, committed) it
+prints `PAUSED <stage> <json info>` when it reaches that stage and sleeps, so the test can
+SIGKILL it exactly there. With `--evolve` it waits for `--go-file` to exist, then adds or
+widens the column, and prints `EVOLVED <version>` or `ERROR <class> <message>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import pyarrow as pa
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--catalog", required=True)
+    p.add_argument("--store", required=True)
+    p.add_argument("--table", required=True)
+    p.add_argument("--writer", type=int, default=0)
+    p.add_argument("--count", type=int, default=1)
+    p.add_argument("--pause-at")
+    p.add_argument("--go-file")
+    p.add_argument("--evolve")
+    args = p.parse_args(argv)
+
+    from shoal.catalog import open_catalog
+    from shoal.errors import ShoalError
+    from shoal.format.tlm import TlmFormat
+    from shoal.ingest.commit import CommitCoordinator
+    from shoal.storage import open_store
+    from shoal.types import Column, parse_type
+
+    def hook(stage: str, **info: object) -> None:
+        if stage == args.pause_at:
+            print(f"PAUSED {stage} {json.dumps(info)}", flush=True)
+            while True:
+                time.sleep(60)
+
+    catalog = open_catalog(args.catalog)
+    coord = CommitCoordinator(catalog, open_store(args.store), TlmFormat(), on_stage=hook)
+    base = catalog.load_table(args.table).schema
+    if args.go_file:
+        print("READY", flush=True)
+        while not os.path.exists(args.go_file):
+            time.sleep(0.005)
+    if args.evolve:
+        name, type_name = args.evolve.split(":", 1)
+        try:
+            info = coord.evolve_schema(args.table, [Column(name, parse_type(type_name))],
+                                       base=base)
+        except ShoalError as e:
+            print(f"ERROR {type(e).__name__} {e}", flush=True)
+            return 3
+        print(f"EVOLVED {info.schema.version}", flush=True)
+        return 0
+    for i in range(args.count):
+        info = catalog.load_table(args.table)
+        batch = pa.RecordBatch.from_pylist(
+            [{"_timestamp": time.time_ns(), "props": None, "writer": args.writer, "seq": i}],
+            schema=info.schema.arrow())
+        coord.append_batches(args.table, [batch])
+    print("DONE", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
