@@ -185,7 +185,12 @@ class SqlCatalog:
         trans = None
         try:
             trans = conn.begin()
-            row = self._table_row(conn, table)
+            # Postgres: lock the table row first, so racing committers queue here and the
+            # losers fail fast on the check below instead of after all their inserts.
+            row = conn.execute(select(T.tables).where(T.tables.c.name == table)
+                               .with_for_update()).first()
+            if row is None:
+                raise TableNotFoundError(table)
             if row.current_snapshot_id != expected_snapshot_id:
                 raise CommitConflictError(table, expected_snapshot_id, row.current_snapshot_id)
             version = row.schema_version

@@ -64,7 +64,7 @@ def extent_prefix(table: TableInfo) -> str:
 class CommitCoordinator:
     def __init__(self, catalog: Catalog, store: ObjectStore, fmt: SegmentFormat, *,
                  max_attempts: int = 64, base_delay_s: float = 0.002,
-                 max_delay_s: float = 0.5, on_stage: StageHook | None = None) -> None:
+                 max_delay_s: float = 0.05, on_stage: StageHook | None = None) -> None:
         self.catalog = catalog
         self.store = store
         self.format = fmt

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Create .venv (Python >= 3.11) and install shoal with every pinned dependency.
+# Idempotent: a second run only re-checks that the install is complete.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pick_python() {
+  for p in "${PYTHON:-}" python3.11 python3.12 python3.13 python3; do
+    [ -n "$p" ] || continue
+    if command -v "$p" >/dev/null 2>&1 &&
+       "$p" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+  echo "shoal needs Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2
+  return 1
+}
+
+if [ ! -x .venv/bin/python ]; then
+  "$(pick_python)" -m venv .venv
+fi
+stamp=.venv/.shoal-installed
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+if ! command -v java >/dev/null 2>&1; then
+  echo "warning: java (17+) not found: the Spark query lane needs it" >&2
+fi

@@ -1,0 +1,109 @@
+"""The `shoal` command (SPEC §10, §11).
+
+Every command loads the configuration once (defaults < file < `SHOAL_*` < flags) and maps
+errors once: a `ShoalError` prints one line `error: <message>` on stderr and exits 1; bad
+usage exits 2 (typer's own convention).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from shoal.config import Config, load_config
+from shoal.errors import ShoalError
+
+app = typer.Typer(help="shoal: telemetry and event lakehouse", no_args_is_help=True,
+                  pretty_exceptions_enable=False, add_completion=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line_errors(fn: F) -> F:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ShoalError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def main(ctx: typer.Context,
+         data_dir: Annotated[str | None, typer.Option(
+             "--data-dir", help="Data directory (SHOAL_DATA_DIR, default ./shoal-data)")] = None,
+         config: Annotated[str | None, typer.Option(
+             "--config", help="TOML config file (SHOAL_CONFIG, default ./shoal.toml)")] = None,
+         ) -> None:
+    try:
+        ctx.obj = load_config(config_file=config, data_dir=data_dir)
+    except ShoalError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _connect(ctx: typer.Context):
+    from shoal.client import Shoal
+
+    cfg: Config = ctx.obj
+    return Shoal(cfg)
+
+
+@app.command()
+@one_line_errors
+def tables(ctx: typer.Context,
+           fmt: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+           ) -> None:
+    """List tables."""
+    db = _connect(ctx)
+    docs = db.tables()
+    if fmt == "json":
+        typer.echo(json.dumps({"tables": docs}, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table("name", "schema_version", "mode", "rows", "extents", "snapshot")
+    for d in docs:
+        t.add_row(d["name"], str(d["schema_version"]), d["mode"], str(d["row_count"]),
+                  str(d["extent_count"]), str(d["snapshot_id"]))
+    Console().print(t)
+
+
+@app.command()
+@one_line_errors
+def describe(ctx: typer.Context, table: str) -> None:
+    """Describe a table as JSON (the same document as GET /v1/tables/{t})."""
+    typer.echo(json.dumps(_connect(ctx).describe(table), indent=2))
+
+
+@app.command()
+@one_line_errors
+def demo(ctx: typer.Context,
+         keep: Annotated[bool, typer.Option(help="Keep the demo's data directory")] = False,
+         ) -> None:
+    """Run the embedded demo: create a table, ingest generated logs, prune, read."""
+    from shoal.cli.demo import run_demo
+
+    sys.exit(run_demo(keep=keep))
+
+
+def _register_subapps() -> None:
+    try:
+        from shoal.cli.extent import extent_app
+    except ImportError:  # pragma: no cover - the format CLI is part of the package
+        return
+    app.add_typer(extent_app, name="extent")
+
+
+_register_subapps()
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

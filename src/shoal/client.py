@@ -1,0 +1,86 @@
+"""The embedded Python client: one object wiring catalog, object store and formats.
+
+    import shoal
+    db = shoal.connect(data_dir="./shoal-data")   # or catalog_url=..., storage_url=...
+    db.create_table("logs", [shoal.Column("service", shoal.STRING)])
+    db.append("logs", pyarrow_table)
+    table, stats = db.read("logs", Equals("service", "api"))
+
+Everything a process needs is opened once here from a `Config`; nothing below reads the
+environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from shoal.catalog import Catalog, TableInfo, open_catalog
+from shoal.catalog.describe import describe_table
+from shoal.config import Config, load_config
+from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.ingest.commit import CommitCoordinator, CommitOutcome
+from shoal.storage import ObjectStore, open_store
+from shoal.types import Column, Schema, SchemaMode
+
+
+def default_formats() -> dict[str, SegmentFormat]:
+    from shoal.format.tlm import TlmFormat
+
+    tlm = TlmFormat()
+    return {tlm.name: tlm}
+
+
+class Shoal:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        config.ensure_data_dir()
+        self.catalog: Catalog = open_catalog(config.resolved_catalog_url)
+        self.store: ObjectStore = open_store(config.resolved_storage_url,
+                                             s3_endpoint=config.s3_endpoint)
+        self.formats = default_formats()
+        self.coordinator = CommitCoordinator(self.catalog, self.store, self.formats["tlm"])
+
+    # tables
+    def create_table(self, name: str, columns: Sequence[Column], *,
+                     mode: SchemaMode = "evolve",
+                     properties: dict[str, Any] | None = None) -> TableInfo:
+        return self.catalog.create_table(name, Schema.create(columns), mode=mode,
+                                         properties=properties)
+
+    def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo:
+        return self.coordinator.evolve_schema(name, columns)
+
+    def describe(self, name: str) -> dict[str, Any]:
+        return describe_table(self.catalog, name)
+
+    def tables(self) -> list[dict[str, Any]]:
+        return [describe_table(self.catalog, t.name) for t in self.catalog.list_tables()]
+
+    # data
+    def append(self, name: str, data: pa.Table | Iterable[pa.RecordBatch]) -> CommitOutcome:
+        """Append Arrow data already shaped to the table's current schema."""
+        batches = data.to_batches() if isinstance(data, pa.Table) else data
+        return self.coordinator.append_batches(name, batches)
+
+    def read(self, name: str, predicate: BlockPredicate | None = None, *,
+             snapshot_id: int | None = None, columns: Sequence[str] | None = None,
+             prune: bool = True):
+        """(pyarrow.Table, ScanStats) of the blocks that may match `predicate`.
+
+        Pruning only skips: the caller still filters rows by the predicate.
+        """
+        from shoal.query.scan import read_table
+
+        return read_table(self.catalog, self.store, self.formats, name, predicate,
+                          snapshot_id=snapshot_id, prune=prune, columns=columns)
+
+    def close(self) -> None:
+        self.catalog.close()
+
+
+def connect(config: Config | None = None, **settings: Any) -> Shoal:
+    """Open shoal from a Config, or from settings layered over file/env defaults."""
+    return Shoal(config or load_config(**settings))

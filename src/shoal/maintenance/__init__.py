@@ -1,0 +1,1 @@
+"""Maintenance: orphan GC now; compaction, retention and the ledger sweep as work units later."""
