@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, false, not_, or_, text, true
+from sqlalchemy import ColumnElement, Integer, and_, column, false, or_, text, true
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
@@ -80,11 +80,7 @@ class _Compiler:
             return cond
         if not versions:
             return true()
-        p = self._param(None)
-        params[p] = versions
-        in_versions = text(f"schema_version IN :{p}").bindparams(
-            bindparam(p, expanding=True))
-        return or_(not_(in_versions), cond)  # type: ignore[arg-type]
+        return or_(column("schema_version", Integer).not_in(versions), cond)
 
     def leaf_equals(self, column: str, value: Any, params: dict[str, Any]) -> ColumnElement[bool]:
         kind = _value_kind(value)
