@@ -8,6 +8,8 @@ Kafka reject table) can both print a precise line and map the error by class onc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class ShoalError(Exception):
     """Root of every error shoal raises on purpose."""
@@ -165,6 +167,40 @@ class ExtentFormatError(StorageError):
 
 class IngestError(ShoalError):
     code = "ingest_error"
+
+
+@dataclass(frozen=True)
+class LineError:
+    """One precise problem in one input line: `line 7: field "x": expected ..., got ...`."""
+
+    line: int                 # 1-based line number in the request body
+    field: str | None         # the top-level field, None for whole-line problems
+    message: str              # the full message, starting with "line N: "
+
+    def to_json(self) -> dict[str, object]:
+        return {"line": self.line, "field": self.field, "message": self.message}
+
+
+class PayloadError(IngestError):
+    """A request body with bad lines; nothing of it was written (atomic mode)."""
+
+    code = "bad_payload"
+
+    def __init__(self, errors: list[LineError], *, total_errors: int | None = None) -> None:
+        self.errors = errors
+        self.total_errors = total_errors if total_errors is not None else len(errors)
+        head = errors[0].message if errors else "bad payload"
+        tail = f" (and {self.total_errors - 1} more)" if self.total_errors > 1 else ""
+        super().__init__(head + tail)
+
+
+class PayloadTooLargeError(IngestError):
+    code = "payload_too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"request body of {size} bytes exceeds the limit of {limit} bytes")
 
 
 class BackpressureError(IngestError):

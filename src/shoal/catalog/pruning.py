@@ -23,6 +23,7 @@ from sqlalchemy import ColumnElement, Integer, and_, column, false, or_, text, t
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
+from shoal.format.tokens import tokenize
 from shoal.types.schema import TIMESTAMP_COLUMN, Schema
 
 _INT_KINDS = ("int", "long")
@@ -116,8 +117,6 @@ class _Compiler:
                 return false()
             return or_(*(self.leaf_equals(pred.column, v, params) for v in pred.values))
         if isinstance(pred, StringHas):
-            from shoal.format.tokens import tokenize
-
             tokens = sorted(tokenize(pred.token))
             if not tokens:
                 return true()

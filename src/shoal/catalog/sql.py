@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import (Connection, Engine, and_, bindparam, create_engine, delete, event, func,
-                        insert, or_, select, text, update)
+from sqlalchemy import (Connection, Engine, and_, create_engine, delete, event, func,
+                        insert, or_, select, update)
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from shoal.catalog import tables as T
@@ -29,6 +29,7 @@ from shoal.errors import (CommitConflictError, CommitStateUnknownError, ConfigEr
                           InvalidSchemaError, SnapshotNotFoundError, TableAlreadyExistsError,
                           TableNotFoundError)
 from shoal.format.base import BlockPredicate
+from shoal.format.membership import BloomFilter
 from shoal.types.schema import SCHEMA_MODES, Schema, SchemaMode, check_table_name
 
 _IN_CHUNK = 2000
@@ -382,15 +383,13 @@ class SqlCatalog:
                 filters[(r.extent_id, r.column_name)] = bytes(r.filter)
         if not filters:
             return entries
-        from shoal.format.membership import BloomFilter
-
         kinds = {s.version: {c.name: c.type.kind for c in s.columns} for s in history}
         kept = []
         for e in entries:
-            cache: dict[str, Any] = {}
+            cache: dict[str, BloomFilter] = {}
 
             def might_contain(column: str, value: Any, e: ManifestEntry = e,
-                              cache: dict[str, Any] = cache) -> bool:
+                              cache: dict[str, BloomFilter] = cache) -> bool:
                 blob = filters.get((e.extent_id, column))
                 if blob is None:
                     return True
