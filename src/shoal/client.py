@@ -22,6 +22,7 @@ from shoal.catalog.describe import describe_table
 from shoal.config import Config, load_config
 from shoal.format.base import BlockPredicate, SegmentFormat
 from shoal.ingest.commit import CommitCoordinator, CommitOutcome
+from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, Schema, SchemaMode
 
@@ -42,6 +43,18 @@ class Shoal:
                                              s3_endpoint=config.s3_endpoint)
         self.formats = default_formats()
         self.coordinator = CommitCoordinator(self.catalog, self.store, self.formats["tlm"])
+        self._write_path: WritePath | None = None
+
+    @property
+    def write_path(self) -> WritePath:
+        """The shared write path (staging buffer threads start on first use)."""
+        if self._write_path is None:
+            self._write_path = WritePath(self.catalog, self.coordinator)
+        return self._write_path
+
+    def ingest_ndjson(self, name: str, body: bytes, **options: Any) -> IngestAck:
+        """NDJSON through the shared write path (see `WritePath.ingest_ndjson`)."""
+        return self.write_path.ingest_ndjson(name, body, **options)
 
     # tables
     def create_table(self, name: str, columns: Sequence[Column], *,
@@ -78,6 +91,8 @@ class Shoal:
                           snapshot_id=snapshot_id, prune=prune, columns=columns)
 
     def close(self) -> None:
+        if self._write_path is not None:
+            self._write_path.close()
         self.catalog.close()
 
 

@@ -180,6 +180,12 @@ class LineError:
     def to_json(self) -> dict[str, object]:
         return {"line": self.line, "field": self.field, "message": self.message}
 
+    def shifted(self, offset: int) -> LineError:
+        """The same error `offset` lines further down (a chunk inside a larger file)."""
+        prefix = f"line {self.line}: "
+        rest = self.message[len(prefix):] if self.message.startswith(prefix) else self.message
+        return LineError(self.line + offset, self.field, f"line {self.line + offset}: {rest}")
+
 
 class PayloadError(IngestError):
     """A request body with bad lines; nothing of it was written (atomic mode)."""

@@ -56,6 +56,15 @@ def _connect(ctx: typer.Context):
     return Shoal(cfg)
 
 
+def connect_or_exit(ctx: typer.Context):
+    """The embedded client for a command, or a one-line error and exit 1."""
+    try:
+        return _connect(ctx)
+    except ShoalError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+
+
 @app.command()
 @one_line_errors
 def tables(ctx: typer.Context,
@@ -93,6 +102,42 @@ def demo(ctx: typer.Context,
     from shoal.cli.demo import run_demo
 
     sys.exit(run_demo(keep=keep))
+
+
+@app.command("create-table")
+@one_line_errors
+def create_table(
+    ctx: typer.Context, table: str,
+    column: Annotated[list[str], typer.Option(
+        "--column", "-c", help="name:type[:not null], repeatable (e.g. status:int)")] = [],
+    mode: Annotated[str, typer.Option(help="evolve, drop or reject")] = "evolve",
+    retention: Annotated[str | None, typer.Option(help="e.g. 7d")] = None,
+) -> None:
+    """Create a table (SQL DDL arrives with `shoal sql`)."""
+    from shoal.errors import InvalidSchemaError
+    from shoal.types import Column, parse_type
+
+    cols = []
+    for spec in column:
+        parts = spec.split(":")
+        if len(parts) < 2:
+            raise InvalidSchemaError(f"--column {spec!r}: expected name:type")
+        nullable = not (len(parts) > 2 and parts[2].strip().lower() == "not null")
+        cols.append(Column(parts[0], parse_type(parts[1]), nullable=nullable))
+    props = {"retention": retention} if retention else {}
+    db = _connect(ctx)
+    db.create_table(table, cols, mode=mode, properties=props)  # type: ignore[arg-type]
+    typer.echo(json.dumps(db.describe(table), indent=2))
+    db.close()
+
+
+def _register_ingest() -> None:
+    from shoal.cli.ingest import ingest_command
+
+    app.command("ingest")(ingest_command)
+
+
+_register_ingest()
 
 
 def _register_subapps() -> None:

@@ -1,0 +1,270 @@
+"""The staging buffer: per-table group commit across concurrent requests (SPEC §6.3).
+
+Requests `submit()` coerced Arrow batches and block until the snapshot holding their rows is
+committed. One flusher thread per table collects what is pending until it holds `max_rows`
+rows or `max_bytes` bytes, or `debounce_s` has passed since the oldest pending request, then
+writes ONE extent for the whole group and commits it in one snapshot together with every
+request's idempotency-ledger row. So many small writers produce few healthy extents.
+
+- Batches of one group may come from different schema versions (a request coerced just
+  before an evolution landed); they are upgraded to the newest version in the group, so an
+  extent always has one version.
+- Two requests of one group with the same idempotency key: the first is applied, the second
+  is answered as its replay. A key that landed elsewhere meanwhile (the catalog refuses it)
+  takes its request out of the group, which is then written again without it.
+- Memory is bounded: a submit that would push pending bytes past `max_pending_bytes` fails
+  fast with `BackpressureError` (HTTP 429/503 with `Retry-After`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord
+from shoal.errors import BackpressureError, ShoalError
+from shoal.ingest.commit import CommitCoordinator
+from shoal.types.schema import Schema
+from shoal.types.upgrade import upgrade_batch
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    snapshot_id: int
+    extent_ids: list[str]
+    replayed: LedgerRecord | None = None
+
+
+@dataclass
+class _Pending:
+    schema: Schema
+    batch: pa.RecordBatch
+    ledger: Sequence[LedgerEntry]
+    nbytes: int
+    since: float
+    future: Future[SubmitResult] = field(default_factory=Future)
+
+
+@dataclass
+class BufferStats:
+    flushes: int = 0
+    requests: int = 0
+    rows: int = 0
+    bytes: int = 0
+    extents: int = 0
+    replays: int = 0
+    rejected_backpressure: int = 0
+    commit_seconds: float = 0.0
+
+
+class _TableQueue:
+    def __init__(self, owner: StagingBuffer, table: str) -> None:
+        self.owner = owner
+        self.table = table
+        self.cond = threading.Condition()
+        self.pending: list[_Pending] = []
+        self.flush_requested = 0
+        self.inflight: list[_Pending] = []
+        self.closed = False
+        self.thread = threading.Thread(target=self._run, name=f"shoal-flush-{table}",
+                                       daemon=True)
+        self.thread.start()
+
+    # -- producer side ---------------------------------------------------------------------
+    def put(self, p: _Pending) -> None:
+        with self.cond:
+            if self.closed:
+                raise ShoalError("the staging buffer is closed")
+            self.pending.append(p)
+            self.cond.notify_all()
+
+    def flush(self) -> None:
+        """Flush everything pending now and wait until it is committed (or failed)."""
+        with self.cond:
+            waiting = [p.future for p in self.inflight + self.pending]
+            self.flush_requested += 1
+            self.cond.notify_all()
+        for f in waiting:
+            try:
+                f.result()
+            except Exception:  # noqa: BLE001 - the submitter reports its own failure
+                pass
+
+    # -- flusher thread --------------------------------------------------------------------
+    def _take(self) -> list[_Pending] | None:
+        o = self.owner
+        with self.cond:
+            while True:
+                if self.pending:
+                    rows = sum(p.batch.num_rows for p in self.pending)
+                    size = sum(p.nbytes for p in self.pending)
+                    age = time.monotonic() - self.pending[0].since
+                    if (self.flush_requested or self.closed or rows >= o.max_rows
+                            or size >= o.max_bytes or age >= o.debounce_s):
+                        group, taken_rows, taken_bytes = [], 0, 0
+                        while self.pending and (not group or (
+                                taken_rows + self.pending[0].batch.num_rows <= o.max_rows
+                                and taken_bytes + self.pending[0].nbytes <= o.max_bytes)):
+                            p = self.pending.pop(0)
+                            group.append(p)
+                            taken_rows += p.batch.num_rows
+                            taken_bytes += p.nbytes
+                        if not self.pending:
+                            self.flush_requested = 0
+                        return group
+                    self.cond.wait(timeout=max(0.0, o.debounce_s - age))
+                elif self.closed:
+                    return None
+                else:
+                    self.flush_requested = 0
+                    self.cond.wait()
+
+    def _run(self) -> None:
+        while (group := self._take()) is not None:
+            self.inflight = group
+            try:
+                self.owner._commit_group(self.table, group)
+            except BaseException as e:  # noqa: BLE001 - delivered to every waiting request
+                for p in group:
+                    if not p.future.done():
+                        p.future.set_exception(e)
+            finally:
+                self.inflight = []
+                self.owner._release(sum(p.nbytes for p in group))
+
+
+class StagingBuffer:
+    def __init__(self, catalog: Catalog, coordinator: CommitCoordinator, *,
+                 max_rows: int = 200_000, max_bytes: int = 64 << 20,
+                 debounce_s: float = 0.02, max_pending_bytes: int = 512 << 20,
+                 retry_after_s: float = 1.0) -> None:
+        self.catalog = catalog
+        self.coordinator = coordinator
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.debounce_s = debounce_s
+        self.max_pending_bytes = max_pending_bytes
+        self.retry_after_s = retry_after_s
+        self.stats = BufferStats()
+        self._lock = threading.Lock()
+        self._queues: dict[str, _TableQueue] = {}
+        self._pending_bytes = 0
+        self._closed = False
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._pending_bytes
+
+    def _queue(self, table: str) -> _TableQueue:
+        with self._lock:
+            if self._closed:
+                raise ShoalError("the staging buffer is closed")
+            q = self._queues.get(table)
+            if q is None:
+                q = self._queues[table] = _TableQueue(self, table)
+            return q
+
+    def _release(self, nbytes: int) -> None:
+        with self._lock:
+            self._pending_bytes -= nbytes
+
+    def submit(self, table: str, schema: Schema, batch: pa.RecordBatch, *,
+               ledger: Sequence[LedgerEntry] = ()) -> SubmitResult:
+        """Queue `batch` (shaped to `schema`) and wait until its snapshot is committed."""
+        nbytes = batch.nbytes
+        with self._lock:
+            if self._pending_bytes + nbytes > self.max_pending_bytes and self._pending_bytes:
+                self.stats.rejected_backpressure += 1
+                raise BackpressureError(
+                    f"staging buffer full ({self._pending_bytes} bytes pending); retry later",
+                    retry_after_s=self.retry_after_s)
+            self._pending_bytes += nbytes
+        p = _Pending(schema, batch, list(ledger), nbytes, time.monotonic())
+        try:
+            self._queue(table).put(p)
+        except BaseException:
+            self._release(nbytes)
+            raise
+        return p.future.result()
+
+    def flush(self, table: str | None = None) -> None:
+        with self._lock:
+            queues = list(self._queues.values()) if table is None else \
+                [q for t, q in self._queues.items() if t == table]
+        for q in queues:
+            q.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            queues = list(self._queues.values())
+        for q in queues:
+            with q.cond:
+                q.closed = True
+                q.cond.notify_all()
+        for q in queues:
+            q.thread.join(timeout=60)
+
+    # -- one group -----------------------------------------------------------------------------
+    def _commit_group(self, table: str, group: list[_Pending]) -> None:
+        # Same key twice in one group: the later requests are replays of the first.
+        first_by_key: dict[str, _Pending] = {}
+        duplicates: list[tuple[_Pending, _Pending]] = []
+        members: list[_Pending] = []
+        for p in group:
+            dup = next((first_by_key[le.key] for le in p.ledger if le.key in first_by_key), None)
+            if dup is not None:
+                duplicates.append((p, dup))
+                continue
+            for le in p.ledger:
+                first_by_key[le.key] = p
+            members.append(p)
+        while members:
+            target = max((p.schema for p in members), key=lambda s: s.version)
+            info = self.catalog.load_table(table)
+            batches = [p.batch if p.schema.version == target.version
+                       else upgrade_batch(p.batch, target) for p in members]
+            batches = [b for b in batches if b.num_rows]
+            t0 = time.perf_counter()
+            entries = ([self.coordinator.write_extent(info, batches, schema=target)]
+                       if batches else [])
+            outcome = self.coordinator.append(
+                table, entries, ledger=[le for p in members for le in p.ledger],
+                summary={"requests": len(members)})
+            self.stats.commit_seconds += time.perf_counter() - t0
+            if outcome.replayed is not None:
+                # One key was applied elsewhere meanwhile: answer it as a replay, retry the rest.
+                key = outcome.replayed.key
+                hit = [p for p in members if any(le.key == key for le in p.ledger)]
+                for p in hit:
+                    p.future.set_result(SubmitResult(outcome.replayed.snapshot_id, [],
+                                                     outcome.replayed))
+                    self.stats.replays += 1
+                members = [p for p in members if p not in hit]
+                continue
+            assert outcome.snapshot is not None
+            sid = outcome.snapshot.snapshot_id
+            ids = [e.extent_id for e in entries]
+            self.stats.flushes += 1
+            self.stats.extents += len(entries)
+            self.stats.requests += len(members)
+            self.stats.rows += sum(p.batch.num_rows for p in members)
+            self.stats.bytes += sum(e.byte_size for e in entries)
+            for p in members:
+                p.future.set_result(SubmitResult(sid, ids))
+            break
+        for p, first in duplicates:
+            rec = self.catalog.ledger_get(p.ledger[0].key) if p.ledger else None
+            if rec is not None:
+                p.future.set_result(SubmitResult(rec.snapshot_id, [], rec))
+                self.stats.replays += 1
+            elif first.future.done() and first.future.exception() is not None:
+                p.future.set_exception(first.future.exception())  # type: ignore[arg-type]
+            else:
+                p.future.set_exception(ShoalError("duplicate idempotency key lost its first "
+                                                  "request"))

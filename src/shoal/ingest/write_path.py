@@ -1,0 +1,111 @@
+"""The shared write path: coerce -> evolve -> idempotency -> staging buffer -> commit.
+
+Every frontend that receives NDJSON (REST, CLI ingest, file-drop) calls
+`WritePath.ingest_ndjson()`. A call returns only when the snapshot holding its rows is
+committed (acked = durable and visible), or raises without having written anything visible:
+
+- `TableNotFoundError` (unknown table), `PayloadError` (bad lines, atomic mode),
+  `SchemaConflictError`/`IncompatibleSchemaChangeError` (evolution lost a race clearly),
+  `BackpressureError` (the staging buffer is full: retry after `retry_after_s`).
+
+Idempotency: a key already in the ledger returns the first ack with `replayed=True` and
+writes nothing; the ledger row is committed in the same transaction as the data.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
+from shoal.errors import LineError, PayloadError
+from shoal.ingest.buffer import StagingBuffer
+from shoal.ingest.commit import CommitCoordinator
+from shoal.types.schema import SchemaMode
+
+
+@dataclass(frozen=True)
+class IngestAck:
+    table: str
+    snapshot_id: int
+    rows: int
+    replayed: bool = False
+    new_columns: list[str] = field(default_factory=list)
+    rejected: list[LineError] = field(default_factory=list)
+    extent_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
+                "replayed": self.replayed, "new_columns": self.new_columns,
+                "rejected": [r.to_json() for r in self.rejected],
+                "extent_ids": self.extent_ids}
+
+    def ledger_ack(self) -> dict[str, Any]:
+        """What the ledger keeps to answer a replay (snapshot id is added by the catalog)."""
+        return {"table": self.table, "rows": self.rows, "new_columns": self.new_columns,
+                "rejected": [r.to_json() for r in self.rejected],
+                "extent_ids": self.extent_ids}
+
+    @classmethod
+    def from_ledger(cls, ack: dict[str, Any]) -> IngestAck:
+        return cls(table=ack["table"], snapshot_id=ack["snapshot_id"], rows=ack["rows"],
+                   replayed=True, new_columns=list(ack.get("new_columns", [])),
+                   rejected=[LineError(r["line"], r["field"], r["message"])
+                             for r in ack.get("rejected", [])],
+                   extent_ids=list(ack.get("extent_ids", [])))
+
+
+class WritePath:
+    def __init__(self, catalog: Catalog, coordinator: CommitCoordinator, *,
+                 buffer: StagingBuffer | None = None, evolution_cap: int = 32,
+                 max_errors: int = 100) -> None:
+        self.catalog = catalog
+        self.coordinator = coordinator
+        self.buffer = buffer or StagingBuffer(catalog, coordinator)
+        self.evolution_cap = evolution_cap
+        self.max_errors = max_errors
+
+    def ingest_ndjson(self, table: str, body: bytes, *, mode: SchemaMode | None = None,
+                      partial: bool = False, idempotency_key: str | None = None) -> IngestAck:
+        from shoal.ingest.coerce import coerce_ndjson
+        from shoal.ingest.evolve import plan_evolution, scan_unknown_fields
+
+        if idempotency_key is not None:
+            rec = self.catalog.ledger_get(idempotency_key)
+            if rec is not None:
+                return IngestAck.from_ledger(rec.ack)
+        info = self.catalog.load_table(table)
+        mode = mode or info.mode
+        new_columns: list[str] = []
+        if mode == "evolve":
+            unknown = scan_unknown_fields(body, info.schema)
+            if unknown:
+                plan = plan_evolution(unknown, info.schema, cap=self.evolution_cap)
+                if plan.new_columns:
+                    info = self._evolve(info, plan.new_columns)
+                    new_columns = [c.name for c in plan.new_columns]
+        policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[mode]
+        coerced = coerce_ndjson(body, info.schema, unknown=policy,  # type: ignore[arg-type]
+                                ingest_time_ns=time.time_ns(), max_errors=self.max_errors)
+        if coerced.errors and not partial:
+            raise PayloadError(coerced.errors, total_errors=coerced.total_errors)
+        rejected = coerced.errors
+        draft = IngestAck(table=table, snapshot_id=0, rows=coerced.rows,
+                          new_columns=new_columns, rejected=rejected)
+        ledger = ([LedgerEntry(idempotency_key, draft.ledger_ack())]
+                  if idempotency_key is not None else [])
+        result = self.buffer.submit(table, info.schema, coerced.batch, ledger=ledger)
+        if result.replayed is not None:
+            return IngestAck.from_ledger(result.replayed.ack)
+        return IngestAck(table=table, snapshot_id=result.snapshot_id, rows=coerced.rows,
+                         new_columns=new_columns, rejected=rejected,
+                         extent_ids=result.extent_ids)
+
+    def _evolve(self, info: TableInfo, columns: list[Any]) -> TableInfo:
+        # Rows buffered under the old schema go out first: one flush = one schema version.
+        self.buffer.flush(info.name)
+        return self.coordinator.evolve_schema(info.name, columns, base=info.schema)
+
+    def close(self) -> None:
+        self.buffer.close()
