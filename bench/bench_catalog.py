@@ -46,7 +46,7 @@ def entry(i: int, rng: random.Random) -> ManifestEntry:
         extent_id=eid, object_path=f"tables/logs.1/extents/{eid}.tlm", byte_size=4 << 20,
         row_count=50_000, block_count=1, min_ts=i * MIN, max_ts=i * MIN + MIN - 1,
         schema_version=1,
-        column_stats={"service": {"distinct": [f"svc-{i % 50}"], "tokens": [f"svc", str(i % 50)]},
+        column_stats={"service": {"distinct": [f"svc-{i % 50}"], "tokens": ["svc", str(i % 50)]},
                       "level": {"distinct": ["error", "info", "warn"],
                                 "tokens": ["error", "info", "warn"]},
                       "status": {"distinct": [200, 404, 500], "tokens": None},

@@ -1,0 +1,270 @@
+"""Benchmark: tlm extents vs plain Arrow IPC files, write and read (SPEC §6.1).
+
+    .venv/bin/python bench/bench_format.py [--rows 2000000] [--compression zstd|lz4|none]
+        [--block-rows 65536] [--repeat 5] [--attrs distinct|templated] [--no-stat-costs]
+
+Generates realistic log batches (_timestamp ns, service (20 values), level, a ~10-word
+message with ids in it, trace_id (32 hex, unique), status int, duration long, attrs dynamic
+JSON with a user id) and measures, in one process, on the same batches and compression:
+
+- write: `pyarrow.ipc` file writer into memory vs `TlmWriter` with every stat (block stats,
+  distinct/token sets, membership filters, present paths) into an in-memory store;
+- read: `pyarrow.ipc` file reader, every batch, vs `TlmReader.read_block` of every block.
+
+Throughput is the uncompressed Arrow size of the batches divided by wall time (median of
+`--repeat` runs). A second table times each stat on its own, single-threaded, to show where
+the writer's time goes. Output is Markdown, ready for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from unittest import mock
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal.format.membership import BloomFilter, hash_array
+from shoal.format.stats import ExtentStatsBuilder, block_stats, json_paths
+from shoal.format.tlm import TlmFormat
+from shoal.format.tokens import tokenize_array
+from shoal.storage.base import ObjectInfo
+from shoal.types import DYNAMIC, INT, LONG, STRING, Column, Schema
+
+WORDS = ("connection failed timeout user login request served cache miss hit database query "
+         "slow retry upstream error accepted rejected token expired session opened closed "
+         "payment authorized declined queue message consumed published").split()
+
+
+class MemoryStore:
+    """Bench-only in-memory object store (keeps the written buffer, no copy)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, pa.Buffer] = {}
+
+    url = "memory://"
+
+    def put(self, path: str, data: bytes | bytearray | memoryview | pa.Buffer) -> None:
+        self.objects[path] = pa.py_buffer(data)
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        return pa.BufferReader(self.objects[path])
+
+    def get(self, path: str) -> bytes:
+        return self.objects[path].to_pybytes()
+
+    def get_range(self, path: str, offset: int, length: int) -> bytes:
+        return self.objects[path][offset:offset + length].to_pybytes()
+
+    def size(self, path: str) -> int:
+        return self.objects[path].size
+
+    def exists(self, path: str) -> bool:
+        return path in self.objects
+
+    def delete(self, path: str) -> None:
+        self.objects.pop(path, None)
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        return iter([ObjectInfo(k, v.size, 0) for k, v in self.objects.items()
+                     if k.startswith(prefix)])
+
+
+# ---- data -----------------------------------------------------------------------------------
+
+def _hex_ids(rng: np.random.Generator, n: int) -> pa.Array:
+    digits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+    nibbles = rng.integers(0, 16, size=(n, 32), dtype=np.uint8)
+    data = digits[nibbles].tobytes()
+    offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+def _pick(rng: np.random.Generator, values: list[str], n: int) -> pa.Array:
+    return pc.take(pa.array(values), pa.array(rng.integers(0, len(values), n)))
+
+
+def make_table(rows: int, attrs_mode: str, seed: int = 7) -> tuple[Schema, pa.Table]:
+    schema = Schema.create([
+        Column("service", STRING), Column("level", STRING), Column("message", STRING),
+        Column("trace_id", STRING), Column("status", INT), Column("duration", LONG),
+        Column("attrs", DYNAMIC)])
+    rng = np.random.default_rng(seed)
+    ts = 1_700_000_000_000_000_000 + np.cumsum(rng.integers(0, 2_000_000, rows))
+    ids = pc.cast(pa.array(rng.integers(0, 100_000, rows)), pa.string())
+    words = [_pick(rng, WORDS, rows) for _ in range(8)]
+    message = pc.binary_join_element_wise(*words[:4], pc.binary_join_element_wise(
+        "id=", ids, ""), *words[4:], pc.binary_join_element_wise(
+        pc.cast(pa.array(rng.integers(0, 5000, rows)), pa.string()), "ms", ""), " ")
+    if attrs_mode == "distinct":
+        user = pc.cast(pa.array(rng.integers(0, 10**7, rows)), pa.string())
+    else:
+        user = pc.cast(pa.array(rng.integers(0, 50, rows)), pa.string())
+    attrs = pc.binary_join_element_wise(
+        '{"http":{"method":"', _pick(rng, ["GET", "POST", "PUT", "DELETE"], rows),
+        '","route":"/api/v1/', _pick(rng, ["items", "users", "orders", "carts"], rows),
+        '"},"user_id":', user, ',"region":"', _pick(rng, ["eu", "us", "ap"], rows), '"}', "")
+    arrays = {
+        "_timestamp": pa.array(ts, pa.timestamp("ns", tz="UTC")),
+        "props": pa.nulls(rows, pa.binary()),
+        "service": _pick(rng, [f"svc-{i:02d}" for i in range(20)], rows),
+        "level": _pick(rng, ["debug", "info", "warn", "error"], rows),
+        "message": message,
+        "trace_id": _hex_ids(rng, rows),
+        "status": pa.array(rng.choice([200, 201, 204, 301, 400, 404, 500, 503], rows),
+                           pa.int32()),
+        "duration": pa.array(rng.integers(0, 10**7, rows), pa.int64()),
+        "attrs": attrs.cast(pa.binary()),
+    }
+    return schema, pa.Table.from_pydict(arrays, schema=schema.arrow())
+
+
+# ---- measurements ---------------------------------------------------------------------------
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def ipc_write(batches: list[pa.RecordBatch], schema: pa.Schema, compression: str | None
+              ) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema,
+                         options=pa.ipc.IpcWriteOptions(compression=compression)) as w:
+        for b in batches:
+            w.write_batch(b)
+    return sink.getvalue()
+
+
+def ipc_read(buf: pa.Buffer) -> int:
+    reader = pa.ipc.open_file(pa.BufferReader(buf))
+    return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+
+def tlm_write(store: MemoryStore, batches: list[pa.RecordBatch], schema: pa.Schema,
+              fmt: TlmFormat, block_rows: int) -> str:
+    w = fmt.start_extent(store, "bench", schema, block_rows=block_rows)
+    for b in batches:
+        w.append(b)
+    return w.finish().object_path
+
+
+def tlm_read(store: MemoryStore, path: str, fmt: TlmFormat) -> int:
+    reader = fmt.open_extent(store, path)
+    return sum(reader.read_block(i).num_rows for i in range(reader.metadata().block_count))
+
+
+def stat_costs(batches: list[pa.RecordBatch], schema: pa.Schema, repeat: int
+               ) -> list[tuple[str, float]]:
+    """Seconds per stat over all blocks, each alone and single-threaded."""
+    col = {name: [b.column(name) for b in batches] for name in schema.names}
+
+    def uniques(name: str) -> list[pa.Array]:
+        return [pc.drop_null(pc.unique(a)) for a in col[name]]
+
+    def bloom(name: str) -> None:
+        hashes = [hash_array(u) for u in uniques(name)]
+        BloomFilter.from_hashes(np.concatenate([h[0] for h in hashes]),
+                                np.concatenate([h[1] for h in hashes]))
+
+    def everything() -> None:
+        builder = ExtentStatsBuilder(schema)
+        for b in batches:
+            builder.add_block(b, block_stats(b))
+        builder.finish()
+
+    return [
+        ("block stats (min/max/nulls, every column)",
+         timed(lambda: [block_stats(b) for b in batches], repeat)),
+        ("distinct: unique per block, low-cardinality columns (service, level, status)",
+         timed(lambda: [uniques(n) for n in ("service", "level", "status")], repeat)),
+        ("tokens: service + level (unique first), message first block only (overflows)",
+         timed(lambda: [tokenize_array(u) for n in ("service", "level") for u in uniques(n)]
+               + [tokenize_array(pc.unique(col["message"][0]))], repeat)),
+        ("bloom filter: trace_id (unique per block, xxh3 per value, bits)",
+         timed(lambda: bloom("trace_id"), repeat)),
+        ("bloom filter: message", timed(lambda: bloom("message"), repeat)),
+        ("bloom filter: duration", timed(lambda: bloom("duration"), repeat)),
+        ("present paths: attrs (unique per block, Arrow JSON reader)",
+         timed(lambda: [json_paths(u) for u in uniques("attrs")], repeat)),
+        ("all stats together (ExtentStatsBuilder, what the writer runs)",
+         timed(everything, repeat)),
+    ]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--block-rows", type=int, default=65536)
+    p.add_argument("--compression", choices=["zstd", "lz4", "none"], default="zstd")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--attrs", choices=["distinct", "templated"], default="distinct")
+    p.add_argument("--no-stat-costs", action="store_true")
+    args = p.parse_args()
+    compression = None if args.compression == "none" else args.compression
+
+    t0 = time.perf_counter()
+    schema, table = make_table(args.rows, args.attrs)
+    batches = table.to_batches(max_chunksize=args.block_rows)
+    arrow_schema = schema.arrow()
+    mb = table.nbytes / 1e6
+    gen = time.perf_counter() - t0
+
+    fmt = TlmFormat(compression=compression)
+    no_filters = TlmFormat(compression=compression, membership_filters=False)
+    store = MemoryStore()
+    plain = ipc_write(batches, arrow_schema, compression)
+    path = tlm_write(store, batches, arrow_schema, fmt, args.block_rows)
+    tlm_size = store.objects[path].size
+    assert ipc_read(plain) == tlm_read(store, path, fmt) == args.rows
+
+    # A fresh store per run: written extents are dropped, memory stays flat.
+    w_ipc = timed(lambda: ipc_write(batches, arrow_schema, compression), args.repeat)
+    w_tlm = timed(lambda: tlm_write(MemoryStore(), batches, arrow_schema, fmt,
+                                    args.block_rows), args.repeat)
+    w_nof = timed(lambda: tlm_write(MemoryStore(), batches, arrow_schema, no_filters,
+                                    args.block_rows), args.repeat)
+    with mock.patch.object(ExtentStatsBuilder, "add_block", lambda *a, **k: None):
+        w_frame = timed(lambda: tlm_write(MemoryStore(), batches, arrow_schema, fmt,
+                                          args.block_rows), args.repeat)
+    r_ipc = timed(lambda: ipc_read(plain), args.repeat)
+    r_tlm = timed(lambda: tlm_read(store, path, fmt), args.repeat)
+
+    print(f"### tlm vs plain Arrow IPC — {args.rows:,} rows, {mb:.0f} MB Arrow, "
+          f"compression={args.compression}, block_rows={args.block_rows}, "
+          f"attrs={args.attrs}\n")
+    print(f"Host: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+          f"{platform.python_version()}, pyarrow {pa.__version__}; data generated in "
+          f"{gen:.1f} s; median of {args.repeat}; sizes: IPC {plain.size / 1e6:.1f} MB, "
+          f"tlm {tlm_size / 1e6:.1f} MB\n")
+    print("| operation | seconds | MB/s | ratio vs IPC |")
+    print("|---|---:|---:|---:|")
+    rows = [("write: plain IPC", w_ipc, w_ipc), ("write: tlm, all stats", w_tlm, w_ipc),
+            ("write: tlm, all stats but membership filters", w_nof, w_ipc),
+            ("write: tlm, framing + block stats only (bench-only: extent stats off)",
+             w_frame, w_ipc),
+            ("read all blocks: plain IPC", r_ipc, r_ipc), ("read all blocks: tlm", r_tlm, r_ipc)]
+    for name, sec, base in rows:
+        print(f"| {name} | {sec:.3f} | {mb / sec:,.0f} | {base / sec:.2f}x |")
+    if args.no_stat_costs:
+        return
+    print("\nWhere the writer's stats time goes (each alone, single-threaded; the writer "
+          "overlaps stats with IPC serialisation on a second thread):\n")
+    print("| stat | seconds | MB/s |")
+    print("|---|---:|---:|")
+    for name, sec in stat_costs(batches, arrow_schema, args.repeat):
+        print(f"| {name} | {sec:.3f} | {mb / sec:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Block-level evaluation of `BlockPredicate` against one block's stats (SPEC §6.1, §8 stage 2).
+
+`evaluate(predicate, block_stat)` answers "may this block hold a matching row?". It is
+conservative: False only when the stats prove that no row matches; anything it cannot decide
+keeps the block. The rules:
+
+- `TimeRange`, `Equals`, `InSet` use the column's `{min, max, nulls}` entry. Without an entry
+  (column absent from the extent, or a type without stats) -> keep. A block whose values
+  are all null holds no match. Otherwise min/max decide, and only when the looked-up value
+  has the stats' type (int vs int/timestamp stats, str vs str stats; never bool) -- a column
+  widened from int to string keeps int stats in old extents, so a str value keeps them.
+  Bounds are inclusive; an empty `InSet` and a `TimeRange` with lo > hi match nothing.
+- `StringHas`, `DynamicPathExists`, `DynamicPathEquals`: keep (no block-level index in v2;
+  the exec layer applies them).
+- `And`: all children may match (empty: True); `Or`: any (empty: False); `Not`: keep.
+
+The caller (Spark, the exec layer) still applies every filter: pruning only skips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
+                               InSet, Not, Or, StringHas, TimeRange)
+
+
+def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any]) -> bool:
+    """True if the block described by `block_stat` may hold a row matching `predicate`."""
+    if predicate is None:
+        return True
+    if isinstance(predicate, TimeRange):
+        if (predicate.lo_ns is not None and predicate.hi_ns is not None
+                and predicate.lo_ns > predicate.hi_ns):
+            return False
+        return _may_hold_range(block_stat, predicate.column, predicate.lo_ns, predicate.hi_ns)
+    if isinstance(predicate, Equals):
+        return _may_hold_value(block_stat, predicate.column, predicate.value)
+    if isinstance(predicate, InSet):
+        return any(_may_hold_value(block_stat, predicate.column, v) for v in predicate.values)
+    if isinstance(predicate, And):
+        return all(evaluate(c, block_stat) for c in predicate.children)
+    if isinstance(predicate, Or):
+        return any(evaluate(c, block_stat) for c in predicate.children)
+    if isinstance(predicate, (Not, StringHas, DynamicPathExists, DynamicPathEquals)):
+        return True
+    return True     # an unknown predicate type: keep
+
+
+def _column(block_stat: dict[str, Any], column: str) -> dict[str, Any] | None:
+    columns = block_stat.get("columns")
+    entry = columns.get(column) if isinstance(columns, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
+def _all_null(entry: dict[str, Any], block_stat: dict[str, Any]) -> bool:
+    rows, nulls = block_stat.get("rows"), entry.get("nulls")
+    return isinstance(rows, int) and isinstance(nulls, int) and nulls >= rows
+
+
+def _kind(value: Any) -> type | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int
+    if isinstance(value, str):
+        return str
+    return None
+
+
+def _may_hold_range(block_stat: dict[str, Any], column: str, lo: int | None,
+                    hi: int | None) -> bool:
+    entry = _column(block_stat, column)
+    if entry is None:
+        return True
+    if _all_null(entry, block_stat):
+        return False
+    mn, mx = entry.get("min"), entry.get("max")
+    if _kind(mn) is not int or _kind(mx) is not int:
+        return True
+    if lo is not None and _kind(lo) is int and mx < lo:
+        return False
+    if hi is not None and _kind(hi) is int and mn > hi:
+        return False
+    return True
+
+
+def _may_hold_value(block_stat: dict[str, Any], column: str, value: Any) -> bool:
+    entry = _column(block_stat, column)
+    if entry is None or value is None:
+        return True
+    if _all_null(entry, block_stat):
+        return False
+    mn, mx = entry.get("min"), entry.get("max")
+    kind = _kind(value)
+    if kind is None or _kind(mn) is not kind or _kind(mx) is not kind:
+        return True
+    return bool(mn <= value <= mx)

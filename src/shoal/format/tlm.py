@@ -1,0 +1,437 @@
+"""The `tlm` extent format, v2 (written) and v1 (read only) (SPEC §6.1).
+
+Byte layout of one extent object:
+
+    v2:  b"KYMA\\x02" || Arrow IPC file || block_stats_json || stats_len (u32 LE) || b"KYMA\\x02"
+    v1:  b"KYMA\\x01" || Arrow IPC file
+
+The Arrow IPC part is a complete IPC *file* on its own (its offsets are relative to its own
+start); each record batch is one block of at most `block_rows` rows, never empty. IPC buffer
+compression (zstd by default, lz4, or none) is a writer option. `block_stats_json` is compact
+UTF-8 JSON, one entry per block (see `shoal.format.stats`); `stats_len` is its byte length.
+
+Writer: blocks are cut as rows arrive; each block's Arrow serialisation runs on a background
+thread while its stats are computed on the caller's, and `finish()` writes the object with a
+single `store.put` under `f"{prefix}/{extent_id}.tlm"` (extent_id = uuid4 hex).
+
+Reader: reads the 5-byte head and one speculative tail range (the last `tail_prefetch`
+bytes: trailing magic, stats_len, the JSON and normally Arrow's own footer), checks the
+framing, then opens the IPC slice through a range-reading file view, so `read_block` fetches
+only that block's bytes -- and with a projection only the projected columns' buffers.
+`bytes_read` counts every byte fetched from the store. Bad framing, a footer that does not
+match the body, or an unreadable body raise `ExtentFormatError`.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import uuid
+from collections import deque
+from collections.abc import Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from shoal.errors import ExtentFormatError
+from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
+from shoal.format.predicates import evaluate
+from shoal.format.stats import ExtentStatsBuilder, block_stats
+from shoal.storage.base import ObjectStore
+
+MAGIC_V1 = b"KYMA\x01"
+MAGIC_V2 = b"KYMA\x02"
+MAGIC_LEN = 5
+_STATS_LEN = struct.Struct("<I")
+TAIL_LEN = _STATS_LEN.size + MAGIC_LEN          # u32 stats_len + trailing magic
+DEFAULT_BLOCK_ROWS = 65536
+DEFAULT_TAIL_PREFETCH = 64 * 1024
+Compression = Literal["zstd", "lz4"] | None
+_COMPRESSIONS = ("zstd", "lz4", None)
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError,
+                 pa.ArrowTypeError, pa.ArrowKeyError, pa.ArrowIndexError, OSError)
+
+
+class TlmFormat:
+    """`SegmentFormat` for tlm extents. Options apply to every extent it starts or opens."""
+
+    name = "tlm"
+
+    def __init__(self, *, compression: Compression = "zstd",
+                 membership_filters: bool | Collection[str] = True, fp_rate: float = 0.01,
+                 tail_prefetch: int = DEFAULT_TAIL_PREFETCH) -> None:
+        if compression not in _COMPRESSIONS:
+            raise ValueError(f"compression must be one of {_COMPRESSIONS}, got {compression!r}")
+        if tail_prefetch < TAIL_LEN:
+            raise ValueError(f"tail_prefetch must be at least {TAIL_LEN}")
+        self.compression = compression
+        self.membership_filters = (membership_filters if isinstance(membership_filters, bool)
+                                   else frozenset(membership_filters))
+        self.fp_rate = fp_rate
+        self.tail_prefetch = tail_prefetch
+
+    def open_extent(self, store: ObjectStore, path: str) -> TlmReader:
+        return TlmReader(store, path, tail_prefetch=self.tail_prefetch)
+
+    def start_extent(self, store: ObjectStore, prefix: str, schema: pa.Schema, *,
+                     block_rows: int = DEFAULT_BLOCK_ROWS) -> TlmWriter:
+        return TlmWriter(store, prefix, schema, block_rows=block_rows,
+                         compression=self.compression,
+                         membership_filters=self.membership_filters, fp_rate=self.fp_rate)
+
+
+def extent_key(prefix: str, extent_id: str) -> str:
+    prefix = prefix.rstrip("/")
+    return f"{prefix}/{extent_id}.tlm" if prefix else f"{extent_id}.tlm"
+
+
+def encode_v2(ipc_file: bytes | pa.Buffer, stats: list[dict[str, Any]]) -> bytes:
+    """Frame an Arrow IPC file and its block stats as a v2 extent."""
+    footer = json.dumps(stats, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(footer) >= 1 << 32:
+        raise ValueError("block stats footer exceeds 4 GiB")
+    return b"".join([MAGIC_V2, ipc_file, footer, _STATS_LEN.pack(len(footer)), MAGIC_V2])
+
+
+# ---- writer -------------------------------------------------------------------------------
+
+class TlmWriter:
+    """`ExtentWriter` for tlm v2. Not thread-safe: one caller appends, then finishes."""
+
+    def __init__(self, store: ObjectStore, prefix: str, schema: pa.Schema, *,
+                 block_rows: int = DEFAULT_BLOCK_ROWS, compression: Compression = "zstd",
+                 membership_filters: bool | Collection[str] = True,
+                 fp_rate: float = 0.01) -> None:
+        if block_rows < 1:
+            raise ValueError("block_rows must be at least 1")
+        if compression not in _COMPRESSIONS:
+            raise ValueError(f"compression must be one of {_COMPRESSIONS}, got {compression!r}")
+        self._store = store
+        self._schema = schema
+        self._block_rows = block_rows
+        self.extent_id = uuid.uuid4().hex
+        self.object_path = extent_key(prefix, self.extent_id)
+        self._pending: deque[pa.RecordBatch] = deque()
+        self._pending_rows = 0
+        self._rows = 0
+        self._block_stats: list[dict[str, Any]] = []
+        self._stats = ExtentStatsBuilder(schema, membership_filters=membership_filters,
+                                         fp_rate=fp_rate)
+        self._sink = pa.BufferOutputStream()
+        self._ipc = pa.ipc.new_file(self._sink, schema,
+                                    options=pa.ipc.IpcWriteOptions(compression=compression))
+        self._pool: ThreadPoolExecutor | None = None
+        self._last_write: Future[None] | None = None
+        self._state: Literal["open", "finished", "aborted"] = "open"
+
+    def append(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self._check_open()
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            self._pending.append(self._conform(b))
+            self._pending_rows += b.num_rows
+            while self._pending_rows >= self._block_rows:
+                self._emit(self._take(self._block_rows))
+
+    def finish(self) -> ExtentWriteResult:
+        self._check_open()
+        try:
+            if self._pending_rows:
+                self._emit(self._take(self._pending_rows))
+            if self._last_write is not None:
+                self._last_write.result()
+            self._ipc.close()
+            stats = self._stats.finish()
+            data = encode_v2(self._sink.getvalue(), self._block_stats)
+            self._store.put(self.object_path, data)
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "finished"
+        self._shutdown()
+        return ExtentWriteResult(
+            extent_id=self.extent_id, object_path=self.object_path, byte_size=len(data),
+            row_count=self._rows, block_count=len(self._block_stats),
+            min_ts=stats.min_ts, max_ts=stats.max_ts, present_paths=stats.present_paths,
+            column_stats=stats.column_stats, membership_filters=stats.membership_filters)
+
+    def abort(self) -> None:
+        if self._state == "finished":
+            return
+        self._state = "aborted"
+        self._shutdown()
+        self._pending.clear()
+        self._block_stats = []
+        self._sink = pa.BufferOutputStream()
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise ValueError(f"extent writer is {self._state}")
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """`batch` with exactly the extent schema (names, order, types, field metadata)."""
+        schema = self._schema
+        if batch.schema.names != schema.names:
+            if sorted(batch.schema.names) != sorted(schema.names):
+                raise ValueError(f"batch columns {batch.schema.names} do not match the extent "
+                                 f"schema {schema.names}")
+            batch = batch.select(schema.names)
+        if batch.schema.equals(schema, check_metadata=True):
+            return batch
+        for f, g in zip(batch.schema, schema):
+            if not f.type.equals(g.type):
+                raise ValueError(f'column "{g.name}" is {f.type}, the extent schema has {g.type}')
+        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+    def _take(self, n: int) -> pa.RecordBatch:
+        """Remove the first n pending rows as one batch."""
+        parts = []
+        need = n
+        while need:
+            head = self._pending[0]
+            if head.num_rows <= need:
+                parts.append(self._pending.popleft())
+                need -= head.num_rows
+            else:
+                parts.append(head.slice(0, need))
+                self._pending[0] = head.slice(need)
+                need = 0
+        self._pending_rows -= n
+        return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+
+    def _emit(self, block: pa.RecordBatch) -> None:
+        """Serialise one block (in the background) and fold in its stats (here)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlm-ipc")
+        previous = self._last_write
+
+        def write() -> None:
+            if previous is not None:
+                previous.result()       # keep blocks in order; surface an earlier failure
+            self._ipc.write_batch(block)
+
+        self._last_write = self._pool.submit(write)
+        stat = block_stats(block)
+        self._block_stats.append(stat)
+        self._stats.add_block(block, stat)
+        self._rows += block.num_rows
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+# ---- reader -------------------------------------------------------------------------------
+
+class _Fetcher:
+    """Range reads on the object, counting bytes; serves reads inside cached ranges."""
+
+    def __init__(self, source: pa.NativeFile) -> None:
+        self.source = source
+        self.bytes_read = 0
+        self._cache: list[tuple[int, pa.Buffer]] = []
+        self._lock = threading.Lock()
+
+    def fetch(self, offset: int, length: int) -> pa.Buffer:
+        for start, buf in self._cache:
+            if start <= offset and offset + length <= start + buf.size:
+                return buf.slice(offset - start, length)
+        with self._lock:                # seek + read_buffer: zero-copy on memory maps
+            self.source.seek(offset)
+            data = self.source.read_buffer(length)
+            self.bytes_read += data.size
+        return data
+
+    def keep(self, offset: int, buf: pa.Buffer) -> None:
+        self._cache.append((offset, buf))
+
+
+class _RangeView:
+    """A read-only file over bytes [base, base + size) of the object, for `pa.PythonFile`."""
+
+    def __init__(self, fetcher: _Fetcher, base: int, size: int) -> None:
+        self._fetcher = fetcher
+        self._base = base
+        self._size = size
+        self._pos = 0
+        self.closed = False
+
+    def read(self, nbytes: int | None = None) -> pa.Buffer:
+        end = self._size if nbytes is None or nbytes < 0 else min(self._size, self._pos + nbytes)
+        if end <= self._pos:
+            return pa.py_buffer(b"")
+        data = self._fetcher.fetch(self._base + self._pos, end - self._pos)
+        self._pos = end
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, self._size)[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def size(self) -> int:
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class TlmReader:
+    """`ExtentReader` over one tlm object (v1 or v2)."""
+
+    def __init__(self, store: ObjectStore, path: str, *,
+                 tail_prefetch: int = DEFAULT_TAIL_PREFETCH) -> None:
+        self._path = path
+        source = store.open_input(path)
+        self._fetcher = _Fetcher(source)
+        try:
+            self._size = source.size()
+            self._open(tail_prefetch)
+        except ExtentFormatError:
+            source.close()
+            raise
+        except _ARROW_ERRORS as e:
+            source.close()
+            raise ExtentFormatError(path, f"unreadable: {e}") from e
+        self._row_count: int | None = (None if self._stats is None
+                                       else sum(s["rows"] for s in self._stats))
+
+    def _open(self, tail_prefetch: int) -> None:
+        size, fetch = self._size, self._fetcher
+        if size < MAGIC_LEN:
+            raise ExtentFormatError(self._path, f"{size} bytes is shorter than the magic")
+        if size <= tail_prefetch:                     # small object: one read
+            whole = fetch.fetch(0, size)
+            fetch.keep(0, whole)
+        head = fetch.fetch(0, MAGIC_LEN).to_pybytes()
+        if head == MAGIC_V1:
+            self.version = 1
+            ipc_start, ipc_end = MAGIC_LEN, size
+            self._prefetch_tail(size, tail_prefetch)
+            self._stats: list[dict[str, Any]] | None = None
+        elif head == MAGIC_V2:
+            self.version = 2
+            if size < MAGIC_LEN + TAIL_LEN:
+                raise ExtentFormatError(self._path, f"truncated: {size} bytes leave no room "
+                                                    "for the footer")
+            self._prefetch_tail(size, tail_prefetch)
+            tail = fetch.fetch(size - TAIL_LEN, TAIL_LEN).to_pybytes()
+            if tail[_STATS_LEN.size:] != MAGIC_V2:
+                raise ExtentFormatError(self._path, "bad trailing magic (truncated object?)")
+            (stats_len,) = _STATS_LEN.unpack(tail[:_STATS_LEN.size])
+            if stats_len > size - MAGIC_LEN - TAIL_LEN:
+                raise ExtentFormatError(self._path, f"stats_len {stats_len} points outside the "
+                                                    f"{size}-byte object")
+            ipc_start, ipc_end = MAGIC_LEN, size - TAIL_LEN - stats_len
+            self._stats = self._parse_stats(fetch.fetch(ipc_end, stats_len).to_pybytes())
+        else:
+            raise ExtentFormatError(self._path, f"bad leading magic {head!r}")
+        self._view = pa.PythonFile(_RangeView(fetch, ipc_start, ipc_end - ipc_start), mode="r")
+        self._readers: dict[tuple[int, ...] | None, pa.ipc.RecordBatchFileReader] = {}
+        try:
+            first = self._ipc_reader(None)
+        except _ARROW_ERRORS as e:
+            raise ExtentFormatError(self._path, f"the Arrow IPC body is invalid: {e}") from e
+        self._schema = first.schema
+        self._block_count = first.num_record_batches
+        self._index = {name: i for i, name in reversed(list(enumerate(self._schema.names)))}
+        if self._stats is not None and len(self._stats) != self._block_count:
+            raise ExtentFormatError(self._path, f"the footer describes {len(self._stats)} "
+                                                f"blocks, the body has {self._block_count}")
+
+    def _prefetch_tail(self, size: int, tail_prefetch: int) -> None:
+        if size > tail_prefetch:
+            start = size - tail_prefetch
+            self._fetcher.keep(start, self._fetcher.fetch(start, tail_prefetch))
+
+    def _parse_stats(self, raw: bytes) -> list[dict[str, Any]]:
+        try:
+            stats = json.loads(raw.decode("utf-8"))
+        except ValueError as e:
+            raise ExtentFormatError(self._path, f"block stats are not UTF-8 JSON: {e}") from e
+        if not isinstance(stats, list) or not all(
+                isinstance(s, dict) and isinstance(s.get("rows"), int)
+                and isinstance(s.get("columns", {}), dict) for s in stats):
+            raise ExtentFormatError(self._path, "block stats are not a list of block entries")
+        return stats
+
+    def _ipc_reader(self, fields: tuple[int, ...] | None) -> pa.ipc.RecordBatchFileReader:
+        reader = self._readers.get(fields)
+        if reader is None:
+            options = pa.ipc.IpcReadOptions(
+                included_fields=list(fields) if fields is not None else None,
+                ensure_alignment=pa.ipc.Alignment.DataTypeSpecific)
+            reader = pa.ipc.open_file(self._view, options=options)
+            if len(self._readers) >= 8:
+                self._readers.pop(next(k for k in self._readers if k is not None))
+            self._readers[fields] = reader
+        return reader
+
+    # ---- ExtentReader ------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def bytes_read(self) -> int:
+        return self._fetcher.bytes_read
+
+    def metadata(self) -> ExtentMetadata:
+        if self._row_count is None:
+            self._row_count = self._ipc_reader(None).count_rows()
+        return ExtentMetadata(version=self.version, schema=self._schema,
+                              block_count=self._block_count, row_count=self._row_count,
+                              block_stats=self._stats, byte_size=self._size)
+
+    def pruned_blocks(self, predicate: BlockPredicate | None) -> list[int]:
+        if self._stats is None or predicate is None:
+            return list(range(self._block_count))
+        return [i for i, s in enumerate(self._stats) if evaluate(predicate, s)]
+
+    def read_block(self, block: int, projection: Sequence[str] | None = None) -> pa.RecordBatch:
+        if not 0 <= block < self._block_count:
+            raise IndexError(f"block {block} out of range (extent has {self._block_count})")
+        names = None
+        fields: tuple[int, ...] | None = None
+        if projection is not None:
+            names = list(dict.fromkeys(n for n in projection if n in self._index))
+            if names:
+                fields = tuple(sorted(self._index[n] for n in names))
+                if len(fields) == len(self._schema):
+                    fields = None
+            else:
+                # Arrow reads every field for an empty selection; read the narrowest one.
+                fields = (0,) if len(self._schema) else None
+        try:
+            batch = self._ipc_reader(fields).get_batch(block)
+        except _ARROW_ERRORS as e:
+            raise ExtentFormatError(self._path, f"block {block} is unreadable: {e}") from e
+        return batch if names is None else batch.select(names)
+
+    def close(self) -> None:
+        self._readers.clear()
+        self._fetcher.source.close()
+
+    def __enter__(self) -> TlmReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,85 @@
+"""The word tokenizer behind token sets and `StringHas` (SPEC §6.1).
+
+A token is a maximal run of ASCII letters and digits, at least 2 characters long, lower-cased.
+Every other character, including every non-ASCII one, separates tokens:
+`"Connection-FAILED: timeout42 ü x"` -> `{"connection", "failed", "timeout42"}`.
+
+`tokenize(text)` is the reference for one string; `tokenize_array(arr)` is the vectorised
+form the extent writer uses (numpy over the Arrow string buffers, no per-row Python). Both
+must agree exactly: the union of `tokenize(v)` over the non-null values of `arr` equals the
+set of values of `tokenize_array(arr)`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MIN_TOKEN_LEN = 2
+
+_TOKEN_RE = re.compile(r"[A-Za-z0-9]{2,}")
+
+
+def tokenize(text: str) -> set[str]:
+    """The tokens of one string."""
+    # Extract first, lower after: str.lower() maps some non-ASCII characters (the Kelvin sign)
+    # to ASCII letters, which must stay separators.
+    return {m.lower() for m in _TOKEN_RE.findall(text)}
+
+
+def tokenize_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The distinct tokens of every non-null value of a string array, as a string array.
+
+    Unordered. Feed it the distinct values of a column (`pc.unique`) so repeated values are
+    tokenized once.
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        raise TypeError(f"tokenize_array needs a string array, got {arr.type}")
+    if arr.null_count:
+        arr = pc.drop_null(arr)
+    if len(arr) == 0:
+        return pa.array([], type=pa.string())
+    offsets, data = _string_buffers(arr)
+    if data.size == 0:
+        return pa.array([], type=pa.string())
+    # Token bytes: ASCII digits, and ASCII letters (b | 0x20 folds A-Z onto a-z and nothing
+    # else onto a-z); uint8 wrap-around turns each range test into one comparison.
+    is_tok = (data - np.uint8(48)) < 10
+    is_tok |= ((data | np.uint8(0x20)) - np.uint8(97)) < 26
+    # Runs of token bytes; a run also ends at the end of a value: values never run together.
+    edges = np.diff(is_tok.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts, ends = edges == 1, edges == -1
+    cuts = offsets[1:-1]
+    cuts = cuts[(cuts > 0) & (cuts < data.size)]
+    cuts = cuts[is_tok[cuts] & is_tok[cuts - 1]]
+    starts[cuts] = True
+    ends[cuts] = True
+    run_start, run_end = np.flatnonzero(starts), np.flatnonzero(ends)
+    if run_start.size == 0:
+        return pa.array([], type=pa.string())
+    # Runs cover exactly the token bytes, in order: lengths give the offsets of every run.
+    token_bytes = data[is_tok] | np.uint8(0x20)   # digits already have bit 0x20 set
+    large = token_bytes.size >= 2**31
+    token_offsets = np.zeros(run_start.size + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(run_end - run_start, out=token_offsets[1:])
+    runs = (pa.LargeStringArray if large else pa.StringArray).from_buffers(
+        run_start.size, pa.py_buffer(token_offsets), pa.py_buffer(token_bytes))
+    tokens = runs.filter(pc.greater_equal(pc.binary_length(runs), MIN_TOKEN_LEN))
+    return pc.unique(tokens)
+
+
+def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets (rebased to 0, int64) and the data bytes those offsets cover."""
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    _, off_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(off_buf, dtype=width, count=len(arr) + 1,
+                            offset=arr.offset * np.dtype(width).itemsize).astype(np.int64)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data = (np.frombuffer(data_buf, dtype=np.uint8, count=hi - lo, offset=lo)
+            if data_buf is not None and hi > lo else np.zeros(0, dtype=np.uint8))
+    return offsets - lo, data

@@ -1,0 +1,56 @@
+"""The tokenizer: the reference rule and its vectorised form agree exactly."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.format.tokens import tokenize, tokenize_array
+
+TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
+# Mostly token material, with separators, non-ASCII letters and the Kelvin sign (lowers to k).
+WORDY = st.text(alphabet=st.sampled_from(list("abcXYZ019 -_.:=/éüß\u212a\u0130\n\t")), max_size=40)
+
+
+def test_examples() -> None:
+    assert tokenize("Connection-FAILED: timeout42 ü x") == {"connection", "failed", "timeout42"}
+    assert tokenize("") == set()
+    assert tokenize("a b c") == set()
+    assert tokenize("GET /api/v1/Items?id=42") == {"get", "api", "v1", "items", "id", "42"}
+    assert tokenize("caf\u00e9au") == {"caf", "au"}            # non-ASCII separates
+    assert tokenize("\u212aelvin") == {"elvin"}                # Kelvin sign is not "k"
+    assert tokenize("snake_case") == {"snake", "case"}         # underscore separates
+
+
+def test_vectorised_examples() -> None:
+    arr = pa.array(["Connection-FAILED: timeout42 ü x", None, "", "ab", "cd", "e", "ABab"])
+    assert sorted(tokenize_array(arr).to_pylist()) == ["ab", "abab", "cd", "connection", "failed",
+                                                      "timeout42"]
+    # Adjacent values never run together: "ab" + "cd" must not make "abcd".
+    assert "abcd" not in tokenize_array(pa.array(["ab", "cd"])).to_pylist()
+    assert tokenize_array(pa.array([], pa.string())).to_pylist() == []
+    assert tokenize_array(pa.array([None, None], pa.string())).to_pylist() == []
+
+
+def _reference(values: list[str | None]) -> set[str]:
+    out: set[str] = set()
+    for v in values:
+        if v is not None:
+            out |= tokenize(v)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), TEXT, WORDY), max_size=25), st.integers(0, 5),
+       st.booleans())
+def test_vectorised_agrees_with_reference(values: list[str | None], cut: int,
+                                          large: bool) -> None:
+    arr = pa.array(values, type=pa.large_string() if large else pa.string())
+    got = tokenize_array(arr).to_pylist()
+    assert len(got) == len(set(got))
+    assert set(got) == _reference(values)
+    sliced = arr.slice(min(cut, len(values)))                 # non-zero array offsets
+    assert set(tokenize_array(sliced).to_pylist()) == _reference(values[cut:])
+    chunked = pa.chunked_array([arr.slice(0, cut), arr.slice(cut)], type=arr.type)
+    assert set(tokenize_array(chunked).to_pylist()) == _reference(values)
