@@ -7,12 +7,9 @@ real tlm format and a real local object store.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 from collections import Counter
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -24,10 +21,10 @@ from shoal.ingest.commit import CommitCoordinator
 from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import INT, LONG, STRING, Column, Schema
+from tests.support.writer import spawn
 
 WRITERS, COMMITS = 8, 50
 SCHEMA = Schema.create([Column("writer", INT), Column("seq", INT)])
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def check_history(catalog, store, table: str, expected: Counter) -> None:
@@ -74,12 +71,8 @@ def test_threads_race(catalog_url, local_store_url):
     catalog.close()
 
 
-def spawn_writer(catalog_url: str, store_url: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.writer", "--catalog", catalog_url,
-         "--store", store_url, "--table", "t", *args],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+def spawn_writer(catalog_url: str, store_url: str, *args: str):
+    return spawn(catalog_url, store_url, *args, stderr=subprocess.PIPE)
 
 
 @pytest.mark.slow

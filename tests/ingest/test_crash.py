@@ -9,13 +9,9 @@ findable as an orphan.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,21 +21,13 @@ from shoal.maintenance.orphans import find_orphans
 from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import INT, Column, Schema
+from tests.support.writer import spawn
 
 SCHEMA = Schema.create([Column("writer", INT), Column("seq", INT)])
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def writer(catalog_url: str, store_url: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.writer", "--catalog", catalog_url,
-         "--store", store_url, "--table", "t", *args],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def kill_at(catalog_url: str, store_url: str, stage: str) -> dict:
-    p = writer(catalog_url, store_url, "--count", "1", "--pause-at", stage)
+    p = spawn(catalog_url, store_url, "--count", "1", "--pause-at", stage)
     line = p.stdout.readline().strip()
     assert line.startswith(f"PAUSED {stage} "), line
     p.send_signal(signal.SIGKILL)
@@ -53,7 +41,7 @@ def env(catalog_url, local_store_url):
     catalog = open_catalog(catalog_url)
     catalog.create_table("t", SCHEMA)
     # A first, completed commit so "nothing visible" is distinguishable from "empty table".
-    done = writer(catalog_url, local_store_url, "--count", "1")
+    done = spawn(catalog_url, local_store_url, "--count", "1")
     assert done.communicate(timeout=120)[0].strip() == "DONE"
     yield catalog, open_store(local_store_url), catalog_url, local_store_url
     catalog.close()
@@ -97,7 +85,7 @@ def test_killed_at_random_points(env):
     catalog, store, catalog_url, store_url = env
     rng = random.Random(7)
     for _ in range(3):
-        p = writer(catalog_url, store_url, "--count", "500")
+        p = spawn(catalog_url, store_url, "--count", "500")
         time.sleep(rng.uniform(0.8, 2.0))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=30)

@@ -15,10 +15,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn(catalog_url: str, store_url: str, *args: str, table: str = "t",
+          stderr: int | None = None) -> subprocess.Popen[str]:
+    """Start a writer process (line-buffered text stdout) against a real catalog and store."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.writer", "--catalog", catalog_url,
+         "--store", store_url, "--table", table, *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def main(argv: list[str] | None = None) -> int:
