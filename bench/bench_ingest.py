@@ -1,0 +1,202 @@
+"""Ingest benchmark: `shoal ingest` and REST vs the parse limit and delta-rs, in one run.
+
+    .venv/bin/python bench/bench_ingest.py [--mb 1024] [--rest-mb 256] [--clients 8]
+
+On a generated realistic log NDJSON file (RFC 3339 timestamp, service, level, message text,
+trace id, status, duration, nested attributes into a `dynamic` column):
+
+1. parse limit: `pyarrow.json.read_json` of the file (MB/s);
+2. `shoal ingest FILE --table logs` (the CLI, a subprocess, embedded SQLite + local store);
+3. delta-rs: `pyarrow.json.read_json` + `deltalake.write_deltalake` of the same file;
+4. REST: `shoal serve` + `--clients` concurrent clients posting 1 MB NDJSON bodies
+   (MB/s and p50/p99 request latency).
+
+Targets (issue 3): shoal ingest >= 0.8x the parse limit and >= 2x delta-rs; REST >= 0.5x the
+parse limit. The generated file is cached under bench/out/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+OUT = ROOT / "bench" / "out"
+SERVICES = [f"svc-{i}" for i in range(40)]
+WORDS = ("request served cache miss hit user login token refresh payment declined timeout "
+         "upstream retry connection reset handler queue worker shard replica commit").split()
+COLUMNS = [{"name": "service", "type": "string"}, {"name": "level", "type": "string"},
+           {"name": "message", "type": "string"}, {"name": "trace_id", "type": "string"},
+           {"name": "status", "type": "int"}, {"name": "duration_ms", "type": "long"},
+           {"name": "attrs", "type": "dynamic"}]
+
+
+def generate(mb: int) -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"logs_{mb}mb.ndjson"
+    if path.exists() and path.stat().st_size >= mb << 20:
+        return path
+    rng = random.Random(1)
+    base = 1_700_000_000
+    tmp = path.with_suffix(".tmp")
+    written = 0
+    i = 0
+    with open(tmp, "wb") as f:
+        while written < mb << 20:
+            lines = []
+            for _ in range(10_000):
+                ts = datetime.fromtimestamp(base + i / 1000, tz=timezone.utc)
+                lines.append(json.dumps({
+                    "_timestamp": ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    "service": rng.choice(SERVICES),
+                    "level": rng.choice(("info", "info", "info", "warn", "error")),
+                    "message": " ".join(rng.choices(WORDS, k=10)),
+                    "trace_id": "%032x" % rng.getrandbits(128),
+                    "status": rng.choice((200, 200, 200, 201, 404, 500)),
+                    "duration_ms": rng.randint(1, 5000),
+                    "attrs": {"http": {"method": rng.choice(("GET", "POST")),
+                                       "route": f"/api/v1/{rng.choice(WORDS)}"},
+                              "user": {"id": rng.randint(1, 100_000)}},
+                }, separators=(",", ":")))
+                i += 1
+            chunk = ("\n".join(lines) + "\n").encode()
+            f.write(chunk)
+            written += len(chunk)
+    tmp.rename(path)
+    return path
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def parse_limit(path: Path) -> float:
+    import pyarrow.json as pj
+
+    return timed(lambda: pj.read_json(str(path)))
+
+
+def delta_rs(path: Path, work: Path) -> float:
+    import pyarrow.json as pj
+    from deltalake import write_deltalake
+
+    target = work / "delta"
+
+    def run() -> None:
+        table = pj.read_json(str(path))
+        write_deltalake(str(target), table, mode="overwrite")
+
+    return timed(run)
+
+
+def shoal_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ROOT / ".venv" / "bin" / "shoal"), *args], capture_output=True,
+                          text=True, check=True)
+
+
+def shoal_ingest(path: Path, work: Path) -> tuple[float, str]:
+    data = work / "cli-data"
+    shoal_cli("--data-dir", str(data), "create-table", "logs",
+              *[a for c in COLUMNS for a in ("-c", f"{c['name']}:{c['type']}")])
+    t0 = time.perf_counter()
+    out = shoal_cli("--data-dir", str(data), "ingest", str(path), "--table", "logs")
+    return time.perf_counter() - t0, out.stdout.strip().splitlines()[-1]
+
+
+def rest(path: Path, work: Path, mb: int, clients: int) -> tuple[float, float, float, int]:
+    import httpx
+
+    from tests.support.server import start_server
+
+    bodies: list[bytes] = []
+    with open(path, "rb") as f:
+        while len(bodies) < mb:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            cut = block.rfind(b"\n") + 1
+            f.seek(cut - len(block), 1)
+            bodies.append(block[:cut])
+    server = start_server(work / "rest-data")
+    latencies: list[float] = []
+    lock = threading.Lock()
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+            r = http.post("/v1/tables", json={"name": "logs", "columns": COLUMNS})
+            assert r.status_code == 201, r.text
+        queue = list(range(len(bodies)))
+
+        def client() -> None:
+            with httpx.Client(base_url=server.url, timeout=120) as http:
+                while True:
+                    with lock:
+                        if not queue:
+                            return
+                        i = queue.pop()
+                    t = time.perf_counter()
+                    r = http.post("/v1/ingest/logs", content=bodies[i])
+                    assert r.status_code == 200, r.text
+                    with lock:
+                        latencies.append(time.perf_counter() - t)
+
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        dt = time.perf_counter() - t0
+    finally:
+        server.stop()
+    latencies.sort()
+    total = sum(len(b) for b in bodies)
+    return (total / dt / 1e6, statistics.median(latencies) * 1000,
+            latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000, len(bodies))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=1024)
+    ap.add_argument("--rest-mb", type=int, default=256)
+    ap.add_argument("--clients", type=int, default=8)
+    args = ap.parse_args()
+    path = generate(args.mb)
+    size_mb = path.stat().st_size / 1e6
+    work = Path(tempfile.mkdtemp(prefix="shoal-bench-ingest-"))
+    try:
+        t_parse = parse_limit(path)
+        t_shoal, summary = shoal_ingest(path, work)
+        t_delta = delta_rs(path, work)
+        rest_mbs, p50, p99, n = rest(path, work, args.rest_mb, args.clients)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    parse_mbs = size_mb / t_parse
+    print(f"## ingest of {size_mb:,.0f} MB of log NDJSON ({sys.platform}, 2 cores)")
+    print("| path | MB/s | vs parse limit |\n|---|---|---|")
+    print(f"| pyarrow.json.read_json (parse limit) | {parse_mbs:,.1f} | 1.00x |")
+    print(f"| shoal ingest (CLI) | {size_mb / t_shoal:,.1f} | {t_parse / t_shoal:.2f}x |")
+    print(f"| delta-rs read_json + write_deltalake | {size_mb / t_delta:,.1f} | "
+          f"{t_parse / t_delta:.2f}x |")
+    print(f"| REST, {args.clients} clients x 1 MB bodies ({n} requests) | {rest_mbs:,.1f} | "
+          f"{rest_mbs / parse_mbs:.2f}x |")
+    print(f"\nshoal ingest vs delta-rs: {t_delta / t_shoal:.2f}x; REST latency p50 {p50:.0f} ms, "
+          f"p99 {p99:.0f} ms\nshoal ingest said: {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
