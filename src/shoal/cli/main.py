@@ -140,6 +140,15 @@ def _register_ingest() -> None:
 _register_ingest()
 
 
+def _register_serve() -> None:
+    from shoal.cli.serve import serve
+
+    app.command()(one_line_errors(serve))
+
+
+_register_serve()
+
+
 def _register_subapps() -> None:
     try:
         from shoal.cli.extent import extent_app

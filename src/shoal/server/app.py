@@ -1,0 +1,111 @@
+"""The HTTP server app: `create_app(db, config=...)` wires routes, auth, errors and metrics.
+
+Routes (SPEC §11): `/v1/tables...` (tables.py), `/v1/ingest/{table}` (ingest.py), and the
+open operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
+catalog answers a cheap query and the server is not shutting down; else 503 + Retry-After)
+and `GET /metrics` (Prometheus text of this app's own registry).
+
+Lifespan: at startup the default worker-thread limiter is raised to `worker_threads`
+(anyio's default of 40 would queue the 41st concurrent ingest behind the others, and starve
+every other `def` endpoint meanwhile). At shutdown the app stops accepting ingest (503) and,
+with `close_db=True`, closes `db`, which flushes the staging buffer. Uvicorn runs the
+lifespan shutdown only after in-flight requests have finished, and before re-raising a
+caught SIGTERM, so this is where a graceful stop must flush.
+
+The app does not own `db` unless told to (`close_db`): tests build several apps over
+clients they close themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from shoal.client import Shoal
+from shoal.config import Config
+from shoal.ingest.ledger import LedgerSweeper
+from shoal.server import ingest, tables
+from shoal.server.auth import TokenTable, load_tokens
+from shoal.server.errors import NotReadyError, install_error_handlers
+from shoal.server.metrics import MetricsMiddleware, ServerMetrics
+from shoal.server.state import ServerState, server_state
+
+READY_PROBE_KEY = "shoal-readyz-probe"   # looked up, never written: an indexed point read
+READY_TIMEOUT_S = 5.0
+
+
+def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
+               tokens: TokenTable | None = None, worker_threads: int = 256,
+               close_db: bool = False, sweep_ledger: bool = True) -> FastAPI:
+    """Build the server app over `db`.
+
+    `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
+    (binding to loopback only is the caller's check: `auth.check_bind`). `max_body_bytes`
+    caps ingest bodies, before and after gzip decoding.
+    """
+    if max_body_bytes <= 0:
+        raise ValueError("max_body_bytes must be positive")
+    metrics = ServerMetrics(lambda: db.write_path.buffer)
+    state = ServerState(db=db, config=config,
+                        tokens=load_tokens(config) if tokens is None else tokens,
+                        metrics=metrics, max_body_bytes=max_body_bytes)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, worker_threads)
+        state.accepting = True
+        # Idempotency keys expire: an hourly sweep deletes ledger rows older than 25 h.
+        sweeper = LedgerSweeper(db.catalog).start() if sweep_ledger else None
+        try:
+            yield
+        finally:
+            state.accepting = False
+            if sweeper is not None:
+                sweeper.stop()
+            if close_db:
+                await anyio.to_thread.run_sync(db.close)
+
+    app = FastAPI(title="shoal", version="0.1.0", lifespan=lifespan)
+    app.state.shoal = state
+    install_error_handlers(app)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.include_router(tables.router)
+    app.include_router(ingest.router)
+    app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
+    app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
+    app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])
+    return app
+
+
+async def healthz() -> dict[str, Any]:
+    """Liveness: the process runs its event loop."""
+    return {"status": "ok"}
+
+
+async def readyz(request: Request) -> dict[str, Any]:
+    """Readiness: accepting work and the catalog answers within `READY_TIMEOUT_S`."""
+    state = server_state(request)
+    state.check_accepting()
+    with anyio.move_on_after(READY_TIMEOUT_S) as scope:
+        try:
+            await anyio.to_thread.run_sync(state.db.catalog.ledger_get, READY_PROBE_KEY,
+                                           abandon_on_cancel=True,
+                                           limiter=state.probe_limiter)
+        except Exception as e:  # noqa: BLE001 - any failure of the catalog means not ready
+            raise NotReadyError(f"catalog unavailable: {type(e).__name__}: {e}") from None
+    if scope.cancelled_caught:
+        raise NotReadyError(f"catalog did not answer within {READY_TIMEOUT_S:g}s")
+    return {"status": "ready"}
+
+
+async def prometheus_metrics(request: Request) -> Response:
+    registry = server_state(request).metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,82 @@
+"""Reading request bodies under a byte cap, and gzip decoding under the same cap.
+
+- `read_body()` refuses a declared `Content-Length` over the cap before reading a byte, and
+  counts while streaming (chunked bodies declare nothing), so at most `limit` bytes are
+  ever buffered.
+- `gunzip()` decompresses incrementally, never producing more than `limit + 1` bytes: a
+  gzip bomb costs the server `limit` bytes of memory and a 413, nothing more.
+  Concatenated gzip members (what `cat a.gz b.gz` gives) are decoded in sequence.
+
+Both raise `PayloadTooLargeError` (413); bad gzip is a `BadRequestError` (400 `bad_payload`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Literal
+
+from fastapi import Request
+
+from shoal.errors import PayloadTooLargeError
+from shoal.server.errors import BadRequestError, UnsupportedEncodingError
+
+Encoding = Literal["identity", "gzip"]
+
+
+def content_encoding(header: str | None) -> Encoding:
+    value = (header or "identity").strip().lower()
+    if value in ("", "identity"):
+        return "identity"
+    if value in ("gzip", "x-gzip"):
+        return "gzip"
+    raise UnsupportedEncodingError(value)
+
+
+async def read_body(request: Request, *, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise BadRequestError(f"invalid Content-Length {declared!r}") from None
+        if size > limit:
+            raise PayloadTooLargeError(size, limit)
+    buf = bytearray()
+    async for chunk in request.stream():
+        if len(buf) + len(chunk) > limit:
+            raise PayloadTooLargeError(len(buf) + len(chunk), limit)
+        buf += chunk
+    return bytes(buf)
+
+
+def gunzip(data: bytes, *, limit: int) -> bytes:
+    """Decode gzip `data` (one or more members); raise if the result exceeds `limit`."""
+    out = bytearray()
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    pending = data
+    try:
+        while True:
+            out += d.decompress(pending, limit - len(out) + 1)
+            if len(out) > limit:
+                raise PayloadTooLargeError(len(out), limit)
+            pending = d.unconsumed_tail
+            if pending:
+                continue
+            if d.eof:
+                rest = d.unused_data
+                if not rest:
+                    return bytes(out)
+                d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                pending = rest
+                continue
+            # All input consumed but the stream is not finished: zlib may still hold output
+            # back (the cap stopped it); ask once more, else the body was cut short.
+            more = d.decompress(b"", limit - len(out) + 1)
+            if not more:
+                raise BadRequestError("gzip body is truncated", code="bad_payload")
+            out += more
+            if len(out) > limit:
+                raise PayloadTooLargeError(len(out), limit)
+            pending = d.unconsumed_tail
+    except zlib.error as e:
+        raise BadRequestError(f"body is not valid gzip: {e}", code="bad_payload") from None

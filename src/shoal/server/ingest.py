@@ -1,0 +1,69 @@
+"""`POST /v1/ingest/{table}`: NDJSON in, an ack out once the rows are committed (SPEC §7.1).
+
+Order of work, so a refused request never costs more than it must and never writes:
+authentication (dependency) -> readiness -> `Content-Encoding` -> body read under the cap
+(on the event loop, streaming) -> gzip decode under the same cap + `WritePath.ingest_ndjson`
+(in a worker thread: both are CPU work and the write path blocks until the group commit).
+
+The ack is `IngestAck.to_json()`: `{table, snapshot_id, rows, replayed, new_columns,
+rejected, extent_ids}`. A retry with the same `X-Idempotency-Key` returns the first ack with
+`replayed: true`. Errors are mapped by `shoal.server.errors` (400 bad lines with per-line
+details, 404, 409, 413, 429/503 with `Retry-After`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
+
+from shoal.ingest.write_path import IngestAck
+from shoal.server.auth import require_scope
+from shoal.server.body import content_encoding, gunzip, read_body
+from shoal.server.errors import BadRequestError
+from shoal.server.state import server_state
+
+MAX_IDEMPOTENCY_KEY = 256
+
+router = APIRouter(tags=["ingest"])
+
+
+def _check_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not key or len(key) > MAX_IDEMPOTENCY_KEY or not key.isprintable():
+        raise BadRequestError(
+            f"X-Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters",
+            details=[{"line": None, "field": "X-Idempotency-Key",
+                      "message": "invalid idempotency key"}])
+    return key
+
+
+@router.post("/v1/ingest/{table}", dependencies=[Depends(require_scope("ingest"))])
+async def ingest(
+    request: Request,
+    table: str,
+    mode: Annotated[Literal["evolve", "drop", "reject"] | None, Query()] = None,
+    partial: Annotated[bool, Query()] = False,
+    idempotency_key: Annotated[str | None, Header(alias="X-Idempotency-Key")] = None,
+) -> JSONResponse:
+    """Ingest an NDJSON body (optionally gzip) into `table`."""
+    state = server_state(request)
+    state.check_accepting()
+    key = _check_key(idempotency_key)
+    encoding = content_encoding(request.headers.get("content-encoding"))
+    wire = await read_body(request, limit=state.max_body_bytes)
+
+    def work() -> tuple[int, IngestAck]:
+        body = gunzip(wire, limit=state.max_body_bytes) if encoding == "gzip" else wire
+        ack = state.db.ingest_ndjson(table, body, mode=mode, partial=partial,
+                                     idempotency_key=key)
+        return len(body), ack
+
+    nbytes, ack = await anyio.to_thread.run_sync(work)
+    state.metrics.observe_ingest(table, rows=ack.rows, nbytes=nbytes, wire_bytes=len(wire),
+                                 rejected=len(ack.rejected), replayed=ack.replayed)
+    doc: dict[str, Any] = ack.to_json()
+    return JSONResponse(doc)

@@ -1,0 +1,167 @@
+"""Table management over HTTP: create, list, describe, add/widen columns (SPEC §11).
+
+Bodies are validated *after* authentication (a refused caller learns nothing about its
+body) and every problem with a table definition — missing fields, unknown types, bad
+names, header rules — is a 400 `invalid_schema` whose details name the field. Responses are
+the describe document of `shoal.catalog.describe`.
+
+Catalog work runs in worker threads, never on the event loop. The body is read by hand
+(capped at `MAX_DEFINITION_BYTES`) rather than by FastAPI, which would buffer and decode it
+before the auth dependency runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+import anyio
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from shoal.errors import InvalidSchemaError
+from shoal.server.auth import require_scope
+from shoal.server.body import read_body
+from shoal.server.errors import BadRequestError
+from shoal.server.state import server_state
+from shoal.types import Column, parse_type
+
+# Table definitions are small; no reason to buffer megabytes before authentication.
+MAX_DEFINITION_BYTES = 1 << 20
+
+router = APIRouter(prefix="/v1/tables", tags=["tables"])
+M = TypeVar("M", bound=BaseModel)
+
+
+class ColumnSpec(BaseModel):
+    """One column as the wire spells it; `header`: "*" binds all Kafka headers, else a key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    type: str
+    header: str | None = None
+    nullable: bool = True
+    default: Any = None
+
+    def to_column(self) -> Column:
+        return Column(self.name, parse_type(self.type), nullable=self.nullable,
+                      default=self.default, header=self.header)
+
+
+class CreateTableRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    columns: list[ColumnSpec] = []
+    mode: str = "evolve"            # validated by the catalog, so errors read the same
+    retention: str | None = None
+
+
+class AddColumnsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    columns: list[ColumnSpec]
+
+
+def _parse(model: type[M], body: Any) -> M:
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        details = [{"line": None, "field": ".".join(str(p) for p in err["loc"]) or None,
+                    "message": err["msg"]} for err in e.errors()]
+        head = details[0]
+        where = f"{head['field']}: " if head["field"] else ""
+        raise BadRequestError(f"invalid table definition: {where}{head['message']}",
+                              code="invalid_schema", details=details) from None
+
+
+def _columns(specs: list[ColumnSpec]) -> list[Column]:
+    out: list[Column] = []
+    for i, spec in enumerate(specs):
+        try:
+            out.append(spec.to_column())
+        except InvalidSchemaError as e:
+            raise BadRequestError(str(e), code=e.code, details=[
+                {"line": None, "field": f"columns.{i}.type", "message": str(e)}]) from None
+    return out
+
+
+async def _definition(request: Request, model: type[M]) -> M:
+    raw = await read_body(request, limit=MAX_DEFINITION_BYTES)
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        raise BadRequestError(f"body is not valid JSON: {e}", code="invalid_schema") from None
+    return _parse(model, doc)
+
+
+def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAPI for a body read by hand: the model's JSON schema, `$defs` inlined."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return {"requestBody": {"required": True,
+                            "content": {"application/json": {"schema": inline(schema)}}}}
+
+
+@router.post("", status_code=201, dependencies=[Depends(require_scope("admin"))],
+             openapi_extra=_body_doc(CreateTableRequest))
+async def create_table(request: Request) -> dict[str, Any]:
+    """Create a table; 201 with its describe document."""
+    req = await _definition(request, CreateTableRequest)
+    db = server_state(request).db
+    properties: dict[str, Any] = {}
+    if req.retention is not None:
+        if not req.retention.strip():
+            raise BadRequestError("retention must not be empty", code="invalid_schema",
+                                  details=[{"line": None, "field": "retention",
+                                            "message": "must not be empty"}])
+        properties["retention"] = req.retention.strip()
+    columns = _columns(req.columns)
+
+    def work() -> dict[str, Any]:
+        db.create_table(req.name, columns, mode=req.mode,  # type: ignore[arg-type]
+                        properties=properties)
+        return db.describe(req.name)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.get("", dependencies=[Depends(require_scope("query"))])
+def list_tables(request: Request) -> dict[str, Any]:
+    return {"tables": server_state(request).db.tables()}
+
+
+@router.get("/{table}", dependencies=[Depends(require_scope("query"))])
+def describe_table(request: Request, table: str) -> dict[str, Any]:
+    return server_state(request).db.describe(table)
+
+
+@router.post("/{table}/columns", dependencies=[Depends(require_scope("admin"))],
+             openapi_extra=_body_doc(AddColumnsRequest))
+async def add_columns(request: Request, table: str) -> dict[str, Any]:
+    """Add nullable columns or widen existing ones; 200 with the new describe document."""
+    req = await _definition(request, AddColumnsRequest)
+    if not req.columns:
+        raise BadRequestError("columns must not be empty", code="invalid_schema",
+                              details=[{"line": None, "field": "columns",
+                                        "message": "must not be empty"}])
+    columns = _columns(req.columns)
+    db = server_state(request).db
+
+    def work() -> dict[str, Any]:
+        db.add_columns(table, columns)
+        return db.describe(table)
+
+    return await anyio.to_thread.run_sync(work)
