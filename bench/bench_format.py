@@ -12,8 +12,13 @@ JSON with a user id) and measures, in one process, on the same batches and compr
 - read: `pyarrow.ipc` file reader, every batch, vs `TlmReader.read_block` of every block.
 
 Throughput is the uncompressed Arrow size of the batches divided by wall time (median of
-`--repeat` runs). A second table times each stat on its own, single-threaded, to show where
-the writer's time goes. Output is Markdown, ready for BENCHMARKS.md.
+`--repeat` runs, interleaved so that load from elsewhere hits every variant alike). A second
+table times each stat on its own, single-threaded (wall and CPU seconds), to show where the
+writer's time goes; a last compact table is the line for BENCHMARKS.md. Output is Markdown.
+
+Run it on an otherwise idle host (the header shows the load average at the start): the tlm
+writer computes stats on one thread while Arrow compresses IPC buffers on its own pool, so
+it needs every CPU and suffers more from outside load than plain IPC does.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.format.membership import BloomFilter, hash_array
-from shoal.format.stats import ExtentStatsBuilder, block_stats, json_paths
+from shoal.format.stats import (ExtentStatsBuilder, _IndexedColumn, block_stats,
+                                exact_json_paths, has_whitespace, json_paths)
 from shoal.format.tlm import TlmFormat
 from shoal.format.tokens import tokenize_array
 from shoal.storage.base import ObjectInfo
@@ -128,12 +134,29 @@ def make_table(rows: int, attrs_mode: str, seed: int = 7) -> tuple[Schema, pa.Ta
 # ---- measurements ---------------------------------------------------------------------------
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
-    times = []
+    return timed_cpu(fn, repeat)[0]
+
+
+def timed_cpu(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall and CPU (this process, all threads) seconds of `repeat` runs."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Median wall seconds of each function, run round-robin `repeat` times."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def ipc_write(batches: list[pa.RecordBatch], schema: pa.Schema, compression: str | None
@@ -165,40 +188,50 @@ def tlm_read(store: MemoryStore, path: str, fmt: TlmFormat) -> int:
 
 
 def stat_costs(batches: list[pa.RecordBatch], schema: pa.Schema, repeat: int
-               ) -> list[tuple[str, float]]:
-    """Seconds per stat over all blocks, each alone and single-threaded."""
+               ) -> list[tuple[str, float, float]]:
+    """(name, wall s, CPU s) per stat over all blocks, each alone and single-threaded."""
     col = {name: [b.column(name) for b in batches] for name in schema.names}
 
     def uniques(name: str) -> list[pa.Array]:
         return [pc.drop_null(pc.unique(a)) for a in col[name]]
 
     def bloom(name: str) -> None:
-        hashes = [hash_array(u) for u in uniques(name)]
+        # what the writer does for a column that is mostly distinct per block: every row
+        # hashed (vectorised), sized by a distinct-count estimate, bits set
+        hashes = [hash_array(a) for a in col[name]]
         BloomFilter.from_hashes(np.concatenate([h[0] for h in hashes]),
                                 np.concatenate([h[1] for h in hashes]))
+
+    def tokens() -> None:
+        for n in ("service", "level"):
+            for u in uniques(n):
+                tokenize_array(u)
+        _IndexedColumn("message", True, False)._add_tokens(pc.unique(col["message"][0]))
 
     def everything() -> None:
         builder = ExtentStatsBuilder(schema)
         for b in batches:
-            builder.add_block(b, block_stats(b))
+            builder.add_block(b)
         builder.finish()
 
     return [
         ("block stats (min/max/nulls, every column)",
-         timed(lambda: [block_stats(b) for b in batches], repeat)),
+         *timed_cpu(lambda: [block_stats(b) for b in batches], repeat)),
         ("distinct: unique per block, low-cardinality columns (service, level, status)",
-         timed(lambda: [uniques(n) for n in ("service", "level", "status")], repeat)),
-        ("tokens: service + level (unique first), message first block only (overflows)",
-         timed(lambda: [tokenize_array(u) for n in ("service", "level") for u in uniques(n)]
-               + [tokenize_array(pc.unique(col["message"][0]))], repeat)),
-        ("bloom filter: trace_id (unique per block, xxh3 per value, bits)",
-         timed(lambda: bloom("trace_id"), repeat)),
-        ("bloom filter: message", timed(lambda: bloom("message"), repeat)),
-        ("bloom filter: duration", timed(lambda: bloom("duration"), repeat)),
-        ("present paths: attrs (unique per block, Arrow JSON reader)",
-         timed(lambda: [json_paths(u) for u in uniques("attrs")], repeat)),
+         *timed_cpu(lambda: [uniques(n) for n in ("service", "level", "status")], repeat)),
+        ("tokens: service + level (unique first), message block 0 in growing chunks until "
+         "the 10,000 cap overflows", *timed_cpu(tokens, repeat)),
+        ("bloom filter: trace_id (numpy hash of every row, HLL sizing, bits)",
+         *timed_cpu(lambda: bloom("trace_id"), repeat)),
+        ("bloom filter: duration (int64)", *timed_cpu(lambda: bloom("duration"), repeat)),
+        ("message: whitespace check of block 0 (free text: no bloom filter)",
+         *timed_cpu(lambda: has_whitespace(col["message"][0]), repeat)),
+        ("present paths: attrs (key skeletons per block, one value parsed per skeleton)",
+         *timed_cpu(lambda: [json_paths(a) for a in col["attrs"]], repeat)),
+        ("present paths, previous method: attrs (unique, Arrow JSON reader on every value)",
+         *timed_cpu(lambda: [exact_json_paths(u) for u in uniques("attrs")], repeat)),
         ("all stats together (ExtentStatsBuilder, what the writer runs)",
-         timed(everything, repeat)),
+         *timed_cpu(everything, repeat)),
     ]
 
 
@@ -213,6 +246,7 @@ def main() -> None:
     args = p.parse_args()
     compression = None if args.compression == "none" else args.compression
 
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     schema, table = make_table(args.rows, args.attrs)
     batches = table.to_batches(max_chunksize=args.block_rows)
@@ -228,42 +262,56 @@ def main() -> None:
     tlm_size = store.objects[path].size
     assert ipc_read(plain) == tlm_read(store, path, fmt) == args.rows
 
-    # A fresh store per run: written extents are dropped, memory stays flat.
-    w_ipc = timed(lambda: ipc_write(batches, arrow_schema, compression), args.repeat)
-    w_tlm = timed(lambda: tlm_write(MemoryStore(), batches, arrow_schema, fmt,
-                                    args.block_rows), args.repeat)
-    w_nof = timed(lambda: tlm_write(MemoryStore(), batches, arrow_schema, no_filters,
-                                    args.block_rows), args.repeat)
-    with mock.patch.object(ExtentStatsBuilder, "add_block", lambda *a, **k: None):
-        w_frame = timed(lambda: tlm_write(MemoryStore(), batches, arrow_schema, fmt,
-                                          args.block_rows), args.repeat)
-    r_ipc = timed(lambda: ipc_read(plain), args.repeat)
-    r_tlm = timed(lambda: tlm_read(store, path, fmt), args.repeat)
+    # A fresh store per run: written extents are dropped, memory stays flat. Variants run
+    # round-robin, so load from elsewhere on the host hits each alike.
+    def framing_only() -> None:
+        with mock.patch.object(ExtentStatsBuilder, "add_block",
+                               lambda self, batch, stat=None: block_stats(batch)):
+            tlm_write(MemoryStore(), batches, arrow_schema, fmt, args.block_rows)
+
+    w = interleaved({
+        "ipc": lambda: ipc_write(batches, arrow_schema, compression),
+        "tlm": lambda: tlm_write(MemoryStore(), batches, arrow_schema, fmt, args.block_rows),
+        "nof": lambda: tlm_write(MemoryStore(), batches, arrow_schema, no_filters,
+                                 args.block_rows),
+        "frame": framing_only,
+    }, args.repeat)
+    r = interleaved({"ipc": lambda: ipc_read(plain), "tlm": lambda: tlm_read(store, path, fmt)},
+                    args.repeat)
 
     print(f"### tlm vs plain Arrow IPC — {args.rows:,} rows, {mb:.0f} MB Arrow, "
           f"compression={args.compression}, block_rows={args.block_rows}, "
           f"attrs={args.attrs}\n")
-    print(f"Host: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}, pyarrow {pa.__version__}; data generated in "
-          f"{gen:.1f} s; median of {args.repeat}; sizes: IPC {plain.size / 1e6:.1f} MB, "
-          f"tlm {tlm_size / 1e6:.1f} MB\n")
+    print(f"Host: {platform.machine()}, {os.cpu_count()} CPUs (load {load:.2f}), Python "
+          f"{platform.python_version()}, pyarrow {pa.__version__}, numpy {np.__version__}; "
+          f"data generated in {gen:.1f} s; median of {args.repeat} (interleaved); sizes: IPC "
+          f"{plain.size / 1e6:.1f} MB, tlm {tlm_size / 1e6:.1f} MB\n")
     print("| operation | seconds | MB/s | ratio vs IPC |")
     print("|---|---:|---:|---:|")
-    rows = [("write: plain IPC", w_ipc, w_ipc), ("write: tlm, all stats", w_tlm, w_ipc),
-            ("write: tlm, all stats but membership filters", w_nof, w_ipc),
+    rows = [("write: plain IPC", w["ipc"], w["ipc"]),
+            ("write: tlm, all stats", w["tlm"], w["ipc"]),
+            ("write: tlm, all stats but membership filters", w["nof"], w["ipc"]),
             ("write: tlm, framing + block stats only (bench-only: extent stats off)",
-             w_frame, w_ipc),
-            ("read all blocks: plain IPC", r_ipc, r_ipc), ("read all blocks: tlm", r_tlm, r_ipc)]
+             w["frame"], w["ipc"]),
+            ("read all blocks: plain IPC", r["ipc"], r["ipc"]),
+            ("read all blocks: tlm", r["tlm"], r["ipc"])]
     for name, sec, base in rows:
         print(f"| {name} | {sec:.3f} | {mb / sec:,.0f} | {base / sec:.2f}x |")
-    if args.no_stat_costs:
-        return
-    print("\nWhere the writer's stats time goes (each alone, single-threaded; the writer "
-          "overlaps stats with IPC serialisation on a second thread):\n")
-    print("| stat | seconds | MB/s |")
-    print("|---|---:|---:|")
-    for name, sec in stat_costs(batches, arrow_schema, args.repeat):
-        print(f"| {name} | {sec:.3f} | {mb / sec:,.0f} |")
+    if not args.no_stat_costs:
+        print("\nWhere the writer's stats time goes (each alone, single-threaded; the writer "
+              "overlaps stats with IPC serialisation on a second thread, and Arrow compresses "
+              "IPC buffers on its own thread pool):\n")
+        print("| stat | seconds | CPU s | MB/s |")
+        print("|---|---:|---:|---:|")
+        for name, sec, cpu in stat_costs(batches, arrow_schema, args.repeat):
+            print(f"| {name} | {sec:.3f} | {cpu:.3f} | {mb / sec:,.0f} |")
+    print("\nFor BENCHMARKS.md:\n")
+    print("| rows | compression | IPC write s | tlm write s | write ratio | IPC read s "
+          "| tlm read s | read ratio |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| {args.rows:,} | {args.compression} | {w['ipc']:.2f} | {w['tlm']:.2f} "
+          f"| {w['ipc'] / w['tlm']:.2f}x | {r['ipc']:.2f} | {r['tlm']:.2f} "
+          f"| {r['ipc'] / r['tlm']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.format.membership import BloomFilter
+from shoal.format import stats
 from shoal.format.stats import (DISTINCT_SET_CAP, TOKEN_SET_CAP, ExtentStatsBuilder,
-                                block_stats, json_paths, paths_of)
+                                block_stats, exact_json_paths, has_whitespace, json_paths,
+                                json_skeletons, paths_of)
 from shoal.format.tlm import TlmFormat
 from shoal.types import (BOOL, DYNAMIC, INT, LONG, REAL, STRING, TIMESTAMP, Column, Schema,
                          vector)
@@ -127,6 +129,38 @@ def test_distinct_cap_overflowing_in_one_block(store) -> None:
     assert sum(bf.might_contain(f"other-{i}") for i in range(5000)) / 5000 <= 0.02
 
 
+def test_membership_filters_only_for_identifier_like_strings(store) -> None:
+    schema = _schema(Column("trace", STRING), Column("msg", STRING), Column("n", LONG),
+                     Column("late", STRING))
+    n = 3000
+    r = _write(store, schema, [_batch(
+        schema, trace=[f"{i:032x}" for i in range(n)],
+        msg=[f"user {i} logged in" for i in range(n)], n=list(range(n)),
+        # identifier-like for two blocks, then one value with a tab
+        late=[f"k{i}" if i != n - 5 else "k\tx" for i in range(n)])], block_rows=1000)
+    assert all(r.column_stats[c]["distinct"] is None for c in ("trace", "msg", "n", "late"))
+    assert set(r.membership_filters) == {"trace", "n"}          # free text gets none
+    bf = BloomFilter.from_bytes(r.membership_filters["trace"])
+    assert all(bf.might_contain(f"{i:032x}") for i in range(n))
+    # an explicit set of names overrides the rule, in both directions
+    w = TlmFormat(membership_filters={"msg", "late"}).start_extent(store, "t", schema)
+    w.append(_batch(schema, trace=[f"{i:032x}" for i in range(n)],
+                    msg=[f"user {i} logged in" for i in range(n)], n=list(range(n)),
+                    late=[f"k {i}" for i in range(n)]))
+    forced = w.finish()
+    assert set(forced.membership_filters) == {"msg", "late"}
+    bf = BloomFilter.from_bytes(forced.membership_filters["msg"])
+    assert all(bf.might_contain(f"user {i} logged in") for i in range(n))
+
+
+def test_has_whitespace() -> None:
+    for ws in (" ", "\t", "\n", "\v", "\f", "\r"):
+        assert has_whitespace(pa.array(["abc", f"a{ws}b"]))
+    assert not has_whitespace(pa.array(["abc", None, "\u00a0x", "a\x00b", "\x1fz"]))
+    assert not has_whitespace(pa.array([None, None], pa.string()))
+    assert not has_whitespace(pa.array(["a b", "c"]).slice(1))
+
+
 def test_membership_filters_can_be_disabled(store) -> None:
     schema = _schema(Column("s", STRING))
     w = TlmFormat(membership_filters=False).start_extent(store, "t", schema)
@@ -223,3 +257,102 @@ def test_unparsable_json_makes_paths_unknown(store) -> None:
         assert "attrs" not in r.present_paths and r.present_paths["props"] == []
     big = [b'{"k%d": 1}' % i for i in range(1000)] + [b"{oops"]
     assert json_paths(pa.array(big, pa.binary())) is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "_timestamp": st.one_of(st.none(), st.integers(-2**62, 2**62)),
+    "s": st.one_of(st.none(), st.sampled_from(["a", "b", "zz", "\u00fc", "x" * 300]),
+                   st.text(max_size=5)),
+    "i": st.one_of(st.none(), st.integers(-2**31, 2**31 - 1))}), min_size=1, max_size=60))
+def test_builder_block_stats_equal_block_stats(rows: list[dict[str, Any]]) -> None:
+    # The writer takes block stats from the builder (min/max from distinct values where it
+    # has them); they must be exactly `block_stats()`.
+    schema = _schema(Column("s", STRING), Column("i", INT))
+    batch = pa.RecordBatch.from_pylist([dict(r, props=None) for r in rows], schema=schema)
+    builder = ExtentStatsBuilder(schema)
+    for _ in range(2):
+        assert builder.add_block(batch) == block_stats(batch)
+
+
+# ---- key skeletons -------------------------------------------------------------------------
+
+def _skeletons(values: list[bytes]) -> list[bytes] | None:
+    out = json_skeletons(pa.array(values, pa.binary()))
+    return None if out is None else out.to_pylist()
+
+
+def test_key_skeletons() -> None:
+    assert _skeletons([
+        b'{"http": {"method": "GET"}, "user_id": 17}',
+        b'{"http":{"method":"POST"},"user_id":99999}',
+        b'{ "a" :\n  [ {"b": "}{[]:,"} , 1 ] }',
+        b'"just a string"', b'[1, {"x": 2}]', b'17', b'{}',
+        b'{"a\\"b": {"c\\\\": {"d": "e\\""}}}',          # escaped quote / backslash in keys
+    ]) == [b'{"http"{"method"}"user_id"}', b'{"http"{"method"}"user_id"}',
+           b'{"a"[{"b"}]}', b'', b'[{"x"}]', b'', b'{}',
+           b'{"a\\"b"{"c\\\\"{"d"}}}']
+    assert _skeletons([b'{"a": 1}', b'{"a": 1']) is not None      # balanced quotes: not checked
+    assert _skeletons([b'{"a": 1}', b'{"a: 1}']) is None           # odd quotes
+    assert _skeletons([b'{"a": 1}', b'']) is None                  # empty
+    assert _skeletons([b'"k"', b':1']) is None                     # starts with a colon
+    assert _skeletons([]) == []
+
+
+def test_whitespace_before_colons_of_any_length() -> None:
+    for gap in (b"", b" ", b"\n\t ", b" " * 70, b" " * 200):
+        doc = b'{"outer"' + gap + b': {"inner"' + gap + b':' + gap + b'1}, "v": "x"' + gap + b'}'
+        assert json.loads(doc)
+        assert _skeletons([doc, b'{"z": 1}']) == [b'{"outer"{"inner"}"v"}', b'{"z"}']
+        assert json_paths(pa.array([doc], pa.binary())) == {"outer", "outer.inner", "v"}
+
+
+def test_skeleton_grouping_parses_one_value_per_skeleton(monkeypatch) -> None:
+    parsed: list[int] = []
+    real = stats.exact_json_paths
+
+    def spy(values: pa.Array) -> set[str] | None:
+        parsed.append(len(values))
+        return real(values)
+
+    monkeypatch.setattr(stats, "exact_json_paths", spy)
+    values = pa.array([json.dumps({"u": i, "http": {"m": "GET" if i % 2 else "PUT"}}).encode()
+                       for i in range(5000)] + [b'{"other": {"k": [1]}}'], pa.binary())
+    assert json_paths(values) == {"u", "http", "http.m", "other", "other.k"}
+    assert parsed == [2]
+
+
+KEY_CHARS = st.sampled_from(['a', 'b', '"', '\\', '{', '}', '[', ']', ':', ',', ' ', '\n',
+                             '\u00e9', '.', '\t'])
+ODD_KEYS = st.text(alphabet=KEY_CHARS, max_size=4)
+ODD_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.text(KEY_CHARS, max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(ODD_KEYS, inner, max_size=3)), max_leaves=10)
+DUMPS = st.sampled_from([
+    lambda d: json.dumps(d), lambda d: json.dumps(d, separators=(",", ":")),
+    lambda d: json.dumps(d, indent=2), lambda d: json.dumps(d, separators=(" , ", " :  ")),
+    lambda d: json.dumps(d, ensure_ascii=False), lambda d: "\n " + json.dumps(d) + " \t"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.dictionaries(ODD_KEYS, ODD_JSON, max_size=4), ODD_JSON),
+                min_size=1, max_size=30), DUMPS, st.integers(1, 300))
+def test_skeleton_paths_agree_with_parsing_every_value(docs: list[Any], dump: Any,
+                                                       chunk: int) -> None:
+    # Keys full of quotes, backslashes, brackets, colons and whitespace; every separator
+    # style; lexing steps small enough to cut between values.
+    raw = pa.array([dump(d).encode() for d in docs], pa.binary())
+    expected = set().union(*(paths_of(d) for d in docs))
+    old = stats._LEX_CHUNK
+    stats._LEX_CHUNK = chunk
+    try:
+        assert json_paths(raw) == expected
+        skeletons = json_skeletons(raw).to_pylist()
+    finally:
+        stats._LEX_CHUNK = old
+    assert exact_json_paths(raw) == expected
+    # equal skeletons, equal paths
+    by_skeleton: dict[bytes, set[str]] = {}
+    for sk, d in zip(skeletons, docs):
+        assert by_skeleton.setdefault(sk, paths_of(d)) == paths_of(d)

@@ -11,8 +11,13 @@ compression (zstd by default, lz4, or none) is a writer option. `block_stats_jso
 UTF-8 JSON, one entry per block (see `shoal.format.stats`); `stats_len` is its byte length.
 
 Writer: blocks are cut as rows arrive; each block's Arrow serialisation runs on a background
-thread while its stats are computed on the caller's, and `finish()` writes the object with a
-single `store.put` under `f"{prefix}/{extent_id}.tlm"` (extent_id = uuid4 hex).
+thread while its stats are computed on the caller's (extent stats, membership filters
+included, are finished while the last blocks are still being serialised), and `finish()`
+writes the object with a single `store.put` under `f"{prefix}/{extent_id}.tlm"` (extent_id =
+uuid4 hex). The object is assembled in one buffer without copying the IPC body again: the
+leading magic goes first, Arrow writes behind it through a view whose positions start at 0
+(Arrow records absolute stream positions in its footer, and the IPC file must be valid on
+its own), and the JSON footer, its length and the trailing magic follow.
 
 Reader: reads the 5-byte head and one speculative tail range (the last `tail_prefetch`
 bytes: trailing magic, stats_len, the JSON and normally Arrow's own footer), checks the
@@ -38,7 +43,7 @@ import pyarrow as pa
 from shoal.errors import ExtentFormatError
 from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
 from shoal.format.predicates import evaluate
-from shoal.format.stats import ExtentStatsBuilder, block_stats
+from shoal.format.stats import ExtentStatsBuilder
 from shoal.storage.base import ObjectStore
 
 MAGIC_V1 = b"KYMA\x01"
@@ -87,12 +92,50 @@ def extent_key(prefix: str, extent_id: str) -> str:
     return f"{prefix}/{extent_id}.tlm" if prefix else f"{extent_id}.tlm"
 
 
-def encode_v2(ipc_file: bytes | pa.Buffer, stats: list[dict[str, Any]]) -> bytes:
-    """Frame an Arrow IPC file and its block stats as a v2 extent."""
+def encode_footer(stats: list[dict[str, Any]]) -> bytes:
+    """`block_stats_json || stats_len || MAGIC_V2`: what follows the IPC file in a v2 extent."""
     footer = json.dumps(stats, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     if len(footer) >= 1 << 32:
         raise ValueError("block stats footer exceeds 4 GiB")
-    return b"".join([MAGIC_V2, ipc_file, footer, _STATS_LEN.pack(len(footer)), MAGIC_V2])
+    return b"".join([footer, _STATS_LEN.pack(len(footer)), MAGIC_V2])
+
+
+def encode_v2(ipc_file: bytes | pa.Buffer, stats: list[dict[str, Any]]) -> bytes:
+    """Frame an Arrow IPC file and its block stats as a v2 extent."""
+    return b"".join([MAGIC_V2, ipc_file, encode_footer(stats)])
+
+
+class _OffsetSink:
+    """A writable file for `pa.PythonFile` that appends to `sink` but reports positions
+    relative to where it started, so the Arrow IPC file written through it is self-contained
+    although it lands after the leading magic."""
+
+    def __init__(self, sink: pa.BufferOutputStream) -> None:
+        self._sink = sink
+        self._base = sink.tell()
+        self.closed = False
+
+    def write(self, data: bytes | pa.Buffer) -> int:
+        self._sink.write(data)
+        return data.size if isinstance(data, pa.Buffer) else len(data)
+
+    def tell(self) -> int:
+        return self._sink.tell() - self._base
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:        # closing the IPC file leaves the framing sink open
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
 
 
 # ---- writer -------------------------------------------------------------------------------
@@ -120,7 +163,8 @@ class TlmWriter:
         self._stats = ExtentStatsBuilder(schema, membership_filters=membership_filters,
                                          fp_rate=fp_rate)
         self._sink = pa.BufferOutputStream()
-        self._ipc = pa.ipc.new_file(self._sink, schema,
+        self._sink.write(MAGIC_V2)
+        self._ipc = pa.ipc.new_file(pa.PythonFile(_OffsetSink(self._sink), mode="w"), schema,
                                     options=pa.ipc.IpcWriteOptions(compression=compression))
         self._pool: ThreadPoolExecutor | None = None
         self._last_write: Future[None] | None = None
@@ -142,11 +186,12 @@ class TlmWriter:
         try:
             if self._pending_rows:
                 self._emit(self._take(self._pending_rows))
+            stats = self._stats.finish()        # overlaps the last blocks' serialisation
             if self._last_write is not None:
                 self._last_write.result()
             self._ipc.close()
-            stats = self._stats.finish()
-            data = encode_v2(self._sink.getvalue(), self._block_stats)
+            self._sink.write(encode_footer(self._block_stats))
+            data = self._sink.getvalue()
             self._store.put(self.object_path, data)
         except BaseException:
             self.abort()
@@ -154,7 +199,7 @@ class TlmWriter:
         self._state = "finished"
         self._shutdown()
         return ExtentWriteResult(
-            extent_id=self.extent_id, object_path=self.object_path, byte_size=len(data),
+            extent_id=self.extent_id, object_path=self.object_path, byte_size=data.size,
             row_count=self._rows, block_count=len(self._block_stats),
             min_ts=stats.min_ts, max_ts=stats.max_ts, present_paths=stats.present_paths,
             column_stats=stats.column_stats, membership_filters=stats.membership_filters)
@@ -216,9 +261,7 @@ class TlmWriter:
             self._ipc.write_batch(block)
 
         self._last_write = self._pool.submit(write)
-        stat = block_stats(block)
-        self._block_stats.append(stat)
-        self._stats.add_block(block, stat)
+        self._block_stats.append(self._stats.add_block(block))
         self._rows += block.num_rows
 
     def _shutdown(self) -> None:

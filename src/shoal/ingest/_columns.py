@@ -1,0 +1,395 @@
+"""Vectorised coercion of whole columns, with the exact results of `_values.convert()`.
+
+Two inputs:
+- `from_arrow()`: a column Arrow's JSON reader produced against the read schema
+  (`read_type()`): scalars come out typed; timestamps are read as strings and parsed here
+  (Arrow's parser accepts more than RFC 3339); vectors are read as `list<double>` and checked.
+- `from_raw()`: a column of raw JSON texts picked out by the msgspec pass. Strings, numbers
+  and literals are converted with Arrow kernels and numpy; the odd leftovers (strings with
+  escapes, 19-digit integers, vectors, base64) go through `_values.convert()` one by one.
+
+Both return the column plus a per-row `flags` mask: rows whose value is not acceptable. A
+flagged row's value is null here; the caller re-runs that line through the per-line path,
+which produces the precise error. JSON `null` gives an Arrow null and is not flagged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal.ingest._values import (INT_RANGES, RFC3339_PATTERN, RFC3339_RE, ValueProblem,
+                                  convert, days_from_civil, days_in_month, minify, rfc3339_ns)
+from shoal.types.columns import ColumnType
+
+_RFC3339_FULL = "^" + RFC3339_PATTERN + "$"
+_SHORT_INT = r"^-?[0-9]{1,18}$"
+# Whitespace outside every string: a run of non-quote non-space bytes and whole strings,
+# then a space. Values that only have spaces inside strings are already canonical.
+_LOOSE_WS = r'^(?:[^"\s]|"(?:[^"\\]|\\.)*")*\s'
+_DATE_POS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
+_FRAC_SCALE = 10 ** np.arange(8, -1, -1, dtype=np.int64)
+_SAFE_SEC = 9_223_372_035  # |seconds| below this cannot overflow int64 nanoseconds
+
+
+def read_type(ctype: ColumnType) -> pa.DataType:
+    """The type a column is read as by Arrow's JSON reader."""
+    if ctype.kind == "timestamp":
+        return pa.string()
+    if ctype.kind == "vector":
+        return pa.list_(pa.float64())
+    return ctype.arrow()
+
+
+@dataclass
+class Converted:
+    array: pa.Array
+    flags: np.ndarray            # bool per row: value rejected
+    present: np.ndarray | None   # bool per row: key present (raw columns only)
+
+
+def _np_bool(arr: pa.Array) -> np.ndarray:
+    return np.asarray(arr.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets int64 of len(arr)+1, data uint8) of a binary/string array."""
+    _, off_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(off_buf, np.int32, count=len(arr) + 1,
+                            offset=arr.offset * 4).astype(np.int64)
+    data = (np.frombuffer(data_buf, np.uint8) if data_buf is not None
+            else np.zeros(0, np.uint8))
+    return offsets, data
+
+
+def presence(values: list[Any]) -> np.ndarray:
+    """Per row: the key was present (the value is not UNSET)."""
+    return np.fromiter(map(operator.is_not, values, itertools.repeat(msgspec.UNSET)), bool,
+                       len(values))
+
+
+def raw_array(values: list[Any], present: np.ndarray | None = None) -> pa.BinaryArray:
+    """Raw JSON texts (msgspec.Raw, or UNSET for absent) as a binary array, null = absent."""
+    n = len(values)
+    if present is None:
+        present = presence(values)
+    n_present = int(present.sum())
+    if n_present == 0:
+        return pa.nulls(n, pa.binary())
+    texts = values
+    if n_present < n:
+        texts = list(itertools.compress(values, present))
+    else:
+        present = None
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    data = b"".join(texts)
+    if len(data) >= 2**31:
+        raise ValueError("a column of over 2 GiB of raw JSON in one request")
+    offsets = np.zeros(n + 1, np.int32)
+    if present is None:
+        np.cumsum(lengths, out=offsets[1:])
+        validity = None
+    else:
+        full = np.zeros(n, np.int64)
+        full[present] = lengths
+        np.cumsum(full, out=offsets[1:])
+        validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets),
+                                                  pa.py_buffer(data)])
+
+
+def minify_array(arr: pa.Array) -> pa.Array:
+    """`minify()` of every value; only values with whitespace outside strings are touched."""
+    if len(arr) == 0 or arr.null_count == len(arr):
+        return arr
+    offsets, data = _buffers(arr)
+    data = data[offsets[0]:offsets[-1]]
+    # In valid JSON text a byte <= 0x20 is whitespace (raw controls are invalid in strings).
+    if len(data) == 0 or data.min() > 0x20:
+        return arr
+    low = data <= 0x20
+    starts = offsets[:-1] - offsets[0]
+    nonempty = offsets[1:] > offsets[:-1]
+    candidates = np.zeros(len(arr), bool)
+    candidates[nonempty] = np.logical_or.reduceat(low, starts[nonempty])
+    idx = np.flatnonzero(candidates)
+    loose = _np_bool(pc.match_substring_regex(arr.take(pa.array(idx)), _LOOSE_WS))
+    if not loose.any():
+        return arr
+    idx = idx[loose]
+    mask = np.zeros(len(arr), bool)
+    mask[idx] = True
+    new = [minify(v) for v in arr.take(pa.array(idx)).to_pylist()]
+    return pc.replace_with_mask(arr, pa.array(mask), pa.array(new, pa.binary()))
+
+
+def rfc3339_array(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(epoch ns, ok) per value of a string/binary array: `_values.rfc3339_ns()` vectorised.
+
+    The shape check (one byte matrix when every value looks like the first, else RE2) admits
+    RFC 3339 text only; Arrow's cast then does the arithmetic. Arrow rejects exactly the
+    shaped strings our rules reject (bad month, day, hour, minute, second or offset, out of
+    range) but also a few we accept (`t`/`z`, the first nanoseconds of 1677): when the cast
+    fails, numpy redoes the arithmetic of `rfc3339_ns()` row by row, vectorised.
+    """
+    n = len(arr)
+    ns = np.zeros(n, np.int64)
+    if n == 0:
+        return ns, np.zeros(0, bool)
+    offsets, data = _buffers(arr)
+    ok = _uniform_shape(arr, offsets, data)
+    if ok is None:
+        ok = _np_bool(pc.match_substring_regex(arr, _RFC3339_FULL))
+    idx = np.flatnonzero(ok)
+    if len(idx) == 0:
+        return ns, ok
+    shaped = arr if len(idx) == n else arr.take(pa.array(idx))
+    if pa.types.is_binary(shaped.type):
+        shaped = shaped.view(pa.string())
+    try:
+        parsed = pc.cast(shaped, pa.timestamp("ns", tz="UTC")).view(pa.int64())
+        ns[idx] = parsed.to_numpy(zero_copy_only=False)
+        return ns, ok
+    except pa.ArrowInvalid:
+        pass
+    o = offsets[idx]
+    end = offsets[idx + 1]
+    tail = data[end[:, None] + np.arange(-6, 0)]
+    zulu = (tail[:, 5] | 0x20) == ord("z")
+    n_frac = np.maximum(end - o - 20 - np.where(zulu, 1, 6), 0)
+    frac_pos = np.minimum(o[:, None] + 20 + np.arange(9), len(data) - 1)
+    frac = ((data[frac_pos].astype(np.int64) - 48) * (np.arange(9) < n_frac[:, None])
+            ) @ _FRAC_SCALE
+    digits = data[o[:, None] + _DATE_POS].astype(np.int64) - 48
+    good, out, near_edge = _civil_ns(digits, frac, zulu, tail)
+    ok[idx] = good
+    ns[idx] = out
+    # Near the ends of the nanosecond range (years 1677 and 2262): exact Python integers.
+    for j in np.flatnonzero(near_edge).tolist():
+        i = int(idx[j])
+        text = arr[i].as_py()
+        try:
+            ns[i] = rfc3339_ns(text if isinstance(text, str) else text.decode())
+            ok[i] = True
+        except ValueError:
+            pass
+    return ns, ok
+
+
+def _uniform_shape(arr: pa.Array, offsets: np.ndarray, data: np.ndarray) -> np.ndarray | None:
+    """The common case: every value has the shape of the first (same length, same literals,
+    digits where it has digits). Then all are RFC 3339-shaped: checked on one (n, length)
+    byte matrix, no regex. None when the values do not share one RFC 3339 shape.
+    """
+    n = len(arr)
+    lengths = offsets[1:] - offsets[:-1]
+    width = int(lengths[0])
+    if arr.null_count or not 20 <= width <= 35 or not (lengths == width).all():
+        return None
+    first = bytes(data[offsets[0]:offsets[0] + width])
+    if not first.isascii() or RFC3339_RE.fullmatch(first.decode()) is None:
+        return None
+    mat = data[offsets[0]:offsets[0] + n * width].reshape(n, width)
+    shape = np.frombuffer(first, np.uint8)
+    is_digit = (shape - 48) < 10
+    low = np.where(is_digit, 48, shape).astype(np.uint8)
+    span = np.where(is_digit, 9, 0).astype(np.uint8)
+    if not ((mat - low) <= span).all():  # uint8 wrap-around: one test per byte
+        return None
+    return np.ones(n, bool)
+
+
+def _civil_ns(digits: np.ndarray, frac: np.ndarray, zulu: np.ndarray, tail: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ok, ns, near_edge) from the date digits, fraction (ns) and last 6 bytes (offset).
+
+    near_edge: a valid date-time whose seconds are too close to the int64 nanosecond range
+    for int64 arithmetic; the caller decides those with Python integers.
+    """
+    y = digits[:, 0] * 1000 + digits[:, 1] * 100 + digits[:, 2] * 10 + digits[:, 3]
+    mo, d = digits[:, 4] * 10 + digits[:, 5], digits[:, 6] * 10 + digits[:, 7]
+    hh, mi = digits[:, 8] * 10 + digits[:, 9], digits[:, 10] * 10 + digits[:, 11]
+    ss = digits[:, 12] * 10 + digits[:, 13]
+    t = tail.astype(np.int64) - 48
+    oh = np.where(zulu, 0, t[:, 1] * 10 + t[:, 2])
+    om = np.where(zulu, 0, t[:, 4] * 10 + t[:, 5])
+    sign = np.where(tail[:, 0] == ord("-"), -1, 1)
+    valid = ((mo >= 1) & (mo <= 12) & (d >= 1) & (d <= days_in_month(y, np.clip(mo, 1, 12)))
+             & (hh <= 23) & (mi <= 59) & (ss <= 59) & (oh <= 23) & (om <= 59))
+    sec = (days_from_civil(y, mo, d) * 86400 + hh * 3600 + mi * 60 + ss
+           - sign * (oh * 3600 + om * 60))
+    safe = valid & (np.abs(sec) <= _SAFE_SEC)
+    ns = np.where(safe, sec * 1_000_000_000 + frac, 0)
+    return safe, ns, valid & ~safe
+
+
+# -- Arrow reader output -------------------------------------------------------------------
+
+def from_arrow(ctype: ColumnType, arr: pa.Array) -> Converted:
+    """Finish a column read by Arrow as `read_type(ctype)`."""
+    valid = _np_bool(arr.is_valid())
+    k = ctype.kind
+    if k == "timestamp":
+        ns, ok = rfc3339_array(arr)
+        good = valid & ok
+        return Converted(_timestamps(ns, good), valid & ~ok, None)
+    if k == "vector":
+        return _vector_from_lists(ctype, arr, valid)
+    if k == "real":
+        flags = valid & ~_np_bool(pc.is_finite(arr))
+        if flags.any():
+            arr = pc.if_else(pa.array(flags), pa.scalar(None, pa.float64()), arr)
+        return Converted(arr, flags, None)
+    return Converted(arr.cast(ctype.arrow()) if not arr.type.equals(ctype.arrow()) else arr,
+                     np.zeros(len(arr), bool), None)
+
+
+def _timestamps(ns: np.ndarray, good: np.ndarray) -> pa.Array:
+    return pa.array(ns, pa.int64(), mask=~good).view(pa.timestamp("ns", tz="UTC"))
+
+
+def _vector_from_lists(ctype: ColumnType, arr: pa.Array, valid: np.ndarray) -> Converted:
+    dim = ctype.dim
+    assert dim is not None
+    n = len(arr)
+    offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), np.int64)
+    child = arr.values
+    lengths = offsets[1:] - offsets[:-1]
+    shaped = valid & (lengths == dim)
+    idx = np.flatnonzero(shaped)
+    take = offsets[idx][:, None] + np.arange(dim)
+    child_vals = np.asarray(child.to_numpy(zero_copy_only=False), np.float64)
+    child_null = ~_np_bool(child.is_valid())
+    with np.errstate(over="ignore", invalid="ignore"):
+        f32 = child_vals[take].astype(np.float32) if len(idx) else np.zeros((0, dim), np.float32)
+    fine = ~child_null[take].any(axis=1) & np.isfinite(f32).all(axis=1)
+    good = np.zeros(n, bool)
+    good[idx[fine]] = True
+    out = np.zeros((n, dim), np.float32)
+    out[idx[fine]] = f32[fine]
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(out.ravel(), pa.float32()), dim,
+                                            mask=pa.array(~good))
+    return Converted(vec.cast(ctype.arrow()), valid & ~good, None)
+
+
+# -- raw JSON texts ------------------------------------------------------------------------
+
+def from_raw(ctype: ColumnType, values: list[Any], present: np.ndarray | None = None
+             ) -> Converted:
+    """Convert raw JSON texts (msgspec.Raw or UNSET per row) to `ctype`."""
+    raw = raw_array(values, present)
+    n = len(raw)
+    present = _np_bool(raw.is_valid())
+    offsets, data = _buffers(raw)
+    first = np.zeros(n, np.uint8)
+    if len(data):
+        first[present] = data[offsets[:-1][present]]
+    json_null = first == ord("n")
+    value_rows = present & ~json_null
+    k = ctype.kind
+    if k == "string":
+        arr, flags = _strings(raw, first, value_rows)
+    elif k == "dynamic":
+        arr = minify_array(raw)
+        if json_null.any():
+            arr = pc.if_else(pa.array(value_rows), arr, pa.scalar(None, pa.binary()))
+        flags = np.zeros(n, bool)
+    elif k in ("bool", "int", "long", "real", "timestamp"):
+        arr, flags = _scalars(ctype, raw, first, value_rows)
+    else:  # vector, bytes: one by one
+        arr, flags = _one_by_one(ctype, raw, value_rows)
+    return Converted(arr, flags, present)
+
+
+def _one_by_one(ctype: ColumnType, raw: pa.Array, rows: np.ndarray
+                ) -> tuple[pa.Array, np.ndarray]:
+    out: list[Any] = [None] * len(raw)
+    flags = np.zeros(len(raw), bool)
+    texts = raw.to_pylist()
+    for i in np.flatnonzero(rows).tolist():
+        try:
+            out[i] = convert(ctype, texts[i])
+        except ValueProblem:
+            flags[i] = True
+    return pa.array(out, ctype.arrow()), flags
+
+
+def _strings(raw: pa.Array, first: np.ndarray, rows: np.ndarray
+             ) -> tuple[pa.Array, np.ndarray]:
+    is_str = rows & (first == ord('"'))
+    escaped = is_str & _np_bool(pc.match_substring(raw, "\\"))
+    plain = is_str & ~escaped
+    nested = rows & ((first == ord("{")) | (first == ord("[")))
+    out = raw
+    if plain.any():
+        out = pc.if_else(pa.array(plain), pc.binary_slice(raw, 1, -1), out)
+    if nested.any():
+        mask = pa.array(nested)
+        out = pc.replace_with_mask(out, mask, minify_array(raw.filter(mask)))
+    if escaped.any():
+        idx = np.flatnonzero(escaped)
+        texts = raw.take(pa.array(idx)).to_pylist()
+        decoded = [msgspec.json.decode(t).encode() for t in texts]
+        out = pc.replace_with_mask(out, pa.array(escaped), pa.array(decoded, pa.binary()))
+    out = pc.if_else(pa.array(rows), out, pa.scalar(None, pa.binary()))
+    return out.view(pa.string()), np.zeros(len(raw), bool)
+
+
+def _scalars(ctype: ColumnType, raw: pa.Array, first: np.ndarray, rows: np.ndarray
+             ) -> tuple[pa.Array, np.ndarray]:
+    n = len(raw)
+    k = ctype.kind
+    number = rows & ((first == ord("-")) | ((first >= ord("0")) & (first <= ord("9"))))
+    good = np.zeros(n, bool)
+    if k == "bool":
+        values = _np_bool(pc.equal(raw, pa.scalar(b"true", pa.binary())))
+        good = rows & ((first == ord("t")) | (first == ord("f")))
+        return pa.array(values, pa.bool_(), mask=~good), rows & ~good
+    if k == "real":
+        values = np.zeros(n, np.float64)
+        if number.any():
+            idx = np.flatnonzero(number)
+            parsed = pc.cast(raw.take(pa.array(idx)).view(pa.string()), pa.float64())
+            vals = np.asarray(parsed.to_numpy(zero_copy_only=False), np.float64)
+            values[idx] = vals
+            good[idx] = np.isfinite(vals)
+        return pa.array(values, pa.float64(), mask=~good), rows & ~good
+    values = np.zeros(n, np.int64)
+    short = number & _np_bool(pc.match_substring_regex(raw, _SHORT_INT))
+    if short.any():
+        idx = np.flatnonzero(short)
+        values[idx] = pc.cast(raw.take(pa.array(idx)).view(pa.string()),
+                              pa.int64()).to_numpy(zero_copy_only=False)
+        good[idx] = True
+        if k in INT_RANGES:
+            lo, hi = INT_RANGES[k]
+            good[idx] &= (values[idx] >= lo) & (values[idx] <= hi)
+    rest = number & ~short  # long digit strings, fractions: one by one
+    if k == "timestamp":
+        is_str = rows & (first == ord('"'))
+        escaped = is_str & _np_bool(pc.match_substring(raw, "\\"))
+        plain = is_str & ~escaped
+        if plain.any():
+            idx = np.flatnonzero(plain)
+            ns, ok = rfc3339_array(pc.binary_slice(raw.take(pa.array(idx)), 1, -1))
+            values[idx] = ns
+            good[idx] = ok
+        rest |= escaped
+    texts = raw.to_pylist() if rest.any() else []
+    for i in np.flatnonzero(rest).tolist():
+        try:
+            values[i] = convert(ctype, texts[i])
+            good[i] = True
+        except ValueProblem:
+            pass
+    values[~good] = 0
+    if k == "timestamp":
+        return _timestamps(values, good), rows & ~good
+    return pa.array(values, pa.int64(), mask=~good).cast(ctype.arrow()), rows & ~good

@@ -1,0 +1,314 @@
+"""The lines of an NDJSON body, and one msgspec pass that picks raw field values out of them.
+
+`LineIndex` finds every line (numpy over the body) and classifies it: blank (whitespace
+only: skipped but counted), object (starts with `{` and ends with `}` once whitespace is
+stripped, valid UTF-8) or bad (cannot be one JSON object). Invariant the fast path relies
+on: when every non-blank line of a body is an object line, no JSON value can span two lines
+(a break inside an object or array always leaves a line that starts or ends with another
+byte), so a streaming reader that yields as many values as there are non-blank lines has
+yielded exactly one value per line, in order.
+
+`raw_pass()` decodes object lines with a msgspec Struct whose fields are `msgspec.Raw`: the
+value's JSON text, borrowed from the body, without building Python values. msgspec is the
+JSON syntax authority of shoal (strict RFC 8259: no NaN, no trailing data); Arrow's reader is
+laxer (it takes NaN and several objects on one line). With `discover=True` the Struct forbids
+unknown fields and every unknown top-level key is found, in order of first appearance
+(lines top to bottom, keys left to right), and added as a field.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+
+BLANK, OBJECT, BAD = 0, 1, 2
+CHUNK_BYTES = 1 << 20
+MAX_UNKNOWN_FIELDS = 64  # unknown keys a pass declares; lines with others go per-line
+
+_UNKNOWN_RE = re.compile(r"^Object contains unknown field `")
+_RENAME_FORBIDDEN = re.compile(r'[\\"\x00-\x1f]')
+_DICT_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+@dataclass
+class LineIndex:
+    body: bytes
+    starts: np.ndarray   # int64 byte offset of each line
+    ends: np.ndarray     # int64 end of each line, excluding its newline
+    kind: np.ndarray     # uint8 BLANK | OBJECT | BAD per line
+    structural_bad: bool  # some non-blank line cannot be a single object (see the invariant)
+
+    @classmethod
+    def build(cls, body: bytes) -> LineIndex:
+        n = len(body)
+        buf = np.frombuffer(body, np.uint8)
+        nl = _newlines(buf)
+        starts = np.concatenate(([0], nl + 1)).astype(np.int64)
+        ends = np.concatenate((nl, [n])).astype(np.int64)
+        if n == 0 or body[-1] == 10:  # the newline ends the last line; nothing follows it
+            starts, ends = starts[:-1], ends[:-1]
+        kind = np.full(len(starts), OBJECT, np.uint8)
+        if n:
+            lengths = ends - starts
+            first = buf[np.minimum(starts, n - 1)]
+            last = buf[np.maximum(ends - 1, 0)]
+            before_last = buf[np.maximum(ends - 2, 0)]
+            closes = (last == 0x7D) | ((last == 0x0D) & (lengths >= 2) & (before_last == 0x7D))
+            proper = (lengths > 0) & (first == 0x7B) & closes
+            for i in np.flatnonzero(~proper).tolist():
+                text = body[starts[i]:ends[i]].strip(b" \t\r")
+                if not text:
+                    kind[i] = BLANK
+                elif not (text[:1] == b"{" and text[-1:] == b"}"):
+                    kind[i] = BAD
+        structural_bad = bool((kind == BAD).any())
+        index = cls(body, starts, ends, kind, structural_bad)
+        if not body.isascii():
+            index._mark_invalid_utf8(buf)
+        return index
+
+    def _mark_invalid_utf8(self, buf: np.ndarray) -> None:
+        try:
+            self.body.decode("utf-8")
+            return
+        except UnicodeDecodeError:
+            pass
+        high = np.flatnonzero(buf >= 0x80)
+        for i in np.unique(np.searchsorted(self.starts, high, side="right") - 1).tolist():
+            if self.kind[i] == OBJECT:
+                try:
+                    self.line(i).decode("utf-8")
+                except UnicodeDecodeError:
+                    self.kind[i] = BAD
+
+    @property
+    def n_lines(self) -> int:
+        return len(self.starts)
+
+    def line(self, i: int) -> bytes:
+        return self.body[self.starts[i]:self.ends[i]]
+
+    def lines_of(self, kind: int) -> np.ndarray:
+        return np.flatnonzero(self.kind == kind)
+
+    def nonblank(self) -> np.ndarray:
+        return np.flatnonzero(self.kind != BLANK)
+
+    def body_of(self, lines: np.ndarray) -> bytes:
+        """A body holding just these lines (the original body when that is all of them)."""
+        if len(lines) == int((self.kind != BLANK).sum()):
+            return self.body
+        b = self.body
+        return b"\n".join(b[s:e] for s, e in zip(self.starts[lines].tolist(),
+                                                  self.ends[lines].tolist()))
+
+    def chunks(self, lines: np.ndarray, target: int | None = None) -> list[tuple[int, int]]:
+        """[lo, hi) ranges of `lines` whose byte span holds only those lines and blank ones."""
+        if len(lines) == 0:
+            return []
+        target = target or CHUNK_BYTES
+        nonblank_cum = np.cumsum(self.kind != BLANK)
+        # Consecutive lines a < b are contiguous when every line between them is blank.
+        gaps = nonblank_cum[lines[1:] - 1] != nonblank_cum[lines[:-1]]
+        seg_edges = np.concatenate(([0], np.flatnonzero(gaps) + 1, [len(lines)]))
+        out: list[tuple[int, int]] = []
+        starts = self.starts[lines]
+        for lo, hi in zip(seg_edges[:-1].tolist(), seg_edges[1:].tolist()):
+            while lo < hi:
+                limit = starts[lo] + target
+                cut = int(np.searchsorted(starts[lo:hi], limit, side="left")) + lo
+                cut = max(cut, lo + 1)
+                out.append((lo, cut))
+                lo = cut
+        return out
+
+    def span(self, lines: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+        return int(self.starts[lines[lo]]), int(self.ends[lines[hi - 1]])
+
+
+def _newlines(buf: np.ndarray, block: int = 1 << 22) -> np.ndarray:
+    """Offsets of every newline byte, found block by block (small, reused temporaries)."""
+    if len(buf) <= block:
+        return np.flatnonzero(buf == 10)
+    scratch = np.empty(block, bool)
+    parts = []
+    for s in range(0, len(buf), block):
+        part = buf[s:s + block]
+        found = np.flatnonzero(np.equal(part, 10, out=scratch[:len(part)]))
+        parts.append(found + s if s else found)
+    return np.concatenate(parts)
+
+
+class FieldSet:
+    """The top-level keys a pass decodes as Raw, in declaration order (append-only)."""
+
+    def __init__(self, names: Iterable[str], *, forbid_unknown: bool) -> None:
+        self.forbid_unknown = forbid_unknown
+        self.names: list[str] = []
+        self._attr: dict[str, str] = {}
+        self._decoder: msgspec.json.Decoder | None = None
+        for n in names:
+            self.add(n)
+        self._n_declared = len(self.names)
+
+    def add(self, name: str, *, unknown: bool = False) -> bool:
+        """Declare a key; False if msgspec cannot name a field so (`"`, `\\`, controls), or
+        for an unknown key once MAX_UNKNOWN_FIELDS are declared (every instance of the
+        Struct holds a slot per field: a body of ever-new keys must not make it huge)."""
+        if name in self._attr:
+            return True
+        if _RENAME_FORBIDDEN.search(name):
+            return False
+        if unknown and len(self.names) - self._n_declared >= MAX_UNKNOWN_FIELDS:
+            return False
+        self._attr[name] = f"f{len(self.names)}"
+        self.names.append(name)
+        self._decoder = None
+        return True
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._attr
+
+    def attr(self, name: str) -> str:
+        return self._attr[name]
+
+    def decoder(self) -> msgspec.json.Decoder:
+        if self._decoder is None:
+            struct = msgspec.defstruct(
+                "Line", [(self._attr[n], msgspec.Raw, msgspec.UNSET) for n in self.names],
+                rename={self._attr[n]: n for n in self.names},
+                forbid_unknown_fields=self.forbid_unknown, gc=False)
+            self._decoder = msgspec.json.Decoder(struct)
+        return self._decoder
+
+
+@dataclass
+class RawRows:
+    """The result of one pass over `lines`: raw values of the kept keys, bad lines, unknowns."""
+
+    lines: np.ndarray
+    fields: FieldSet
+    keep: bool = True
+    bad: set[int] = field(default_factory=set)    # lines that are not one valid JSON object
+    slow: set[int] = field(default_factory=set)   # valid lines only the per-line path handles
+    discovered: list[str] = field(default_factory=list)  # unknown keys, first appearance
+    # Raw value or UNSET per line, for the wanted keys and each declared unknown key. Values
+    # are picked out chunk by chunk, so the Structs (a slot per field) never pile up.
+    kept: dict[str, list[Any]] = field(default_factory=dict)
+    done: int = 0  # lines picked so far
+
+    def column(self, name: str) -> list[Any]:
+        """Raw value or UNSET per line; KeyError if the pass did not keep this key."""
+        return self.kept[name]
+
+    def _pick(self, items: list[Any], n_fields: int | None) -> None:
+        unset = msgspec.UNSET
+        for name, out in self.kept.items():
+            attr = self.fields.attr(name)
+            if n_fields is None:  # per-line decoded: Struct versions differ, some are None
+                out.extend(unset if it is None else getattr(it, attr, unset) for it in items)
+            elif int(attr[1:]) < n_fields:
+                out.extend(map(operator.attrgetter(attr), items))
+            else:
+                out.extend([unset] * len(items))
+        self.done += len(items)
+
+
+def raw_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: Iterable[str],
+             wanted: Iterable[str] = (), keep: bool = True) -> RawRows:
+    """Decode `lines` (object lines of `index`) with `fields`; see the module docstring.
+
+    Keeps the raw values of `wanted` (declared) keys and, if `keep`, of every unknown key
+    it declares. With `keep=False` only `discovered` is filled (the evolve pre-scan).
+    """
+    rows = RawRows(lines, fields, keep)
+    if keep:
+        rows.kept = {name: [] for name in wanted}
+    seen = set(known)
+    view = memoryview(index.body)
+    for lo, hi in index.chunks(lines):
+        s, e = index.span(lines, lo, hi)
+        items, n_fields = _decode_chunk(index, view[s:e], lines[lo:hi], rows, seen)
+        if keep:
+            rows._pick(items, n_fields)
+    return rows
+
+
+def _decode_chunk(index: LineIndex, chunk: memoryview, lines: np.ndarray, rows: RawRows,
+                  seen: set[str]) -> tuple[list[Any], int | None]:
+    fields = rows.fields
+    for attempt in range(2):
+        try:
+            items = fields.decoder().decode_lines(chunk)
+            if len(items) == len(lines):
+                return items, len(fields.names)
+            break
+        except msgspec.ValidationError as e:
+            if attempt or not (fields.forbid_unknown and _UNKNOWN_RE.match(str(e))):
+                break
+            added = _discover(index, chunk, lines, rows, seen)
+            if not rows.keep:  # the pre-scan wants keys only: this chunk's are all found
+                return [], None
+            if not added:
+                break
+        except msgspec.DecodeError:
+            break
+    return [_decode_line(index, int(i), rows, seen) for i in lines], None
+
+
+def _decode_line(index: LineIndex, i: int, rows: RawRows, seen: set[str]) -> Any:
+    text = index.line(i)
+    for attempt in range(2):
+        try:
+            return rows.fields.decoder().decode(text)
+        except msgspec.ValidationError as e:
+            if attempt or not (rows.fields.forbid_unknown and _UNKNOWN_RE.match(str(e))):
+                break
+            _discover(index, memoryview(text), np.array([i]), rows, seen)
+        except msgspec.DecodeError:
+            rows.bad.add(i)
+            return None
+    try:  # valid JSON the Struct cannot hold (a key msgspec cannot name): per-line path
+        _DICT_DECODER.decode(text)
+        rows.slow.add(i)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        rows.bad.add(i)
+    return None
+
+
+def _discover(index: LineIndex, chunk: memoryview, lines: np.ndarray, rows: RawRows,
+              seen: set[str]) -> bool:
+    """Add the unknown keys of these lines to the pass; True if a new field was declared."""
+    try:
+        dicts = _DICT_DECODER.decode_lines(chunk)
+        if len(dicts) != len(lines):
+            raise ValueError
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        dicts = []
+        for i in lines.tolist():
+            try:
+                dicts.append(_DICT_DECODER.decode(index.line(i)))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+    added = False
+    for d in dicts:
+        for key in d:
+            if key not in seen:
+                seen.add(key)
+                rows.discovered.append(key)
+                if rows.fields.add(key, unknown=True):
+                    added = True
+                    if rows.keep:
+                        rows.kept[key] = [msgspec.UNSET] * rows.done
+    return added
+
+
+def decode_line_dict(text: bytes) -> dict[str, msgspec.Raw]:
+    """One line as {key: Raw}; raises msgspec.DecodeError / ValidationError."""
+    return _DICT_DECODER.decode(text)

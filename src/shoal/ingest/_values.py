@@ -1,0 +1,360 @@
+"""The coercion rules of SPEC §3 for one JSON value (`convert`) and one line (`line_result`).
+
+This is the reference semantics. Values come as their raw JSON text. `line_result` makes every
+error message of coercion; the vectorised paths (`_columns.py`, `coerce.py`) only decide which
+lines need it, and must give the same rows as it for all others (property-tested).
+
+Decisions, in one place:
+- Canonical JSON (for `dynamic`, for objects/arrays stored in `string` columns, for `props`):
+  the value's JSON text exactly as sent with insignificant whitespace removed. Every token
+  (string with its escapes, number with its spelling, literal) is kept byte for byte, so keys
+  keep their input order and non-ASCII text stays UTF-8 (or stays escaped, if sent escaped).
+- An integer is a JSON number without fraction or exponent: `1.0` and `1e2` are not integers
+  and are rejected by `int`, `long` and epoch-nanosecond `timestamp` (as Arrow's reader does).
+- A scalar in a `string` column is stored as its JSON text as sent (`1.50` -> `"1.50"`).
+- `bytes` columns take a standard base64 string (RFC 4648 alphabet, padded, strict).
+- `timestamp` takes RFC 3339 (`T`/`t`, `Z`/`z` or `±hh:mm`, seconds required, 1-9 fraction
+  digits, no leap second `:60`) or an integer count of epoch nanoseconds; both must fit int64.
+- `vector(N)` components are rounded to float32; one that overflows float32 is rejected.
+"""
+
+from __future__ import annotations
+
+import binascii
+import math
+import re
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal.errors import LineError
+from shoal.ingest._lines import decode_line_dict
+from shoal.types.columns import ColumnType
+from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Schema
+
+UnknownFieldPolicy = Literal["props", "drop", "reject"]
+INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+NS_MIN, NS_MAX = -(2**63), 2**63 - 1
+FOUND_MAX_CHARS = 40
+
+# The same pattern drives the vectorised check (RE2) and this one (Python re): keep them equal.
+RFC3339_PATTERN = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+                   r"([Zz]|[+-][0-9]{2}:[0-9]{2})")
+RFC3339_RE = re.compile(RFC3339_PATTERN)
+_WS = frozenset(b" \t\r\n")
+_JSON_ENCODE = msgspec.json.encode
+_JSON_DECODE = msgspec.json.decode
+
+
+class ValueProblem(Exception):
+    """A value the column type does not accept; the text is the message after the field."""
+
+
+def json_kind(raw: bytes) -> str:
+    """The JSON type of a raw value (assumed valid JSON, no leading whitespace)."""
+    c = raw[0]
+    if c == 0x22:
+        return "string"
+    if c == 0x7B:
+        return "object"
+    if c == 0x5B:
+        return "array"
+    if c == 0x74 or c == 0x66:
+        return "boolean"
+    if c == 0x6E:
+        return "null"
+    return "number"
+
+
+def is_integer_text(raw: bytes) -> bool:
+    return b"." not in raw and b"e" not in raw and b"E" not in raw
+
+
+def minify(raw: bytes) -> bytes:
+    """The canonical JSON form of a raw value: insignificant whitespace removed, tokens kept."""
+    if _WS.isdisjoint(raw):
+        return raw
+    return msgspec.json.format(raw, indent=-1)
+
+
+def encode_key(key: str) -> bytes:
+    return _JSON_ENCODE(key)
+
+
+def json_object(members: list[tuple[str, bytes]]) -> bytes:
+    """A JSON object from (key, canonical raw value) pairs, in the given order."""
+    return b"{" + b",".join(encode_key(k) + b":" + v for k, v in members) + b"}"
+
+
+def props_object(own: bytes | None, unknown: list[tuple[str, bytes]]) -> bytes:
+    """The `props` value of a record with unknown fields (raw values, in the final order).
+
+    The record's own `props`, if it sent one: an object is merged (its members first, minus
+    names that are also unknown fields), any other non-null value is kept under "props".
+    """
+    members = [(k, minify(v)) for k, v in unknown]
+    if own is None or own == b"null":
+        return json_object(members)
+    own = minify(own)
+    if own[:1] == b"{":
+        names = {k for k, _ in unknown}
+        base = [(k, minify(bytes(v))) for k, v in
+                _JSON_DECODE(own, type=dict[str, msgspec.Raw]).items() if k not in names]
+        return json_object(base + members)
+    return json_object([("props", own)] + members)
+
+
+def describe(raw: bytes) -> str:
+    """What was found, for an error message: `string "yes"`, `1.5`, `true`, `object`."""
+    kind = json_kind(raw)
+    if kind == "string":
+        text: str = _JSON_DECODE(raw)
+        if len(text) > FOUND_MAX_CHARS:
+            text = text[:FOUND_MAX_CHARS] + "..."
+        return "string " + _JSON_ENCODE(text).decode()
+    if kind in ("object", "array"):
+        return kind
+    text = raw.decode()
+    return text if len(text) <= FOUND_MAX_CHARS else text[:FOUND_MAX_CHARS] + "..."
+
+
+def days_from_civil(y: Any, m: Any, d: Any) -> Any:
+    """Days since 1970-01-01 of a proleptic Gregorian date (ints or int64 numpy arrays)."""
+    y = y - (m <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + np.where(m > 2, -3, 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def days_in_month(y: Any, m: Any) -> Any:
+    leap = ((y % 4 == 0) & (y % 100 != 0)) | (y % 400 == 0)
+    table = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+    return table[m] + ((m == 2) & leap)
+
+
+def rfc3339_ns(text: str) -> int:
+    """Epoch nanoseconds of an RFC 3339 timestamp; ValueError if not one or out of range."""
+    m = RFC3339_RE.fullmatch(text)
+    if m is None:
+        raise ValueError("not RFC 3339")
+    y, mo, d, hh, mi, ss = (int(text[a:b]) for a, b in
+                            ((0, 4), (5, 7), (8, 10), (11, 13), (14, 16), (17, 19)))
+    if not (1 <= mo <= 12 and 1 <= d <= int(days_in_month(y, mo)) and hh <= 23 and mi <= 59
+            and ss <= 59):
+        raise ValueError("not RFC 3339")
+    frac = m.group(1)
+    ns_frac = int(frac[1:].ljust(9, "0")) if frac else 0
+    zone = m.group(2)
+    offset = 0
+    if zone not in ("Z", "z"):
+        oh, om = int(zone[1:3]), int(zone[4:6])
+        if oh > 23 or om > 59:
+            raise ValueError("not RFC 3339")
+        offset = (oh * 3600 + om * 60) * (1 if zone[0] == "+" else -1)
+    sec = int(days_from_civil(y, mo, d)) * 86400 + hh * 3600 + mi * 60 + ss - offset
+    ns = sec * 1_000_000_000 + ns_frac
+    if not NS_MIN <= ns <= NS_MAX:
+        raise ValueError("out of range")
+    return ns
+
+
+def _expects(ctype: ColumnType) -> str:
+    k = ctype.kind
+    if k == "bool":
+        return "bool expects true or false"
+    if k in INT_RANGES:
+        lo, hi = INT_RANGES[k]
+        return f"{k} expects an integer in [{lo}, {hi}]"
+    if k == "real":
+        return "real expects a finite number"
+    if k == "timestamp":
+        return "timestamp expects an RFC 3339 string or integer epoch nanoseconds"
+    if k == "vector":
+        return f"{ctype} expects an array of {ctype.dim} numbers"
+    if k == "bytes":
+        return "bytes expects a base64 string"
+    return f"{ctype} cannot take this value"  # pragma: no cover - string/dynamic take anything
+
+
+def _problem(ctype: ColumnType, raw: bytes, note: str = "") -> ValueProblem:
+    tail = f" ({note})" if note else ""
+    return ValueProblem(f"{_expects(ctype)}, got {describe(raw)}{tail}")
+
+
+def _vector(ctype: ColumnType, raw: bytes) -> list[float]:
+    dim = ctype.dim
+    assert dim is not None
+    items: list[msgspec.Raw] = _JSON_DECODE(raw, type=list[msgspec.Raw])
+    if len(items) != dim:
+        raise ValueProblem(f"{ctype} expects {dim} numbers, got {len(items)}")
+    out: list[float] = []
+    for i, item in enumerate(items):
+        text = bytes(item)
+        if json_kind(text) != "number":
+            raise ValueProblem(f"{ctype} expects {dim} numbers, got {describe(text)} "
+                               f"at index {i}")
+        try:
+            with np.errstate(over="ignore"):
+                f32 = np.float32(float(int(text) if is_integer_text(text) else float(text)))
+        except OverflowError:
+            f32 = np.float32(np.inf)
+        if not np.isfinite(f32):
+            raise ValueProblem(f"{ctype} expects {dim} numbers, got {describe(text)} "
+                               f"at index {i} (out of float32 range)")
+        out.append(float(f32))
+    return out
+
+
+def convert(ctype: ColumnType, raw: bytes) -> Any:
+    """The Python value stored for a non-null raw JSON value; raises ValueProblem.
+
+    Values: bool, int, float, str, bytes (bytes and dynamic), int nanoseconds (timestamp),
+    list of float32-exact floats (vector).
+    """
+    kind = json_kind(raw)
+    k = ctype.kind
+    if k == "string":
+        if kind == "string":
+            return raw[1:-1].decode() if b"\\" not in raw else _JSON_DECODE(raw)
+        return minify(raw).decode()
+    if k == "dynamic":
+        return minify(raw)
+    if k == "bool":
+        if kind != "boolean":
+            raise _problem(ctype, raw)
+        return raw == b"true"
+    if k in INT_RANGES:
+        if kind != "number" or not is_integer_text(raw):
+            raise _problem(ctype, raw)
+        value = int(raw)
+        lo, hi = INT_RANGES[k]
+        if not lo <= value <= hi:
+            raise _problem(ctype, raw)
+        return value
+    if k == "real":
+        if kind != "number":
+            raise _problem(ctype, raw)
+        f = float(raw)
+        if not math.isfinite(f):
+            raise _problem(ctype, raw)
+        return f
+    if k == "timestamp":
+        if kind == "number":
+            if not is_integer_text(raw):
+                raise _problem(ctype, raw)
+            ns = int(raw)
+            if not NS_MIN <= ns <= NS_MAX:
+                raise _problem(ctype, raw, "out of range")
+            return ns
+        if kind != "string":
+            raise _problem(ctype, raw)
+        try:
+            return rfc3339_ns(_JSON_DECODE(raw))
+        except ValueError as e:
+            raise _problem(ctype, raw, "out of range" if str(e) == "out of range" else "")
+    if k == "vector":
+        if kind != "array":
+            raise _problem(ctype, raw)
+        return _vector(ctype, raw)
+    if k == "bytes":
+        if kind != "string":
+            raise _problem(ctype, raw)
+        try:
+            return binascii.a2b_base64(_JSON_DECODE(raw).encode("ascii"), strict_mode=True)
+        except (binascii.Error, UnicodeEncodeError):
+            raise _problem(ctype, raw, "not valid base64") from None
+    raise AssertionError(f"no coercion for {ctype}")  # headers never reach here
+
+
+# -- one line ------------------------------------------------------------------------------
+
+DEFAULT = object()  # a row value meaning "the column's default"
+
+
+def field_error(line: int, key: str, message: str) -> LineError:
+    return LineError(line, key, f"line {line}: field {encode_key(key).decode()}: {message}")
+
+
+def line_result(text: bytes, line: int, schema: Schema, unknown: UnknownFieldPolicy,
+                 ingest_time_ns: int, rank: dict[str, int]
+                 ) -> tuple[dict[str, Any] | None, list[LineError]]:
+    """One non-blank line -> (row values by column name, or None; its errors)."""
+    if not text.isascii():
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return None, [LineError(line, None,
+                                    f"line {line}: invalid JSON: invalid UTF-8 (byte {e.start})")]
+    try:
+        obj = decode_line_dict(text)
+    except msgspec.ValidationError:
+        found = json_kind(text.strip(b" \t\r"))
+        return None, [LineError(line, None, f"line {line}: expected a JSON object, got {found}")]
+    except msgspec.DecodeError as e:
+        reason = str(e).removeprefix("JSON is malformed: ")
+        return None, [LineError(line, None,
+                                f"line {line}: invalid JSON: {reason[:1].lower()}{reason[1:]}")]
+    errors: list[LineError] = []
+    row: dict[str, Any] = {}
+    extra: list[tuple[str, bytes]] = []
+    for key, raw in obj.items():
+        col = schema.get(key)
+        value = bytes(raw)
+        if col is None:
+            if unknown == "reject":
+                errors.append(field_error(line, key, "not in the table schema (mode reject)"))
+            elif unknown == "props":
+                extra.append((key, value))
+        elif col.header is not None:
+            errors.append(field_error(
+                line, key, "is a Kafka header column; only a Kafka pipeline writes it"))
+        elif value == b"null":
+            row[key] = None
+        else:
+            try:
+                row[key] = convert(col.type, value)
+            except ValueProblem as p:
+                errors.append(field_error(line, key, str(p)))
+    for col in schema.columns:
+        if col.header is not None:
+            continue
+        name = col.name
+        if name in obj:
+            if row.get(name, 0) is None:
+                if name == TIMESTAMP_COLUMN:
+                    row[name] = ingest_time_ns
+                elif not col.nullable:
+                    errors.append(field_error(line, name, "NOT NULL column got null"))
+        elif name == TIMESTAMP_COLUMN:
+            row[name] = ingest_time_ns
+        elif col.default is not None:
+            row[name] = DEFAULT
+        elif not col.nullable:
+            errors.append(field_error(line, name, "NOT NULL column is missing (no default)"))
+    if extra:
+        extra.sort(key=lambda kv: rank.get(kv[0], len(rank)))
+        own = obj.get(PROPS_COLUMN)
+        row[PROPS_COLUMN] = props_object(None if own is None else bytes(own), extra)
+    return (None if errors else row), errors
+
+
+def rows_to_arrays(schema: Schema, rows: list[dict[str, Any]]) -> list[pa.Array]:
+    arrays = []
+    for col in schema.columns:
+        values = [r.get(col.name) for r in rows]
+        defaults = np.fromiter((v is DEFAULT for v in values), bool, len(values))
+        if defaults.any():
+            values = [None if v is DEFAULT else v for v in values]
+        if col.type.kind == "timestamp":
+            arr = pa.array(values, pa.int64()).view(col.type.arrow())
+        else:
+            arr = pa.array(values, col.type.arrow())
+        if defaults.any():
+            arr = pc.if_else(pa.array(defaults), col.default_scalar(), arr)
+        arrays.append(arr)
+    return arrays

@@ -1,0 +1,521 @@
+"""NDJSON -> Arrow coercion against a table schema (SPEC §3).
+
+`coerce_ndjson(body, schema, unknown=..., ingest_time_ns=...)` turns a request body into one
+`pa.RecordBatch` shaped exactly as `schema.arrow()` (the accepted lines, in order) plus every
+problem found, each with its 1-based line number: `line 7: field "embedding": vector(3)
+expects 3 numbers, got 4`. Nothing is raised for bad data; the caller decides what a bad
+line means (atomic mode: reject the request, partial mode: keep the good lines).
+
+Per line: a non-blank line is one JSON object (blank lines are skipped but counted); each
+top-level field goes to its column by `_values.convert()`; a field of no column is dropped,
+rejected, or kept in `props` (`unknown`); a Kafka header column cannot be written here; an
+absent column gets its default, else null (`_timestamp` gets `ingest_time_ns`); a NOT NULL
+column without default must be present and not null. Duplicate keys: the last one wins.
+
+`props` policy: the unknown fields of a line become one JSON object
+`{"k":<canonical value>,...}` with keys ordered by their first appearance in the body. If the
+record sent its own `props`: an object is merged (its members first, minus names that are
+also unknown top-level fields, then the unknown fields); any other non-null value is kept
+under the key "props" of the new object. Without unknown fields `props` is stored as sent.
+
+How it is fast (the common case never runs Python per field):
+1. Arrow's JSON reader (in a worker thread, it releases the GIL) reads the typed columns;
+   meanwhile the main thread indexes the lines (`_lines.LineIndex`) and runs one msgspec
+   pass that validates every line and picks out the raw text of `dynamic`, `bytes`, header,
+   defaulted and unknown fields (`_lines.raw_pass`).
+2. Arrow fails on any type mismatch without a usable line number. A failure naming a column
+   (`Column(/x) changed from string to number`) or a conversion (`to int32`) moves those
+   columns to the raw path and reads again (a 128 KB probe read first catches the usual
+   case, a string column fed numbers, before the big read); any other failure reads in 2 MB
+   pieces. Arrow never reads a body that starts with anything but an object: pyarrow 26
+   segfaults when the first value is `null`.
+3. `_columns` converts both inputs vectorised and flags rows it cannot accept. Flagged and
+   bad lines alone go through the per-line path (`_values.line_result`), which makes every
+   error message. `_coerce_slow()` runs that path on every line: it is the reference the
+   fast path is property-tested against.
+
+Costs beyond the common case: `unknown="props"`/`"reject"` declare every column in the
+msgspec pass to find unknown keys (about a third slower, unless `unknown_fields=` is given);
+each unknown key kept in `props` costs a raw value per line; at most 64 unknown keys get
+their own Struct field, lines with more go the per-line path.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from shoal.errors import LineError
+from shoal.ingest._columns import (Converted, from_arrow, from_raw, minify_array, presence,
+                                   raw_array, read_type)
+from shoal.ingest._lines import (BLANK, OBJECT, FieldSet, LineIndex, RawRows, decode_line_dict,
+                                 raw_pass)
+from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
+                                  rows_to_arrays)
+from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Column, Schema
+
+UNKNOWN_POLICIES: tuple[UnknownFieldPolicy, ...] = ("props", "drop", "reject")
+
+_ARROW_KINDS = frozenset({"bool", "int", "long", "real", "string", "timestamp", "vector"})
+_THREAD_MIN_BYTES = 1 << 18
+_FALLBACK_CHUNK_BYTES = 2 << 20
+_PROBE_BYTES = 1 << 17
+_MAX_ARROW_ATTEMPTS = 8
+_COLUMN_RE = re.compile(r"Column\(/([^/)]+)")
+_CONVERT_RE = re.compile(r"convert JSON to (.+?), couldn't parse")
+_LEADING_WS = re.compile(rb"[ \t\r\n]*")
+
+
+@dataclass
+class Coerced:
+    batch: pa.RecordBatch      # the accepted lines; schema == schema.arrow() exactly
+    rows: int
+    errors: list[LineError]    # sorted by line, at most max_errors
+    total_errors: int          # every error found
+    rejected_lines: list[int]  # every line with at least one error, ascending
+
+
+def coerce_ndjson(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
+                  ingest_time_ns: int, max_errors: int = 100,
+                  unknown_fields: Sequence[str] | None = None) -> Coerced:
+    """Coerce an NDJSON body against `schema`; see the module docstring.
+
+    `unknown_fields`: optional, the body's top-level keys that `schema` lacks, in order of
+    first appearance, exactly as `scan_unknown_fields(body, older_schema)` returned them
+    (names since added to the schema are ignored). With `unknown="props"` or `"reject"` it
+    saves the pass that finds them; a key missing from it is treated as dropped.
+    """
+    _check_args(unknown, max_errors)
+    return _FastPath(bytes(body), schema, unknown, ingest_time_ns,
+                     unknown_fields).run(max_errors)
+
+
+def _check_args(unknown: str, max_errors: int) -> None:
+    if unknown not in UNKNOWN_POLICIES:
+        raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
+    if max_errors < 0:
+        raise ValueError("max_errors must be >= 0")
+
+
+# -- the per-line reference -----------------------------------------------------------
+
+def _split_lines(body: bytes) -> list[bytes]:
+    lines = body.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def _coerce_slow(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
+                 ingest_time_ns: int, max_errors: int = 100) -> Coerced:
+    """The reference: every line through the per-line path (tests compare the fast path)."""
+    _check_args(unknown, max_errors)
+    lines = _split_lines(bytes(body))
+    rank: dict[str, int] = {}
+    for text in lines:
+        if text.strip(b" \t\r"):
+            try:
+                text.decode("utf-8")
+                for key in decode_line_dict(text):
+                    if key not in schema and key not in rank:
+                        rank[key] = len(rank)
+            except (UnicodeDecodeError, msgspec.DecodeError, msgspec.ValidationError):
+                pass
+    results = [(i + 1, line_result(text, i + 1, schema, unknown, ingest_time_ns, rank))
+               for i, text in enumerate(lines) if text.strip(b" \t\r")]
+    return _finish(schema, [], None, results, max_errors)
+
+
+def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
+            fast_arrays: list[pa.Array] | None,
+            slow: list[tuple[int, tuple[dict[str, Any] | None, list[LineError]]]],
+            max_errors: int) -> Coerced:
+    """Merge fast rows and per-line results (line numbers 1-based) in line order."""
+    errors = [e for _, (_, errs) in slow for e in errs]
+    errors.sort(key=lambda e: e.line)
+    rejected = sorted(line for line, (_, errs) in slow if errs)
+    ok = [(line, row) for line, (row, _) in slow if row is not None]
+    arrays = fast_arrays
+    if ok or arrays is None:
+        slow_arrays = rows_to_arrays(schema, [row for _, row in ok])
+        if arrays is None:
+            arrays = slow_arrays
+        else:
+            order = np.argsort(np.concatenate([np.asarray(fast_lines, np.int64),
+                                               np.array([ln for ln, _ in ok], np.int64)]),
+                               kind="stable")
+            arrays = [pa.concat_arrays([a, b]).take(pa.array(order))
+                      for a, b in zip(arrays, slow_arrays)]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema.arrow())
+    return Coerced(batch, batch.num_rows, errors[:max_errors], len(errors), rejected)
+
+
+# -- the fast path -------------------------------------------------------------------------
+
+class _ArrowJob:
+    """One `pyarrow.json.read_json` of a body, in a worker thread for large bodies."""
+
+    def __init__(self, body: bytes, columns: list[Column], lines: np.ndarray | None, *,
+                 block_size: int = 1 << 20, threaded: bool = True) -> None:
+        self.body = body
+        self.columns = columns
+        self.lines = lines          # the non-blank lines of `body`, set once known
+        self.block_size = block_size
+        self.table: pa.Table | None = None
+        self.error: Exception | None = None
+        self._thread: threading.Thread | None = None
+        if threaded and len(body) >= _THREAD_MIN_BYTES:
+            self._thread = threading.Thread(target=self._run, name="shoal-read-json",
+                                            daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        if not self.columns:
+            return
+        schema = pa.schema([pa.field(c.name, read_type(c.type)) for c in self.columns])
+        first = _LEADING_WS.match(self.body).end()  # type: ignore[union-attr]
+        if self.body[first:first + 1] not in (b"{", b""):
+            # pyarrow 26 segfaults when the first value of a body is `null`: Arrow only ever
+            # reads bodies that start with an object.
+            self.error = ValueError("body does not start with a JSON object")
+            return
+        try:
+            self.table = pj.read_json(
+                pa.BufferReader(self.body),
+                read_options=pj.ReadOptions(block_size=self.block_size),
+                parse_options=pj.ParseOptions(explicit_schema=schema,
+                                              unexpected_field_behavior="ignore"))
+        except (pa.ArrowException, ValueError) as e:
+            self.error = e
+
+    def wait(self) -> pa.Table | None:
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()
+        return self.table
+
+
+class _FastPath:
+    def __init__(self, body: bytes, schema: Schema, unknown: UnknownFieldPolicy,
+                 ingest_time_ns: int, unknown_fields: Sequence[str] | None = None) -> None:
+        self.body = body
+        self.hint: list[str] | None = None
+        if unknown_fields is not None and unknown != "drop":
+            hint = list(dict.fromkeys(k for k in unknown_fields if k not in schema))
+            probe = FieldSet((), forbid_unknown=False)
+            if all(probe.add(k, unknown=True) for k in hint):  # each can be a Struct field
+                self.hint = hint
+        self.schema = schema
+        self.unknown = unknown
+        self.ingest_time_ns = ingest_time_ns
+        self.arrow_cols = [c for c in schema.columns
+                           if c.header is None and c.type.kind in _ARROW_KINDS]
+        self.demoted: set[str] = set()
+
+    def _wanted(self) -> list[str]:
+        """The keys whose raw values the msgspec pass keeps (besides unknown ones)."""
+        return [c.name for c in self.schema.columns
+                if c.header is not None or c.type.kind not in _ARROW_KINDS
+                or c.default is not None or not c.nullable or c.name in self.demoted]
+
+    def _raw_pass(self, index: LineIndex, objects: np.ndarray) -> RawRows:
+        wanted = self._wanted() + (self.hint or [])
+        if self.unknown != "drop" and self.hint is None:
+            # Find unknown fields: forbid them, so every column must be declared.
+            fields = FieldSet(self.schema.names, forbid_unknown=True)
+        else:
+            fields = FieldSet(wanted, forbid_unknown=False)
+        raw = raw_pass(index, objects, fields, known=self.schema.names, wanted=wanted)
+        if self.hint is not None:
+            raw.discovered = list(self.hint)
+        return raw
+
+    def _probe(self) -> None:
+        """Read the first lines alone: a column that keeps failing Arrow's reader (a string
+        column fed numbers) fails there, and leaves the reader before the big read."""
+        cut = self.body.rfind(b"\n", 0, _PROBE_BYTES)
+        if cut <= 0:
+            return
+        for _ in range(_MAX_ARROW_ATTEMPTS):
+            columns = self._read_columns()
+            if not columns:
+                return
+            job = _ArrowJob(self.body[:cut + 1], columns, None, threaded=False)
+            if job.wait() is not None:
+                return
+            demote = self._attribute(job.error)
+            if not demote:
+                return
+            self.demoted |= demote
+
+    def _read_columns(self) -> list[Column]:
+        return [c for c in self.arrow_cols if c.name not in self.demoted]
+
+    def run(self, max_errors: int) -> Coerced:
+        if len(self.body) >= 4 * _PROBE_BYTES:
+            self._probe()
+        job = _ArrowJob(self.body, self._read_columns(), None)
+        index = LineIndex.build(self.body)
+        job.lines = index.nonblank()
+        if not len(job.lines):
+            job.wait()
+            return _finish(self.schema, [], None, [], max_errors)
+        objects = index.lines_of(OBJECT)
+        raw = self._raw_pass(index, objects)
+        side = _RawSide(self, raw)
+        side.prepare()  # while Arrow's reader still runs
+        table, arrow_lines, raw = self._read_arrow(job, index, objects, raw)
+        if side.raw is not raw:  # the pass was redone for demoted columns
+            side = _RawSide(self, raw)
+        return self._assemble(index, objects, side, table, arrow_lines, max_errors)
+
+    # -- Arrow attempts ----------------------------------------------------------------
+    def _read_arrow(self, job: _ArrowJob, index: LineIndex, objects: np.ndarray,
+                    raw: RawRows) -> tuple[pa.Table | None, np.ndarray, RawRows]:
+        max_line = int((index.ends - index.starts).max()) if index.n_lines else 0
+        block = max(1 << 20, 2 * max_line + 2)
+        for _ in range(_MAX_ARROW_ATTEMPTS):
+            table = job.wait()
+            if not job.columns:
+                return None, self._good(index, objects, raw), raw
+            assert job.lines is not None
+            clean = not index.structural_bad or job.body is not self.body
+            if table is not None and clean and table.num_rows == len(job.lines):
+                return table, job.lines, raw
+            good = self._good(index, objects, raw)
+            if len(good) < len(job.lines) and job.body is self.body:
+                job = _ArrowJob(index.body_of(good), job.columns, good, block_size=block)
+                continue
+            demote = self._attribute(job.error)
+            if not demote:
+                break
+            self.demoted |= demote
+            job = _ArrowJob(job.body, self._read_columns(), job.lines, block_size=block)
+            if not all(n in raw.kept for n in demote):
+                raw = self._raw_pass(index, objects)
+        table, lines = self._read_chunks(index, self._good(index, objects, raw))
+        return table, lines, raw
+
+    @staticmethod
+    def _good(index: LineIndex, objects: np.ndarray, raw: RawRows) -> np.ndarray:
+        """The object lines the msgspec pass did not find bad."""
+        if not raw.bad:
+            return objects
+        bad = np.zeros(index.n_lines, bool)
+        bad[list(raw.bad)] = True
+        return objects[~bad[objects]]
+
+    def _attribute(self, error: Exception | None) -> set[str]:
+        """Columns to take off Arrow's reader because of this failure (empty: unknown)."""
+        if error is None:
+            return set()
+        text = str(error)
+        live = {c.name: c for c in self._read_columns()}
+        m = _COLUMN_RE.search(text)
+        if m and m.group(1) in live:
+            return {m.group(1)}
+        m = _CONVERT_RE.search(text)
+        if m:
+            return {n for n, c in live.items()
+                    if str(read_type(c.type)) == m.group(1)
+                    or (c.type.kind == "vector" and m.group(1) == "double")}
+        return set()
+
+    def _read_chunks(self, index: LineIndex, lines: np.ndarray
+                     ) -> tuple[pa.Table | None, np.ndarray]:
+        """Last resort: read 2 MB pieces; lines of a piece that fails go the per-line path."""
+        tables, covered = [], []
+        for lo, hi in index.chunks(lines, _FALLBACK_CHUNK_BYTES):
+            piece = lines[lo:hi]
+            s, e = index.span(lines, lo, hi)
+            job = _ArrowJob(self.body[s:e], self._read_columns(), piece,
+                            block_size=max(1 << 20, 2 * (e - s) + 2))
+            table = job.wait()
+            if table is not None and table.num_rows == len(piece):
+                tables.append(table)
+                covered.append(piece)
+        if not tables:
+            return None, np.zeros(0, np.int64)
+        return pa.concat_tables(tables), np.concatenate(covered)
+
+    # -- columns -------------------------------------------------------------------------
+    def _assemble(self, index: LineIndex, objects: np.ndarray, side: _RawSide,
+                  table: pa.Table | None, arrow_lines: np.ndarray, max_errors: int
+                  ) -> Coerced:
+        raw = side.raw
+        row_mask = np.zeros(index.n_lines, bool)
+        row_mask[arrow_lines] = True
+        row_mask[list(raw.bad | raw.slow)] = False
+        row_mask &= index.kind == OBJECT
+        rows = np.flatnonzero(row_mask)
+        n = len(rows)
+        at = _Subset(None if n == len(raw.lines) else np.searchsorted(raw.lines, rows))
+        arrow_at = _Subset(None if table is None or n == table.num_rows
+                           else np.searchsorted(arrow_lines, rows))
+        flags = np.zeros(n, bool)
+        arrays: list[pa.Array] = []
+        for col in self.schema.columns:
+            arr, col_flags = self._column(col, table, arrow_at, side, at, n)
+            flags |= col_flags
+            arrays.append(arr)
+        if self.unknown == "reject":
+            flags |= at.mask(side.unknown_present())
+        if flags.any():
+            keep = pa.array(~flags)
+            arrays = [a.filter(keep) for a in arrays]
+        row_mask[rows[flags]] = False
+        slow_lines = np.flatnonzero((index.kind != BLANK) & ~row_mask)
+        rank = {k: i for i, k in enumerate(raw.discovered)}
+        results = [(i + 1, line_result(index.line(i), i + 1, self.schema, self.unknown,
+                                        self.ingest_time_ns, rank))
+                   for i in slow_lines.tolist()]
+        return _finish(self.schema, rows[~flags] + 1, arrays, results, max_errors)
+
+    def _column(self, col: Column, table: pa.Table | None, arrow_at: _Subset,
+                side: _RawSide, at: _Subset, n: int) -> tuple[pa.Array, np.ndarray]:
+        if col.header is not None:
+            return pa.nulls(n, col.type.arrow()), at.mask(side.present(col.name))
+        if self._raw_routed(col):
+            conv = side.converted(col)
+            arr, flags = at.array(conv.array), at.mask(conv.flags)
+        elif table is None:  # Arrow's reader failed on every piece: no fast rows at all
+            return pa.nulls(n, col.type.arrow()), np.zeros(n, bool)
+        else:
+            conv = from_arrow(col.type, arrow_at.array(table.column(col.name).combine_chunks()))
+            arr, flags = conv.array, conv.flags
+        nulls = ~_valid(arr) & ~flags
+        if col.name == TIMESTAMP_COLUMN:
+            if nulls.any():
+                arr = arr.fill_null(pa.scalar(self.ingest_time_ns, pa.int64())
+                                    .cast(col.type.arrow()))
+            return arr, flags
+        if (col.default is None and col.nullable) or not nulls.any():
+            return arr, flags
+        present = at.mask(side.present(col.name))
+        absent = nulls & ~present
+        if col.default is not None and absent.any():
+            arr = pc.if_else(pa.array(absent), col.default_scalar(), arr)
+        elif not col.nullable:
+            flags = flags | absent
+        if not col.nullable:
+            flags = flags | (nulls & present)
+        return arr, flags
+
+    def _raw_routed(self, col: Column) -> bool:
+        return col.name in self.demoted or col.type.kind not in _ARROW_KINDS
+
+
+class _Subset:
+    """Picks the final rows out of arrays aligned with some larger set of lines."""
+
+    def __init__(self, positions: np.ndarray | None) -> None:
+        self.positions = positions
+        self._indices = None if positions is None else pa.array(positions)
+
+    def array(self, arr: pa.Array) -> pa.Array:
+        return arr if self._indices is None else arr.take(self._indices)
+
+    def mask(self, m: np.ndarray) -> np.ndarray:
+        return m if self.positions is None else m[self.positions]
+
+
+class _RawSide:
+    """What the msgspec pass decides, over every line it decoded (`raw.lines`).
+
+    Computed before Arrow's reader is done (`prepare`), cached by column name.
+    """
+
+    def __init__(self, path: _FastPath, raw: RawRows) -> None:
+        self.path = path
+        self.raw = raw
+        self._values: dict[str, list[Any]] = {}
+        self._present: dict[str, np.ndarray] = {}
+        self._converted: dict[str, Converted] = {}
+        self._unknown: np.ndarray | None = None
+
+    def prepare(self) -> None:
+        for col in self.path.schema.columns:
+            if col.header is not None or (col.default is not None or not col.nullable):
+                self.present(col.name)
+            if col.header is None and self.path._raw_routed(col):
+                self.converted(col)
+        if self.path.unknown != "drop":
+            self.unknown_present()
+
+    def values(self, name: str) -> list[Any]:
+        if name not in self._values:
+            self._values[name] = self.raw.column(name)
+        return self._values[name]
+
+    def present(self, name: str) -> np.ndarray:
+        if name not in self._present:
+            self._present[name] = presence(self.values(name))
+        return self._present[name]
+
+    def converted(self, col: Column) -> Converted:
+        if col.name not in self._converted:
+            conv = from_raw(col.type, self.values(col.name), self.present(col.name))
+            if col.name == PROPS_COLUMN and self.path.unknown == "props":
+                unknown = self.unknown_present()
+                if unknown.any():
+                    conv = Converted(self._merge_props(conv.array, unknown), conv.flags,
+                                     conv.present)
+            self._converted[col.name] = conv
+        return self._converted[col.name]
+
+    def unknown_present(self) -> np.ndarray:
+        if self._unknown is None:
+            present = np.zeros(len(self.raw.lines), bool)
+            for key in self.raw.discovered:
+                if key in self.raw.kept:
+                    present |= self.present(key)
+            self._unknown = present
+        return self._unknown
+
+    def _merge_props(self, own: pa.Array, unknown: np.ndarray) -> pa.Array:
+        """The props column with the unknown fields folded in (see the module docstring)."""
+        keys = [k for k in self.raw.discovered if k in self.raw.kept]
+        n = len(unknown)
+        # Members `"key":value` (null where absent), row-major, nulls dropped, one list per
+        # row, each list joined with "," and wrapped in braces: a handful of Arrow kernels.
+        members = [pc.binary_join_element_wise(
+            pa.scalar(encode_key(k) + b":", pa.binary()),
+            minify_array(raw_array(self.values(k), self.present(k))),
+            pa.scalar(b"", pa.binary())) for k in keys]
+        row_major = pa.concat_arrays(members).take(
+            pa.array((np.arange(n)[:, None] + np.arange(len(keys)) * n).ravel()))
+        counts = np.stack([self.present(k) for k in keys], axis=1).sum(axis=1)
+        offsets = np.zeros(n + 1, np.int32)
+        np.cumsum(counts, out=offsets[1:])
+        lists = pa.ListArray.from_arrays(pa.array(offsets), row_major.drop_null())
+        objects = pc.binary_join_element_wise(
+            pa.scalar(b"{", pa.binary()), pc.binary_join(lists, pa.scalar(b",", pa.binary())),
+            pa.scalar(b"}", pa.binary()), pa.scalar(b"", pa.binary()))
+        out = pc.if_else(pa.array(unknown), objects, own)
+        both = unknown & _valid(own)
+        if both.any():  # the record sent its own props too: merge one by one
+            own_raw = self.values(PROPS_COLUMN)
+            columns = {k: self.values(k) for k in keys}
+            merged = []
+            for i in np.flatnonzero(both).tolist():
+                pairs = [(k, bytes(columns[k][i])) for k in keys
+                         if columns[k][i] is not msgspec.UNSET]
+                merged.append(props_object(bytes(own_raw[i]), pairs))
+            out = pc.replace_with_mask(out, pa.array(both), pa.array(merged, pa.binary()))
+        return out
+
+
+def _valid(arr: pa.Array) -> np.ndarray:
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
+
+
