@@ -78,6 +78,7 @@ class WritePath:
         info = self.catalog.load_table(table)
         mode = mode or info.mode
         new_columns: list[str] = []
+        unknown: list[str] | None = None
         if mode == "evolve":
             unknown = scan_unknown_fields(body, info.schema)
             if unknown:
@@ -86,8 +87,11 @@ class WritePath:
                     info = self._evolve(info, plan.new_columns)
                     new_columns = [c.name for c in plan.new_columns]
         policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[mode]
+        if unknown is not None:
+            unknown = [u for u in unknown if u not in info.schema]
         coerced = coerce_ndjson(body, info.schema, unknown=policy,  # type: ignore[arg-type]
-                                ingest_time_ns=time.time_ns(), max_errors=self.max_errors)
+                                ingest_time_ns=time.time_ns(), max_errors=self.max_errors,
+                                unknown_fields=unknown)
         if coerced.errors and not partial:
             raise PayloadError(coerced.errors, total_errors=coerced.total_errors)
         rejected = coerced.errors

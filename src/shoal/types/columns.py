@@ -142,7 +142,8 @@ def default_to_arrow_scalar(ctype: ColumnType, value: Any) -> pa.Scalar:
     if value is None:
         return pa.scalar(None, type=ctype.arrow())
     if ctype.kind == "dynamic":
-        return pa.scalar(json.dumps(value, separators=(",", ":")).encode(), type=pa.binary())
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return pa.scalar(text.encode(), type=pa.binary())
     if ctype.kind == "timestamp" and isinstance(value, str):
         return pa.scalar(value).cast(pa.timestamp("ns", tz="UTC"))
     return pa.scalar(value, type=ctype.arrow())

@@ -50,8 +50,9 @@ def cast_column(arr: pa.Array, old: ColumnType, new: ColumnType) -> pa.Array:
         if old.kind == "dynamic":
             return arr
         src = arr.cast(pa.int64()) if old.kind == "timestamp" else arr
-        out = [None if v is None else json.dumps(_json_value(old, v), separators=(",", ":"))
-               .encode() for v in src.to_pylist()]
+        out = [None if v is None else json.dumps(_json_value(old, v), separators=(",", ":"),
+                                                 ensure_ascii=False).encode()
+               for v in src.to_pylist()]
         return pa.array(out, type=pa.binary())
     if new.kind == "string":
         if old.kind == "timestamp":
