@@ -221,33 +221,56 @@ _HLL_P = 14
 _EXACT_COUNT_UP_TO = 1 << 17
 
 
+class DistinctCounter:
+    """Counts distinct values among hashes fed part by part, for sizing a filter: exact up
+    to 2^17 hashes, beyond a HyperLogLog estimate (2^14 registers, ~0.8% standard error)
+    raised by 3%, never more than the number of hashes. Feeding it as the hashes arrive
+    keeps that work out of the moment the filter is built."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._small: list[np.ndarray] | None = []
+        self._registers = np.zeros(1 << _HLL_P, dtype=np.uint8)
+
+    def add(self, h: np.ndarray) -> None:
+        self.total += int(h.size)
+        if self._small is not None:
+            self._small.append(h)
+            if self.total <= _EXACT_COUNT_UP_TO:
+                return
+            pending, self._small = self._small, None
+        else:
+            pending = [h]
+        p = _HLL_P
+        for part in pending:
+            idx = (part >> _U(64 - p)).astype(np.intp)
+            # rank = leading zeros + 1 of the next 32 bits (1..33): smear the top set bit
+            # downwards, count the bits
+            x = ((part << _U(p)) >> _U(32)).astype(np.uint32)
+            for shift in (1, 2, 4, 8, 16):
+                x |= x >> np.uint32(shift)
+            np.maximum.at(self._registers, idx, (33 - np.bitwise_count(x)).astype(np.uint8))
+
+    def estimate(self) -> int:
+        if self._small is not None:
+            return count_distinct_hashes(np.concatenate(self._small) if self._small
+                                         else np.zeros(0, dtype=np.uint64))
+        regs = self._registers.size
+        m = self._registers.astype(np.int64)
+        alpha = 0.7213 / (1 + 1.079 / regs)
+        est = alpha * regs * regs / float(np.sum(np.ldexp(1.0, -m)))
+        zeros = int(np.count_nonzero(m == 0))
+        if est <= 2.5 * regs and zeros:
+            est = regs * math.log(regs / zeros)
+        return min(self.total, math.ceil(est * 1.03))
+
+
 def estimate_distinct_hashes(h: np.ndarray | Sequence[np.ndarray]) -> int:
-    """Distinct values among hashed ones (one array or several parts) for sizing a filter:
-    exact up to 2^17 hashes, else a HyperLogLog estimate (2^14 registers, ~0.8% standard
-    error) raised by 3%, never more than the number of hashes."""
-    parts = [h] if isinstance(h, np.ndarray) else list(h)
-    total = sum(int(part.size) for part in parts)
-    if total <= _EXACT_COUNT_UP_TO:
-        return count_distinct_hashes(np.concatenate(parts) if parts
-                                     else np.zeros(0, dtype=np.uint64))
-    p = _HLL_P
-    regs = 1 << p
-    m = np.zeros(regs, dtype=np.uint8)
-    for part in parts:
-        idx = (part >> _U(64 - p)).astype(np.intp)
-        # rank = leading zeros + 1 of the next 32 bits (1..33): smear the top set bit
-        # downwards, count the bits
-        x = ((part << _U(p)) >> _U(32)).astype(np.uint32)
-        for shift in (1, 2, 4, 8, 16):
-            x |= x >> np.uint32(shift)
-        np.maximum.at(m, idx, (33 - np.bitwise_count(x)).astype(np.uint8))
-    m = m.astype(np.int64)
-    alpha = 0.7213 / (1 + 1.079 / regs)
-    est = alpha * regs * regs / float(np.sum(np.ldexp(1.0, -m)))
-    zeros = int(np.count_nonzero(m == 0))
-    if est <= 2.5 * regs and zeros:
-        est = regs * math.log(regs / zeros)
-    return min(total, math.ceil(est * 1.03))
+    """`DistinctCounter`'s estimate over one array of hashes or several parts."""
+    counter = DistinctCounter()
+    for part in ([h] if isinstance(h, np.ndarray) else h):
+        counter.add(np.ascontiguousarray(part, dtype=np.uint64))
+    return counter.estimate()
 
 
 class BloomFilter:
@@ -317,19 +340,22 @@ class BloomFilter:
         m, k = cls.shape_for(n, fp_rate)
         bits = np.zeros(m, dtype=np.bool_)
         m64 = np.uint64(m)
+
+        def insert(h1: np.ndarray, h2: np.ndarray) -> None:
+            g = h1.copy()
+            for _ in range(k):
+                if m < _SMALL_M:         # ((g >> 32) * m) >> 32: the probe of version 2
+                    j = g >> _S32
+                    j *= m64
+                    j >>= _S32
+                else:
+                    j = g % m64
+                bits[j.view(np.int64)] = True     # j < m < 2^63: the view is exact
+                g += h2                  # wraps mod 2^64, like the scalar probe
+
         for h1, h2 in parts:
             for lo in range(0, h1.size, _CHUNK):
-                g = h1[lo:lo + _CHUNK].copy()
-                step = h2[lo:lo + _CHUNK]
-                for _ in range(k):
-                    if m < _SMALL_M:     # ((g >> 32) * m) >> 32: the probe of version 2
-                        j = g >> _S32
-                        j *= m64
-                        j >>= _S32
-                    else:
-                        j = g % m64
-                    bits[j.view(np.int64)] = True     # j < m < 2^63: the view is exact
-                    g += step            # wraps mod 2^64, like the scalar probe
+                insert(h1[lo:lo + _CHUNK], h2[lo:lo + _CHUNK])
         return cls(m, k, np.packbits(bits, bitorder="little"))
 
     # ---- queries -----------------------------------------------------------------------------

@@ -46,7 +46,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from shoal.format.membership import BloomFilter, _string_buffers, hash_array
+from shoal.format.membership import (BloomFilter, DistinctCounter, _string_buffers,
+                                     hash_array)
 from shoal.format.tokens import tokenize_array
 from shoal.types.columns import FIELD_TYPE_KEY
 from shoal.types.schema import TIMESTAMP_COLUMN
@@ -287,9 +288,9 @@ def json_skeletons(values: pa.Array) -> pa.Array | None:
         lengths[lo:hi] = found[1]
     skeleton_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=skeleton_offsets[1:])
+    body = kept[0] if len(kept) == 1 else np.concatenate(kept)
     return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), n,
-        [None, pa.py_buffer(skeleton_offsets), pa.py_buffer(np.concatenate(kept))])
+        pa.large_binary(), n, [None, pa.py_buffer(skeleton_offsets), pa.py_buffer(body)])
 
 
 def _lex(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -422,6 +423,7 @@ class _IndexedColumn:
     distinct: set[Any] | None = field(default_factory=set)
     tokens: set[str] | None = None
     hashes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    counter: DistinctCounter = field(default_factory=DistinctCounter)
     mostly_distinct: bool = False
 
     def __post_init__(self) -> None:
@@ -489,7 +491,9 @@ class _IndexedColumn:
             self.filters = False
             self.hashes = []
             return
-        self.hashes.append(hash_array(arr))
+        h1, h2 = hash_array(arr)
+        self.hashes.append((h1, h2))
+        self.counter.add(h1)
 
     def column_stat(self) -> dict[str, Any]:
         return {"distinct": None if self.distinct is None else sorted(self.distinct),
@@ -498,7 +502,8 @@ class _IndexedColumn:
     def membership_filter(self, fp_rate: float) -> bytes | None:
         if self.distinct is not None or not self.filters or not self.hashes:
             return None
-        return BloomFilter.from_hash_parts(self.hashes, fp_rate=fp_rate).to_bytes()
+        return BloomFilter.from_hash_parts(self.hashes, n_distinct=self.counter.estimate(),
+                                           fp_rate=fp_rate).to_bytes()
 
 
 _SEEN_SKELETONS_CAP = 100_000

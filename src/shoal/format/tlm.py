@@ -60,7 +60,13 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError,
 
 
 class TlmFormat:
-    """`SegmentFormat` for tlm extents. Options apply to every extent it starts or opens."""
+    """`SegmentFormat` for tlm extents. Options apply to every extent it starts or opens.
+
+    `membership_filters`: True (default) builds a bloom filter for an overflowing int column
+    or identifier-like string column (no whitespace in any value; see `shoal.format.stats`),
+    False builds none, and a collection of column names builds them for exactly those
+    columns whatever their values look like. `fp_rate` is the filters' false-positive rate.
+    """
 
     name = "tlm"
 
