@@ -44,6 +44,7 @@ class Shoal:
         self.formats = default_formats()
         self.coordinator = CommitCoordinator(self.catalog, self.store, self.formats["tlm"])
         self._write_path: WritePath | None = None
+        self._query_engine = None
 
     @property
     def write_path(self) -> WritePath:
@@ -89,6 +90,39 @@ class Shoal:
 
         return read_table(self.catalog, self.store, self.formats, name, predicate,
                           snapshot_id=snapshot_id, prune=prune, columns=columns)
+
+    # queries (SPEC §8): DDL handled here, everything else planned and run by Spark
+    @property
+    def query_engine(self):
+        """The query engine (its Spark session starts on the first query)."""
+        if self._query_engine is None:
+            from shoal.query.engine import QueryEngine
+
+            self._query_engine = QueryEngine(self)
+        return self._query_engine
+
+    def sql(self, statement: str, *, prune: bool = True):
+        """Run one statement: a `QueryResult` with `.table` (pyarrow) and `.stats`."""
+        return self.query_engine.execute(statement, prune=prune)
+
+    def query(self, statement: str, *, prune: bool = True) -> pa.Table:
+        """The answer of one statement as a pyarrow Table."""
+        return self.sql(statement, prune=prune).table
+
+    def spark_sql(self, statement: str, *, prune: bool = True):
+        """A SELECT as a Spark DataFrame (each table reference planned and pruned now)."""
+        return self.query_engine.dataframe(statement, prune=prune)[0]
+
+    def spark_table(self, name: str, *, version: int | None = None):
+        """A whole table (or one snapshot of it) as a Spark DataFrame."""
+        reader = (self.query_engine.spark.read.format("shoal").option("table", name)
+                  .option("catalog_url", self.config.resolved_catalog_url)
+                  .option("storage_url", self.config.resolved_storage_url))
+        if self.config.s3_endpoint:
+            reader = reader.option("s3_endpoint", self.config.s3_endpoint)
+        if version is not None:
+            reader = reader.option("version", str(version))
+        return reader.load()
 
     def close(self) -> None:
         if self._write_path is not None:

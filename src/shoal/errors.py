@@ -220,3 +220,21 @@ class BackpressureError(IngestError):
 
 class QueryError(ShoalError):
     code = "query_error"
+
+
+class DdlSyntaxError(QueryError):
+    """A DDL statement shoal owns (CREATE/ALTER TABLE, DESCRIBE, SHOW TABLES) that does not parse.
+
+    `line` and `column` (1-based) point at the offending token; `found` is its source text
+    (quoted) or "end of input".
+    """
+
+    code = "ddl_syntax"
+
+    def __init__(self, *, line: int, column: int, expected: str, found: str) -> None:
+        self.line = line
+        self.column = column
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"DDL syntax error at line {line}, col {column}: expected {expected}, found {found}")

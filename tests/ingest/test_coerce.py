@@ -49,6 +49,7 @@ def run(body: bytes | str, schema: Schema, *, unknown: str = "drop",
     slow = _coerce_slow(body, schema, unknown=unknown,  # type: ignore[arg-type]
                         ingest_time_ns=T0, max_errors=max_errors)
     assert_same(fast, slow)
+    assert fast.unknown_fields == slow.unknown_fields
     assert fast.batch.schema.equals(schema.arrow(), check_metadata=True)
     assert fast.rows == fast.batch.num_rows
     return fast

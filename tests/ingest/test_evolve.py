@@ -55,6 +55,9 @@ def test_scan_many_chunks_and_many_keys(monkeypatch: pytest.MonkeyPatch) -> None
     body = "".join('{"n":%d,"k%d":1,"common":2}\n' % (i, i % 500) for i in range(5000))
     got = scan_unknown_fields(body.encode(), schema_of(Column("n", INT)))
     assert got == ["k0", "common"] + [f"k{i}" for i in range(1, 500)]
+    coerced = coerce_ndjson(body.encode(), schema_of(Column("n", INT)), unknown="props",
+                            ingest_time_ns=0)
+    assert coerced.unknown_fields == got
 
 
 def reference_scan(body: bytes, schema: Schema) -> list[str]:
@@ -88,7 +91,12 @@ def test_property_scan_equals_per_line_reference(body_lines: list[str], chunk: i
     old = _lines.CHUNK_BYTES
     _lines.CHUNK_BYTES = chunk
     try:
-        assert scan_unknown_fields(body, s) == reference_scan(body, s)
+        expected = reference_scan(body, s)
+        assert scan_unknown_fields(body, s) == expected
+        for mode in ("props", "reject"):  # the write path reads them off coercion's pass
+            assert coerce_ndjson(body, s, unknown=mode,  # type: ignore[arg-type]
+                                 ingest_time_ns=0).unknown_fields == expected
+        assert coerce_ndjson(body, s, unknown="drop", ingest_time_ns=0).unknown_fields == []
     finally:
         _lines.CHUNK_BYTES = old
 

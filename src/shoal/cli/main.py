@@ -140,6 +140,15 @@ def _register_ingest() -> None:
 _register_ingest()
 
 
+def _register_sql() -> None:
+    from shoal.cli.sql import sql_command
+
+    app.command("sql")(one_line_errors(sql_command))
+
+
+_register_sql()
+
+
 def _register_serve() -> None:
     from shoal.cli.serve import serve
 

@@ -23,8 +23,11 @@ def serve(ctx: typer.Context,
               "--port", help="Port to bind (SHOAL_PORT, default 8720)")] = None,
           log_level: Annotated[str, typer.Option(
               "--log-level", help="uvicorn log level")] = "info",
+          warm_spark: Annotated[bool, typer.Option(
+              "--warm-spark/--lazy-spark",
+              help="Start Spark at startup (default) or on the first query")] = True,
           ) -> None:
-    """Run the HTTP server (ingest, tables, health, metrics)."""
+    """Run the HTTP server (ingest, query, tables, health, metrics)."""
     import uvicorn
 
     from shoal.client import Shoal
@@ -39,7 +42,7 @@ def serve(ctx: typer.Context,
     check_bind(cfg.host, tokens)
     db = Shoal(cfg)
     try:
-        app = create_app(db, config=cfg, tokens=tokens, close_db=True)
+        app = create_app(db, config=cfg, tokens=tokens, close_db=True, warm_spark=warm_spark)
         server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port,
                                                log_level=log_level.lower(), lifespan="on",
                                                proxy_headers=False))

@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -82,6 +82,11 @@ class Coerced:
     errors: list[LineError]    # sorted by line, at most max_errors
     total_errors: int          # every error found
     rejected_lines: list[int]  # every line with at least one error, ascending
+    # The body's top-level keys the schema lacks, in order of first appearance, as
+    # `scan_unknown_fields(body, schema)` finds them (the msgspec pass finds them anyway
+    # with unknown="props"/"reject"). Given `unknown_fields=`, that hint (minus names of the
+    # schema) may stand in; with unknown="drop" it is empty: nothing looks for them.
+    unknown_fields: list[str] = field(default_factory=list)
 
 
 def coerce_ndjson(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
@@ -132,13 +137,14 @@ def _coerce_slow(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                 pass
     results = [(i + 1, line_result(text, i + 1, schema, unknown, ingest_time_ns, rank))
                for i, text in enumerate(lines) if text.strip(b" \t\r")]
-    return _finish(schema, [], None, results, max_errors)
+    return _finish(schema, [], None, results, max_errors,
+                   list(rank) if unknown != "drop" else [])
 
 
 def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
             fast_arrays: list[pa.Array] | None,
             slow: list[tuple[int, tuple[dict[str, Any] | None, list[LineError]]]],
-            max_errors: int) -> Coerced:
+            max_errors: int, unknown_fields: list[str]) -> Coerced:
     """Merge fast rows and per-line results (line numbers 1-based) in line order."""
     errors = [e for _, (_, errs) in slow for e in errs]
     errors.sort(key=lambda e: e.line)
@@ -156,7 +162,8 @@ def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
             arrays = [pa.concat_arrays([a, b]).take(pa.array(order))
                       for a, b in zip(arrays, slow_arrays)]
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema.arrow())
-    return Coerced(batch, batch.num_rows, errors[:max_errors], len(errors), rejected)
+    return Coerced(batch, batch.num_rows, errors[:max_errors], len(errors), rejected,
+                   unknown_fields)
 
 
 # -- the fast path -------------------------------------------------------------------------
@@ -269,7 +276,7 @@ class _FastPath:
         job.lines = index.nonblank()
         if not len(job.lines):
             job.wait()
-            return _finish(self.schema, [], None, [], max_errors)
+            return _finish(self.schema, [], None, [], max_errors, [])
         objects = index.lines_of(OBJECT)
         raw = self._raw_pass(index, objects)
         side = _RawSide(self, raw)
@@ -379,7 +386,8 @@ class _FastPath:
         results = [(i + 1, line_result(index.line(i), i + 1, self.schema, self.unknown,
                                         self.ingest_time_ns, rank))
                    for i in slow_lines.tolist()]
-        return _finish(self.schema, rows[~flags] + 1, arrays, results, max_errors)
+        return _finish(self.schema, rows[~flags] + 1, arrays, results, max_errors,
+                       list(raw.discovered))
 
     def _column(self, col: Column, table: pa.Table | None, arrow_at: _Subset,
                 side: _RawSide, at: _Subset, n: int) -> tuple[pa.Array, np.ndarray]:

@@ -1,11 +1,12 @@
 """Schema evolution mid-batch: which unknown fields become columns (SPEC §4).
 
-The write path in `evolve` mode: `scan_unknown_fields()` pre-scans the body once for top-level
-keys the schema lacks; `plan_evolution()` keeps the identifier-safe ones, at most `cap` (32)
-per request in order of first appearance, each as a nullable `string` column; everything else
-goes to `props`. The caller adds the columns (`Schema.evolve`), re-reads the table, and
-coerces against the fresh schema with `unknown="props"`, so the names left out land in
-`props`.
+The write path in `evolve` mode: the top-level keys the schema lacks, in order of first
+appearance (`scan_unknown_fields()`; coercion with `unknown="props"` finds the same list in
+its own msgspec pass, `Coerced.unknown_fields`, so the write path needs no pre-scan);
+`plan_evolution()` keeps the identifier-safe ones, at most `cap` (32) per request in order of
+first appearance, each as a nullable `string` column; everything else goes to `props`. The
+caller adds the columns (`Schema.evolve`), re-reads the table, and coerces against the fresh
+schema with `unknown="props"`, so the names left out land in `props`.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ class WritePath:
     def ingest_ndjson(self, table: str, body: bytes, *, mode: SchemaMode | None = None,
                       partial: bool = False, idempotency_key: str | None = None) -> IngestAck:
         from shoal.ingest.coerce import coerce_ndjson
-        from shoal.ingest.evolve import plan_evolution, scan_unknown_fields
+        from shoal.ingest.evolve import plan_evolution
 
         if idempotency_key is not None:
             rec = self.catalog.ledger_get(idempotency_key)
@@ -78,20 +78,23 @@ class WritePath:
         info = self.catalog.load_table(table)
         mode = mode or info.mode
         new_columns: list[str] = []
-        unknown: list[str] | None = None
-        if mode == "evolve":
-            unknown = scan_unknown_fields(body, info.schema)
-            if unknown:
-                plan = plan_evolution(unknown, info.schema, cap=self.evolution_cap)
-                if plan.new_columns:
-                    info = self._evolve(info, plan.new_columns)
-                    new_columns = [c.name for c in plan.new_columns]
         policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[mode]
-        if unknown is not None:
-            unknown = [u for u in unknown if u not in info.schema]
+        body = bytes(body)
+        # One msgspec pass both validates the lines and finds their unknown keys (what
+        # `scan_unknown_fields` returns): in evolve mode the body is coerced again only when
+        # those keys add columns.
         coerced = coerce_ndjson(body, info.schema, unknown=policy,  # type: ignore[arg-type]
-                                ingest_time_ns=time.time_ns(), max_errors=self.max_errors,
-                                unknown_fields=unknown)
+                                ingest_time_ns=time.time_ns(), max_errors=self.max_errors)
+        if mode == "evolve" and coerced.unknown_fields:
+            unknown = coerced.unknown_fields
+            plan = plan_evolution(unknown, info.schema, cap=self.evolution_cap)
+            if plan.new_columns:
+                info = self._evolve(info, plan.new_columns)
+                new_columns = [c.name for c in plan.new_columns]
+                coerced = coerce_ndjson(
+                    body, info.schema, unknown="props", ingest_time_ns=time.time_ns(),
+                    max_errors=self.max_errors,
+                    unknown_fields=[u for u in unknown if u not in info.schema])
         if coerced.errors and not partial:
             raise PayloadError(coerced.errors, total_errors=coerced.total_errors)
         rejected = coerced.errors

@@ -18,6 +18,7 @@ clients they close themselves.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,7 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from shoal.client import Shoal
 from shoal.config import Config
 from shoal.ingest.ledger import LedgerSweeper
-from shoal.server import ingest, tables
+from shoal.server import ingest, query, tables
 from shoal.server.auth import TokenTable, load_tokens
 from shoal.server.errors import NotReadyError, install_error_handlers
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
@@ -43,12 +44,14 @@ READY_TIMEOUT_S = 5.0
 
 def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                tokens: TokenTable | None = None, worker_threads: int = 256,
-               close_db: bool = False, sweep_ledger: bool = True) -> FastAPI:
+               close_db: bool = False, sweep_ledger: bool = True,
+               warm_spark: bool = False) -> FastAPI:
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
     (binding to loopback only is the caller's check: `auth.check_bind`). `max_body_bytes`
-    caps ingest bodies, before and after gzip decoding.
+    caps ingest bodies, before and after gzip decoding. `warm_spark` starts the Spark
+    session in the background at startup (what `shoal serve` does).
     """
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
@@ -64,6 +67,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
         state.accepting = True
         # Idempotency keys expire: an hourly sweep deletes ledger rows older than 25 h.
         sweeper = LedgerSweeper(db.catalog).start() if sweep_ledger else None
+        if warm_spark:      # start Spark now, off the event loop: no query pays start-up
+            threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
+                             daemon=True).start()
         try:
             yield
         finally:
@@ -79,6 +85,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.include_router(tables.router)
     app.include_router(ingest.router)
+    app.include_router(query.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
     app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])

@@ -28,8 +28,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shoal.errors import (AlreadyExistsError, BackpressureError, CommitRetriesExhaustedError,
                           IncompatibleSchemaChangeError, InvalidSchemaError, NotFoundError,
-                          PayloadError, PayloadTooLargeError, SchemaConflictError, SchemaError,
-                          ShoalError)
+                          PayloadError, PayloadTooLargeError, QueryError, SchemaConflictError,
+                          SchemaError, ShoalError)
 
 log = logging.getLogger("shoal.server")
 
@@ -104,6 +104,7 @@ STATUS_BY_CLASS: dict[type[BaseException], int] = {
     SchemaConflictError: 409,
     IncompatibleSchemaChangeError: 409,
     SchemaError: 400,
+    QueryError: 400,
     PayloadError: 400,
     PayloadTooLargeError: 413,
     BackpressureError: 429,

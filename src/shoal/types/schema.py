@@ -23,8 +23,8 @@ import pyarrow as pa
 
 from shoal.errors import (IncompatibleSchemaChangeError, InvalidSchemaError,
                           SchemaConflictError)
-from shoal.types.columns import (DYNAMIC, FIELD_TYPE_KEY, STRING, TIMESTAMP, ColumnType,
-                                 default_to_arrow_scalar, parse_type)
+from shoal.types.columns import (DYNAMIC, FIELD_TYPE_KEY, HEADERS_DDL, STRING, TIMESTAMP,
+                                 ColumnType, default_to_arrow_scalar, parse_type)
 
 TIMESTAMP_COLUMN = "_timestamp"
 PROPS_COLUMN = "props"
@@ -117,6 +117,20 @@ def _check_default(col: Column) -> None:
             f"{col.type}: {e}", column=col.name) from None
 
 
+def header_type_error(column: str, header: str, found: str) -> InvalidSchemaError:
+    """The error for a header column (`header` "*" for HEADERS, else the key) of another type.
+
+    `found` is the type as spelled; DDL passes its text when it is not a type at all, so an
+    `ARRAY<STRUCT<k STRING, v BYTES>> HEADERS` column gets this error, not "unknown type".
+    """
+    if header == "*":
+        return InvalidSchemaError(
+            f'HEADERS column "{column}" must have type {HEADERS_DDL}, got {found}', column=column)
+    return InvalidSchemaError(
+        f"HEADER('{header}') column \"{column}\" must have type BYTES, got {found}",
+        column=column)
+
+
 def _check_headers(columns: Sequence[Column]) -> None:
     """Kafka header column rules (SPEC §7.3), checked whenever a schema is built."""
     all_headers = [c for c in columns if c.header == "*"]
@@ -131,15 +145,11 @@ def _check_headers(columns: Sequence[Column]) -> None:
             f'HEADER(\'{keyed[0].header}\') column "{keyed[0].name}"', column=keyed[0].name)
     for c in all_headers:
         if c.type.kind != "headers":
-            raise InvalidSchemaError(
-                f'HEADERS column "{c.name}" must have type '
-                f"ARRAY<STRUCT<key STRING, value BYTES>>, got {c.type}", column=c.name)
+            raise header_type_error(c.name, "*", str(c.type))
     seen: dict[str, str] = {}
     for c in keyed:
         if c.type.kind != "bytes":
-            raise InvalidSchemaError(
-                f"HEADER('{c.header}') column \"{c.name}\" must have type BYTES, got {c.type}",
-                column=c.name)
+            raise header_type_error(c.name, c.header, str(c.type))  # type: ignore[arg-type]
         if c.header in seen:
             raise InvalidSchemaError(
                 f"HEADER('{c.header}') is bound twice: columns \"{seen[c.header]}\" and "

@@ -10,6 +10,7 @@ text form coercion gives: `true`, `5`, `1.5`, RFC 3339 for timestamps) and any t
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -61,12 +62,15 @@ def cast_column(arr: pa.Array, old: ColumnType, new: ColumnType) -> pa.Array:
     return arr.cast(new.arrow())
 
 
-def upgrade_batch(batch: pa.RecordBatch, target: Schema) -> pa.RecordBatch:
-    """Shape `batch` (any older version of the same table) into `target`'s columns and order."""
+def upgrade_batch(batch: pa.RecordBatch, target: Schema,
+                  columns: Sequence[str] | None = None) -> pa.RecordBatch:
+    """Shape `batch` (any older version of the same table) into `target`'s columns and order,
+    or into just `columns` of `target` (in that order) when given."""
     n = batch.num_rows
     names = batch.schema.names
+    wanted = target.columns if columns is None else [target.column(c) for c in columns]
     arrays = []
-    for col in target.columns:
+    for col in wanted:
         if col.name in names:
             i = names.index(col.name)
             arr = batch.column(i)
@@ -77,4 +81,6 @@ def upgrade_batch(batch: pa.RecordBatch, target: Schema) -> pa.RecordBatch:
                           if n else pa.array([], type=col.type.arrow()))
         else:
             arrays.append(pa.nulls(n, type=col.type.arrow()))
-    return pa.RecordBatch.from_arrays(arrays, schema=target.arrow())
+    if columns is None:
+        return pa.RecordBatch.from_arrays(arrays, schema=target.arrow())
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema([c.arrow_field() for c in wanted]))

@@ -1,0 +1,223 @@
+"""The Spark Python DataSource `shoal` (SPEC §8): reads planned extent blocks as Arrow.
+
+Two ways in:
+
+- `option("scan", ScanSpec.to_json())` — what the planner does for every table reference:
+  the extents and blocks that survived stages 1 and 2, the columns to produce, the
+  partitions. Nothing is planned here.
+- `option("table", name)` with `catalog_url` / `storage_url` (and optionally `s3_endpoint`,
+  `version` = a snapshot id, or `timestamp` = the latest snapshot at or before an RFC 3339
+  time): a plain full scan for DataFrame users, planned here on the driver.
+
+Each block is read with only the spec's columns, upgraded from the schema version it was
+written under to the version being read (added columns null or default, widened types cast
+up), then shaped into what Spark's Arrow path accepts: timestamps in µs (`_timestamp_ns`
+keeps the nanoseconds as a BIGINT), vectors as `list<float>`, `dynamic` as JSON text.
+Spark applies every filter itself afterwards (stage 3).
+
+Bytes read by the executors come back to the driver through a Spark accumulator passed in
+the `bytes_accumulator` option (pickled), so every answer can report what it really read.
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, DoubleType,
+                               FloatType, IntegerType, LongType, StringType, StructField,
+                               StructType, TimestampType)
+
+from shoal.query.scanspec import TIMESTAMP_NS, ScanSpec, ScanTask
+from shoal.types.columns import ColumnType
+from shoal.types.schema import Schema
+from shoal.types.upgrade import upgrade_batch
+
+_TS_US = pa.timestamp("us", tz="UTC")
+_FLOAT_LIST = pa.list_(pa.float32())
+
+
+def spark_type(ctype: ColumnType) -> DataType:
+    kind = ctype.kind
+    if kind == "vector":
+        return ArrayType(FloatType(), containsNull=True)
+    if kind == "headers":
+        return ArrayType(StructType([StructField("key", StringType()),
+                                     StructField("value", BinaryType())]))
+    return {"bool": BooleanType(), "int": IntegerType(), "long": LongType(),
+            "real": DoubleType(), "string": StringType(), "timestamp": TimestampType(),
+            "dynamic": StringType(), "bytes": BinaryType()}[kind]
+
+
+def spark_schema(schema: Schema, columns: list[str]) -> StructType:
+    fields = []
+    for name in columns:
+        if name == TIMESTAMP_NS:
+            fields.append(StructField(name, LongType()))
+        else:
+            fields.append(StructField(name, spark_type(schema.column(name).type)))
+    return StructType(fields)
+
+
+def to_spark_batch(batch: pa.RecordBatch, schema: Schema, columns: list[str]) -> pa.RecordBatch:
+    """`batch` (already upgraded to `schema`) as the Arrow shapes Spark's reader accepts."""
+    arrays = []
+    for name in columns:
+        if name == TIMESTAMP_NS:
+            arrays.append(batch.column("_timestamp").cast(pa.int64()))
+            continue
+        arr = batch.column(name)
+        kind = schema.column(name).type.kind
+        if kind == "timestamp":
+            arr = arr.cast(_TS_US, safe=False)
+        elif kind == "vector":
+            arr = arr.cast(_FLOAT_LIST)
+        elif kind == "dynamic":
+            arr = arr.cast(pa.string())
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
+
+
+def encode_accumulator(acc: Any) -> str:
+    return base64.b64encode(pickle.dumps(acc)).decode()
+
+
+class ShoalDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "shoal"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self._spec: ScanSpec | None = None
+
+    def spec(self) -> ScanSpec:
+        if self._spec is None:
+            if "scan" in self.options:
+                self._spec = ScanSpec.from_json(self.options["scan"])
+            elif "table" in self.options:
+                self._spec = _plan_full_scan(dict(self.options))
+            else:
+                raise ValueError('the shoal data source needs option "table" (or "scan")')
+        return self._spec
+
+    def schema(self) -> StructType:
+        spec = self.spec()
+        return spark_schema(spec.read_schema(), spec.columns)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        acc = self.options.get("bytes_accumulator")
+        return ShoalScanReader(self.spec(),
+                               pickle.loads(base64.b64decode(acc)) if acc else None)
+
+
+class ShoalScanReader(DataSourceReader):
+    def __init__(self, spec: ScanSpec, bytes_accumulator: Any = None) -> None:
+        self.spec = spec
+        self.bytes_accumulator = bytes_accumulator
+
+    def partitions(self) -> list[InputPartition]:
+        parts = self.spec.partitions or [[]]
+        return [InputPartition(p) for p in parts]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from shoal.client import default_formats
+        from shoal.storage import open_store
+
+        spec = self.spec
+        tasks: list[ScanTask] = partition.value
+        if not tasks:
+            return
+        schema = spec.read_schema()
+        store = open_store(spec.storage_url, s3_endpoint=spec.s3_endpoint)
+        formats = default_formats()
+        real = [c for c in spec.columns if c != TIMESTAMP_NS]
+        if TIMESTAMP_NS in spec.columns and "_timestamp" not in real:
+            real.append("_timestamp")
+        acc = self.bytes_accumulator
+        for task in tasks:
+            reader = formats[task.format].open_extent(store, task.path)
+            counted = 0
+            try:
+                meta = reader.metadata()
+                present = set(meta.schema.names)
+                blocks = task.blocks if task.blocks is not None else range(meta.block_count)
+                for b in blocks:
+                    raw = reader.read_block(b, [c for c in real if c in present])
+                    batch = to_spark_batch(upgrade_batch(raw, schema, real), schema,
+                                           spec.columns)
+                    # count before yielding: a LIMIT may stop the consumer at any batch
+                    if acc is not None:
+                        acc.add(reader.bytes_read - counted)
+                    counted = reader.bytes_read
+                    yield batch
+            finally:
+                reader.close()
+
+
+def _plan_full_scan(options: dict[str, str]) -> ScanSpec:
+    """Plan an unfiltered scan from options (the DataFrame path; runs on the driver)."""
+    from shoal.catalog import open_catalog
+    from shoal.client import default_formats
+    from shoal.query.scanspec import FooterCache, build_scan_spec
+    from shoal.storage import open_store
+
+    table = options["table"]
+    try:
+        catalog_url, storage_url = options["catalog_url"], options["storage_url"]
+    except KeyError as e:
+        raise ValueError(f'the shoal data source needs option "{e.args[0]}"') from None
+    endpoint = options.get("s3_endpoint") or None
+    catalog = open_catalog(catalog_url)
+    try:
+        snapshot_id = resolve_snapshot(catalog, table, options.get("version"),
+                                       options.get("timestamp"))
+        spec, _ = build_scan_spec(
+            catalog, open_store(storage_url, s3_endpoint=endpoint), default_formats(),
+            FooterCache(), table, predicate=None, columns=None, snapshot_id=snapshot_id,
+            storage_url=storage_url, s3_endpoint=endpoint,
+            parallelism=int(options.get("parallelism", "8")))
+        return spec
+    finally:
+        catalog.close()
+
+
+def resolve_snapshot(catalog: Any, table: str, version: str | int | None,
+                     timestamp: str | datetime | None) -> int | None:
+    """The snapshot id for `VERSION AS OF` / `TIMESTAMP AS OF` (None = current)."""
+    from shoal.errors import QueryError
+
+    if version is not None and str(version) != "":
+        try:
+            sid = int(version)
+        except ValueError:
+            raise QueryError(f"VERSION AS OF needs a snapshot id (an integer), "
+                             f"got {version!r}") from None
+        catalog.snapshot(table, sid)            # raises SnapshotNotFoundError
+        return sid
+    if timestamp is not None and str(timestamp) != "":
+        when = timestamp if isinstance(timestamp, datetime) else _parse_time(str(timestamp))
+        cutoff = when.timestamp()
+        older = [s for s in catalog.snapshots(table) if s.created_at <= cutoff]
+        if not older:
+            raise QueryError(f'table "{table}" has no snapshot at or before '
+                             f"{when.isoformat()}")
+        return max(older, key=lambda s: s.snapshot_id).snapshot_id
+    return None
+
+
+def _parse_time(text: str) -> datetime:
+    from datetime import timezone
+
+    from shoal.errors import QueryError
+
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise QueryError(f"TIMESTAMP AS OF needs an RFC 3339 time, got {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)

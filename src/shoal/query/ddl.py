@@ -1,0 +1,473 @@
+"""shoal's SQL DDL, handled before Spark sees a statement (SPEC §7.3, §8, §11).
+
+`parse_ddl(sql)` recognises the four statements shoal owns and returns None for anything
+else (SELECT, WITH, EXPLAIN, CREATE VIEW, DESCRIBE FUNCTION, ...), which the caller hands to
+Spark:
+
+    CREATE TABLE [IF NOT EXISTS] t [(c TYPE [NOT NULL] [DEFAULT literal]
+                                          [HEADERS | HEADER('key')], ...)]
+        [WITH (mode = 'evolve', retention = '7d', kafka_topic = '...', key = literal, ...)]
+    ALTER TABLE t ADD [COLUMN | COLUMNS] c TYPE [...], ...     (or a parenthesised list)
+    DESCRIBE | DESC [TABLE] t
+    SHOW TABLES
+
+A statement that starts like one of these is shoal's: if it does not parse, `DdlSyntaxError`
+names the line and column of the offending token, what was expected and what was found.
+Keywords are case-insensitive; unquoted identifiers fold to lower case, `"quoted"` and
+`` `quoted` `` ones are kept as written. A type is a word with an optional bracketed tail
+(`vector(3)`, `ARRAY<STRUCT<key STRING, value BYTES>>`) read by `shoal.types.parse_type`.
+The parser checks syntax only: names, header bindings, defaults and widening are checked by
+`Schema.create` / `Schema.evolve` when the statement runs, exactly as for the HTTP API.
+
+`execute_ddl(stmt, db)` runs a statement against a `shoal.client.Shoal` and returns a
+pyarrow table: CREATE/ALTER one row describing the table, DESCRIBE one row per column,
+SHOW TABLES one row per table. WITH keys other than `mode` become table properties.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, Tokenizer, TokenType
+
+from shoal.errors import DdlSyntaxError, InvalidSchemaError, TableAlreadyExistsError
+from shoal.types import Column, parse_type
+from shoal.types.schema import header_type_error
+
+if TYPE_CHECKING:
+    from shoal.client import Shoal
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    name: str
+    columns: tuple[Column, ...]
+    if_not_exists: bool = False
+    mode: str = "evolve"                  # validated by the catalog, as over HTTP
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AlterTableAddColumns:
+    name: str
+    columns: tuple[Column, ...]           # new columns, or wider types of existing ones
+
+
+@dataclass(frozen=True)
+class DescribeTable:
+    name: str
+
+
+@dataclass(frozen=True)
+class ShowTables:
+    pass
+
+
+DdlStatement = CreateTable | AlterTableAddColumns | DescribeTable | ShowTables
+
+TABLE_RESULT_SCHEMA = pa.schema([
+    ("name", pa.string()), ("status", pa.string()), ("schema_version", pa.int64()),
+    ("snapshot_id", pa.int64()), ("mode", pa.string()), ("retention", pa.string()),
+    ("columns", pa.string()), ("properties", pa.string())])
+DESCRIBE_SCHEMA = pa.schema([
+    ("name", pa.string()), ("type", pa.string()), ("nullable", pa.bool_()),
+    ("default", pa.string()), ("header", pa.string())])
+SHOW_TABLES_SCHEMA = pa.schema([
+    ("name", pa.string()), ("schema_version", pa.int64()), ("row_count", pa.int64()),
+    ("extent_count", pa.int64()), ("snapshot_id", pa.int64())])
+
+
+class _DdlTokenizer(Tokenizer):
+    """sqlglot's tokenizer with both SQL and Spark identifier quotes.
+
+    No "commands": sqlglot would read everything after e.g. SHOW as one string.
+    """
+
+    QUOTES = ["'"]
+    IDENTIFIERS = ['"', "`"]
+    COMMANDS: set[TokenType] = set()
+
+
+_QUOTED = (TokenType.STRING, TokenType.IDENTIFIER)
+# `DESCRIBE <word> ...` forms that are Spark's, not a shoal table.
+_SPARK_DESCRIBE = {"FUNCTION", "QUERY", "DATABASE", "SCHEMA", "NAMESPACE", "CATALOG",
+                   "EXTENDED", "FORMATTED", "SELECT", "WITH", "FROM", "VALUES"}
+_CONSTRAINTS = {"NOT", "DEFAULT", "HEADERS", "HEADER"}
+_CLOSERS = {TokenType.L_PAREN: ")", TokenType.LT: ">"}
+
+
+def _word(tok: Token | None) -> str | None:
+    """The upper-cased text of an unquoted token, None for quoted ones and the end."""
+    if tok is None or tok.token_type in _QUOTED:
+        return None
+    return tok.text.upper()
+
+
+def _is_shoal_statement(tokens: Sequence[Token]) -> bool:
+    head = [_word(t) for t in tokens[:3]] + [None, None, None]
+    if head[0] in ("CREATE", "ALTER"):
+        return head[1] == "TABLE"
+    if head[0] == "SHOW":
+        return head[1] == "TABLES"
+    if head[0] in ("DESCRIBE", "DESC"):
+        if head[1] == "TABLE":
+            return head[2] not in ("EXTENDED", "FORMATTED")
+        if len(tokens) < 2:
+            return True
+        nxt = tokens[1]
+        return nxt.token_type == TokenType.IDENTIFIER or (
+            nxt.text[:1].isalpha() and head[1] not in _SPARK_DESCRIBE)
+    return False
+
+
+def parse_ddl(sql: str) -> DdlStatement | None:
+    """The DDL statement `sql` is, or None when it is not one shoal owns."""
+    tokenizer = _DdlTokenizer()
+    try:
+        tokens = tokenizer.tokenize(sql)
+    except TokenError:
+        if _is_shoal_statement(tokenizer.tokens):  # the tokens read before the failure
+            raise _token_error(sql, tokenizer.tokens) from None
+        return None
+    if not _is_shoal_statement(tokens):
+        return None
+    return _Parser(sql, tokens).statement()
+
+
+def _position(sql: str, offset: int) -> tuple[int, int]:
+    line = sql.count("\n", 0, offset) + 1
+    return line, offset - sql.rfind("\n", 0, offset)
+
+
+def _token_error(sql: str, read: Sequence[Token]) -> DdlSyntaxError:
+    """An unterminated quote or comment (or another untokenizable text) after `read`."""
+    offset = read[-1].end + 1 if read else 0
+    while offset < len(sql) and sql[offset].isspace():
+        offset += 1
+    line, col = _position(sql, offset)
+    rest = sql[offset:]
+    if rest[:1] in ("'", '"', "`"):
+        return DdlSyntaxError(line=line, column=col, expected=f"a closing {rest[0]}",
+                              found="end of input")
+    if rest.startswith("/*"):
+        return DdlSyntaxError(line=line, column=col, expected='"*/" closing the comment',
+                              found="end of input")
+    return DdlSyntaxError(line=line, column=col, expected="a token",
+                          found=json.dumps(rest[:20]))
+
+
+def _either(options: Sequence[str]) -> str:
+    return options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
+
+
+class _Parser:
+    """Recursive descent over sqlglot tokens; one method per grammar rule."""
+
+    def __init__(self, sql: str, tokens: list[Token]) -> None:
+        self.sql = sql
+        self.tokens = tokens
+        self.i = 0
+
+    # -- token helpers ----------------------------------------------------------------------
+    def peek(self) -> Token | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def advance(self) -> Token:
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def error(self, expected: str) -> DdlSyntaxError:
+        """A syntax error at the next token (or at the end of the input)."""
+        return self.error_at(self.peek(), expected)
+
+    def error_at(self, tok: Token | None, expected: str) -> DdlSyntaxError:
+        if tok is None:
+            line, col = _position(self.sql, len(self.sql.rstrip()))
+            return DdlSyntaxError(line=line, column=col, expected=expected, found="end of input")
+        line, col = _position(self.sql, tok.start)
+        text = self.sql[tok.start:tok.end + 1]
+        quote = "'" if '"' in text else '"'
+        return DdlSyntaxError(line=line, column=col, expected=expected,
+                              found=f"{quote}{text}{quote}")
+
+    def at(self, *words: str) -> bool:
+        return _word(self.peek()) in words
+
+    def at_type(self, token_type: TokenType) -> bool:
+        tok = self.peek()
+        return tok is not None and tok.token_type == token_type
+
+    def accept(self, word: str) -> bool:
+        if self.at(word):
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, word: str) -> None:
+        if not self.accept(word):
+            raise self.error(word)
+
+    def expect_type(self, token_type: TokenType, shown: str) -> Token:
+        if not self.at_type(token_type):
+            raise self.error(shown)
+        return self.advance()
+
+    def at_end(self) -> bool:
+        return self.peek() is None or self.at_type(TokenType.SEMICOLON)
+
+    def name(self, what: str) -> str:
+        """An identifier: quoted ones verbatim, bare words folded to lower case."""
+        tok = self.peek()
+        if tok is not None and tok.token_type == TokenType.IDENTIFIER:
+            return self.advance().text
+        if tok is not None and tok.token_type != TokenType.STRING and (
+                tok.text[:1].isalpha() or tok.text[:1] == "_"):
+            return self.advance().text.lower()
+        raise self.error(what)
+
+    # -- statements -------------------------------------------------------------------------
+    def statement(self) -> DdlStatement:
+        head = _word(self.advance())
+        stmt: DdlStatement
+        if head == "CREATE":
+            stmt = self.create_table()
+        elif head == "ALTER":
+            stmt = self.alter_table()
+        elif head == "SHOW":
+            self.expect("TABLES")
+            stmt = ShowTables()
+        else:
+            self.accept("TABLE")
+            stmt = DescribeTable(self.name("a table name"))
+        if self.at_type(TokenType.SEMICOLON):
+            self.advance()
+        if self.peek() is not None:
+            raise self.error("end of statement")
+        return stmt
+
+    def create_table(self) -> CreateTable:
+        self.expect("TABLE")
+        if_not_exists = self.accept("IF")
+        if if_not_exists:
+            self.expect("NOT")
+            self.expect("EXISTS")
+        name = self.name("a table name")
+        columns: list[Column] = []
+        followers = ["WITH", "end of statement"]
+        if self.at_type(TokenType.L_PAREN):
+            self.advance()
+            if not self.at_type(TokenType.R_PAREN):
+                columns = self.column_list(in_parens=True)
+            self.expect_type(TokenType.R_PAREN, '")"')
+        else:
+            followers.insert(0, '"("')
+        mode, properties = "evolve", {}
+        if self.accept("WITH"):
+            mode, properties = self.table_options()
+        elif not self.at_end():
+            raise self.error(_either(followers))
+        return CreateTable(name, tuple(columns), if_not_exists, mode, properties)
+
+    def alter_table(self) -> AlterTableAddColumns:
+        self.expect("TABLE")
+        name = self.name("a table name")
+        self.expect("ADD")
+        if not self.accept("COLUMN"):
+            self.accept("COLUMNS")
+        if self.at_type(TokenType.L_PAREN):
+            self.advance()
+            columns = self.column_list(in_parens=True)
+            self.expect_type(TokenType.R_PAREN, '")"')
+        else:
+            columns = self.column_list(in_parens=False)
+        return AlterTableAddColumns(name, tuple(columns))
+
+    # -- columns ----------------------------------------------------------------------------
+    def column_list(self, *, in_parens: bool) -> list[Column]:
+        columns = [self.column(in_parens=in_parens)]
+        while self.at_type(TokenType.COMMA):
+            self.advance()
+            columns.append(self.column(in_parens=in_parens))
+        return columns
+
+    def column(self, *, in_parens: bool) -> Column:
+        """`name TYPE constraint*`, followed by "," or the end of the list."""
+        name = self.name("a column name")
+        type_text = self.column_type()
+        nullable, default, header = True, None, None
+        given: set[str] = set()
+        while True:
+            if "NOT NULL" not in given and self.accept("NOT"):
+                self.expect("NULL")
+                nullable = False
+                given.add("NOT NULL")
+            elif "DEFAULT" not in given and self.accept("DEFAULT"):
+                default = self.literal()
+                given.add("DEFAULT")
+            elif "header" not in given and self.accept("HEADERS"):
+                header = "*"
+                given.add("header")
+            elif "header" not in given and self.accept("HEADER"):
+                self.expect_type(TokenType.L_PAREN, '"("')
+                header = self.expect_type(TokenType.STRING, "a header key in single quotes").text
+                self.expect_type(TokenType.R_PAREN, '")"')
+                given.add("header")
+            else:
+                break
+        if not (self.at_type(TokenType.COMMA)
+                or (self.at_type(TokenType.R_PAREN) if in_parens else self.at_end())):
+            options = [o for o in ("NOT NULL", "DEFAULT") if o not in given]
+            if "header" not in given:
+                options += ["HEADERS", "HEADER('key')"]
+            options += ['","', '")"'] if in_parens else ['","', "end of statement"]
+            raise self.error(_either(options))
+        try:
+            ctype = parse_type(type_text)
+        except InvalidSchemaError as e:
+            if header is not None:
+                raise header_type_error(name, header, type_text) from None
+            raise InvalidSchemaError(f'column "{name}": {e}', column=name) from None
+        return Column(name, ctype, nullable=nullable, default=default, header=header)
+
+    def column_type(self) -> str:
+        """A type's source text: a word, then an optional balanced `(...)` or `<...>`."""
+        first = self.peek()
+        if (first is None or first.token_type in _QUOTED or not first.text[:1].isalpha()
+                or _word(first) in _CONSTRAINTS):
+            raise self.error("a column type")
+        last = self.advance()
+        tok = self.peek()
+        if tok is not None and tok.token_type in _CLOSERS:
+            closers = [_CLOSERS[self.advance().token_type]]
+            while closers:
+                tok = self.peek()
+                if tok is None:
+                    raise self.error(f'"{closers[-1]}"')
+                if tok.token_type in _CLOSERS:
+                    closers.append(_CLOSERS[tok.token_type])
+                elif tok.token_type in (TokenType.R_PAREN, TokenType.GT):
+                    if tok.text != closers[-1]:
+                        raise self.error(f'"{closers[-1]}"')
+                    closers.pop()
+                last = self.advance()
+        return self.sql[first.start:last.end + 1]
+
+    def literal(self) -> Any:
+        """A DEFAULT or property value: a string, a signed number, true, false or null."""
+        tok = self.peek()
+        if tok is not None and tok.token_type == TokenType.STRING:
+            return self.advance().text
+        sign = ""
+        if self.at_type(TokenType.DASH) or self.at_type(TokenType.PLUS):
+            sign = self.advance().text
+        if self.at_type(TokenType.NUMBER):
+            tok = self.advance()
+            for number in (int, float):
+                try:
+                    return number(sign + tok.text)
+                except ValueError:
+                    continue
+            raise self.error_at(tok, "a number")
+        if not sign:
+            for word, value in (("TRUE", True), ("FALSE", False), ("NULL", None)):
+                if self.accept(word):
+                    return value
+        raise self.error("a number" if sign else "a literal (string, number, true, false, null)")
+
+    # -- WITH (...) -------------------------------------------------------------------------
+    def table_options(self) -> tuple[str, dict[str, Any]]:
+        self.expect_type(TokenType.L_PAREN, '"("')
+        mode, properties = "evolve", {}
+        seen: set[str] = set()
+        while True:
+            key_tok = self.peek()
+            key = self.name("a property name")
+            if key in seen:
+                raise self.error_at(key_tok, f'a property other than "{key}" (given twice)')
+            seen.add(key)
+            self.expect_type(TokenType.EQ, '"="')
+            if key in ("mode", "retention"):
+                value = self.expect_type(TokenType.STRING, f"{key} as a string literal").text
+                if key == "mode":
+                    mode = value
+                elif not value.strip():
+                    raise InvalidSchemaError("retention must not be empty")
+                else:
+                    properties[key] = value.strip()
+            else:
+                properties[key] = self.literal()
+            if not self.at_type(TokenType.COMMA):
+                break
+            self.advance()
+        self.expect_type(TokenType.R_PAREN, '"," or ")"')
+        return mode, properties
+
+
+# -- execution ------------------------------------------------------------------------------
+def execute_ddl(stmt: DdlStatement, db: Shoal) -> pa.Table:
+    """Run a parsed DDL statement; schema problems raise the catalog's `SchemaError`s."""
+    if isinstance(stmt, CreateTable):
+        status = "created"
+        try:
+            db.create_table(stmt.name, stmt.columns, mode=stmt.mode,  # type: ignore[arg-type]
+                            properties=dict(stmt.properties))
+        except TableAlreadyExistsError:
+            if not stmt.if_not_exists:
+                raise
+            status = "exists"
+        return _table_result(db.describe(stmt.name), status)
+    if isinstance(stmt, AlterTableAddColumns):
+        before = db.describe(stmt.name)["schema_version"]
+        db.add_columns(stmt.name, stmt.columns)
+        doc = db.describe(stmt.name)
+        return _table_result(doc, "altered" if doc["schema_version"] != before else "unchanged")
+    if isinstance(stmt, DescribeTable):
+        columns = [Column.from_json(c) for c in db.describe(stmt.name)["columns"]]
+        return pa.Table.from_pylist(
+            [{"name": c.name, "type": str(c.type), "nullable": c.nullable,
+              "default": None if c.default is None else sql_literal(c.default),
+              "header": c.header} for c in columns], schema=DESCRIBE_SCHEMA)
+    return pa.Table.from_pylist(
+        [{k: doc[k] for k in SHOW_TABLES_SCHEMA.names} for doc in db.tables()],
+        schema=SHOW_TABLES_SCHEMA)
+
+
+def _table_result(doc: dict[str, Any], status: str) -> pa.Table:
+    columns = ", ".join(column_ddl(Column.from_json(c)) for c in doc["columns"])
+    return pa.Table.from_pylist([{
+        "name": doc["name"], "status": status, "schema_version": doc["schema_version"],
+        "snapshot_id": doc["snapshot_id"], "mode": doc["mode"], "retention": doc["retention"],
+        "columns": columns, "properties": json.dumps(doc["properties"], sort_keys=True),
+    }], schema=TABLE_RESULT_SCHEMA)
+
+
+def sql_literal(value: Any) -> str:
+    """A default as DDL spells it; values DDL cannot spell (JSON objects) as JSON text."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return "'" + text.replace("'", "''") + "'"
+
+
+def column_ddl(col: Column) -> str:
+    """A column as a CREATE TABLE would declare it."""
+    parts = [col.name, str(col.type)]
+    if not col.nullable:
+        parts.append("NOT NULL")
+    if col.default is not None:
+        parts.append(f"DEFAULT {sql_literal(col.default)}")
+    if col.header == "*":
+        parts.append("HEADERS")
+    elif col.header is not None:
+        parts.append(f"HEADER({sql_literal(col.header)})")
+    return " ".join(parts)

@@ -1,0 +1,240 @@
+"""Running statements: DDL in shoal, everything else in Spark through the planner (SPEC §8).
+
+`QueryEngine(db).execute(sql)` answers one statement as an Arrow table with its pruning
+stats; `.dataframe(sql)` gives the Spark DataFrame instead (Python API). The Spark session
+is started once per process (`spark_session`) and stays warm: a query never pays Spark's
+start-up after the first.
+
+For a SELECT, every reference to a shoal table becomes its own temporary view over a fresh
+`spark.read.format("shoal").option("scan", ...)` whose spec holds only the extents and
+blocks that survived stages 1 and 2; the statement is rewritten to read those views and
+handed to Spark, which applies every filter (stage 3). `EXPLAIN <select>` plans the scans
+and reports them without running Spark. `prune=False` reads every extent (for checking
+that pruning never changes an answer).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from shoal.errors import QueryError, ShoalError, TableNotFoundError
+from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
+from shoal.query.planner import Analysis, analyze, referenced_tables
+from shoal.query.scan import ScanStats
+from shoal.query.scanspec import FooterCache, build_scan_spec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from shoal.client import Shoal
+
+_session_lock = threading.Lock()
+_view_ids = itertools.count(1)
+_EXPLAIN_RE = re.compile(r"^\s*EXPLAIN\s+(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def spark_session(master: str = "local[*]", *, processing_log: str | None = None
+                  ) -> SparkSession:
+    """The process's Spark session (started on first use), with shoal's DataSource and
+    functions registered."""
+    from pyspark.sql import SparkSession
+
+    with _session_lock:
+        active = SparkSession.getActiveSession()
+        if active is not None and getattr(active, "_shoal_ready", False):
+            return active
+        # Python workers must run this interpreter (it has shoal and its dependencies).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+        spark = (SparkSession.builder.master(master).appName("shoal")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.driver.extraJavaOptions",
+                         f"-Dlog4j2.configurationFile=file:{log4j}")
+                 .config("spark.sql.session.timeZone", "UTC")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "8")
+                 .config("spark.sql.adaptive.enabled", "true")
+                 .config("spark.driver.memory", os.environ.get("SHOAL_SPARK_DRIVER_MEMORY",
+                                                               "2g"))
+                 .config("spark.python.worker.reuse", "true")
+                 .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+                 .config("spark.sql.execution.pythonUDF.arrow.enabled", "true")
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        # PySpark logs every failed statement with its JVM stack; shoal reports the error.
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        spark.dataSource.register(ShoalDataSource)
+        _register_functions(spark, processing_log)
+        spark._shoal_ready = True  # type: ignore[attr-defined]
+        return spark
+
+
+def _register_functions(spark: SparkSession, processing_log: str | None) -> None:
+    from shoal.query.functions import register_functions
+
+    register_functions(spark, processing_log)
+
+
+@dataclass
+class QueryStats:
+    scans: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, ref_table: str, alias: str, snapshot_id: int, pushed: Any,
+            stats: ScanStats) -> ScanStats:
+        self.scans.append({"table": ref_table, "alias": alias, "snapshot_id": snapshot_id,
+                           "pushed": None if pushed is None else repr(pushed),
+                           "stats": stats})
+        return stats
+
+    def to_json(self) -> dict[str, Any]:
+        total = ScanStats()
+        for s in self.scans:
+            for k, v in s["stats"].to_json().items():
+                setattr(total, k, getattr(total, k) + v)
+        doc: dict[str, Any] = total.to_json()
+        doc["scans"] = [{**{k: v for k, v in s.items() if k != "stats"},
+                         **s["stats"].to_json()} for s in self.scans]
+        return doc
+
+
+@dataclass
+class QueryResult:
+    table: pa.Table
+    stats: QueryStats
+    kind: str = "select"            # select | ddl | explain
+
+
+class QueryEngine:
+    def __init__(self, db: Shoal) -> None:
+        self.db = db
+        self.footers = FooterCache()
+        self._spark: SparkSession | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            log = os.path.join(self.db.config.data_dir, "processing.log")
+            self._spark = spark_session(self.db.config.spark_master, processing_log=log)
+        return self._spark
+
+    def warm_up(self) -> None:
+        """Start Spark and run a trivial query so the first real one is fast."""
+        self.spark.sql("SELECT 1").collect()
+
+    # ---- entry points --------------------------------------------------------------------
+    def execute(self, sql: str, *, prune: bool = True) -> QueryResult:
+        from shoal.query.ddl import execute_ddl, parse_ddl
+
+        ddl = parse_ddl(sql)
+        if ddl is not None:
+            return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
+        m = _EXPLAIN_RE.match(sql)
+        if m:
+            return self._explain(m.group(1), prune=prune)
+        df, stats, done = self._plan(sql, prune=prune)
+        try:
+            table = _collect(df)
+        finally:
+            done()
+        return QueryResult(table, stats)
+
+    def dataframe(self, sql: str, *, prune: bool = True) -> tuple[DataFrame, QueryStats]:
+        """A Spark DataFrame for a SELECT (its scans are planned now; bytes_read of the
+        stats fills in as the DataFrame runs)."""
+        df, stats, _ = self._plan(sql, prune=prune, keep_accumulator=True)
+        return df, stats
+
+    # ---- planning ------------------------------------------------------------------------
+    def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False):
+        catalog = self.db.catalog
+        known = {t.name: t for t in catalog.list_tables()}
+        analysis = analyze(sql, {name: {c.name: c.type for c in info.schema.columns}
+                                 for name, info in known.items()})
+        self._check_tables(analysis)
+        spark = self.spark
+        stats = QueryStats()
+        views: list[str] = []
+        accumulators: list[tuple[Any, ScanStats]] = []
+        parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
+        try:
+            for ref in analysis.refs:
+                snapshot_id = resolve_snapshot(catalog, ref.table, ref.version, ref.timestamp)
+                spec, scan_stats = build_scan_spec(
+                    catalog, self.db.store, self.db.formats, self.footers, ref.table,
+                    predicate=ref.predicate, columns=ref.columns, snapshot_id=snapshot_id,
+                    storage_url=self.db.config.resolved_storage_url,
+                    s3_endpoint=self.db.config.s3_endpoint, parallelism=parallelism,
+                    prune=prune)
+                stats.add(ref.table, ref.alias, spec.snapshot_id, ref.predicate, scan_stats)
+                acc = spark.sparkContext.accumulator(0)
+                accumulators.append((acc, scan_stats))
+                view = f"__shoal_scan_{next(_view_ids)}"
+                (spark.read.format("shoal").option("scan", spec.to_json())
+                 .option("bytes_accumulator", encode_accumulator(acc)).load()
+                 .createOrReplaceTempView(view))
+                views.append(view)
+            df = spark.sql(analysis.sql_for(views))
+        except ShoalError:
+            self._drop(views)
+            raise
+        except Exception as e:      # Spark's analysis errors: the user's statement is wrong
+            self._drop(views)
+            raise QueryError(_spark_message(e)) from e
+        planned_bytes = [s.bytes_read for _, s in accumulators]
+
+        def done() -> None:
+            for (acc, s), base in zip(accumulators, planned_bytes, strict=True):
+                s.bytes_read = base + int(acc.value)
+            self._drop(views)
+
+        if keep_accumulator:
+            self._drop(views)
+        return df, stats, done
+
+    def _check_tables(self, analysis: Analysis) -> None:
+        ctes = {c.alias_or_name.lower() for c in analysis.tree.find_all(exp.CTE)}
+        found = {r.table for r in analysis.refs}
+        for name in referenced_tables(analysis.tree) - found - ctes:
+            # a Spark view of the caller's own may be meant, but only if Spark runs already
+            if self._spark is None or not self._spark.catalog.tableExists(name):
+                raise TableNotFoundError(name)
+
+    def _explain(self, sql: str, *, prune: bool) -> QueryResult:
+        _, stats, done = self._plan(sql, prune=prune)
+        done()
+        rows = [{"table": s["table"], "alias": s["alias"], "snapshot_id": s["snapshot_id"],
+                 "pushed": s["pushed"], **s["stats"].to_json()} for s in stats.scans]
+        return QueryResult(pa.Table.from_pylist(rows) if rows else pa.table({}), stats,
+                           kind="explain")
+
+    def _drop(self, views: list[str]) -> None:
+        if self._spark is None:
+            return
+        for v in views:
+            self._spark.catalog.dropTempView(v)
+
+
+def _collect(df: DataFrame) -> pa.Table:
+    try:
+        return df.toArrow()
+    except Exception as e:
+        raise QueryError(_spark_message(e)) from e
+
+
+def _spark_message(e: Exception) -> str:
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else type(e).__name__
+    return first[:2000]

@@ -1,0 +1,182 @@
+"""One planned scan of one table reference, as Spark's DataSource receives it (SPEC §8).
+
+The planner runs stage 1 (catalog) and stage 2 (block stats) for each table reference of a
+statement and writes the outcome as a `ScanSpec`: which extents, which of their blocks,
+which columns in which Spark types, grouped into Spark partitions. The spec travels to the
+DataSource as one JSON option, so every table reference is its own fresh `load()` with its
+own plan — never the shared pushed-filter state that gives wrong answers on self-joins.
+
+Stage 2 needs each candidate extent's block stats. Extents are immutable, so their footers
+are cached per process (`FooterCache`): a warm needle query touches no extent it will not
+read.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from shoal.catalog.base import Catalog, ManifestEntry
+from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.format.predicates import evaluate
+from shoal.query.scan import ScanStats
+from shoal.storage.base import ObjectStore
+from shoal.types.schema import Schema
+
+# A virtual column: `_timestamp` in integer nanoseconds (Spark's timestamps stop at µs).
+TIMESTAMP_NS = "_timestamp_ns"
+
+
+@dataclass(frozen=True)
+class ScanTask:
+    """One extent's share of a scan: its surviving blocks (None = every block)."""
+
+    path: str
+    format: str
+    blocks: list[int] | None
+    rows: int
+
+
+@dataclass
+class ScanSpec:
+    table: str
+    snapshot_id: int
+    storage_url: str
+    s3_endpoint: str | None
+    schema: dict[str, Any]              # Schema.to_json() of the version read
+    columns: list[str]                  # output columns, in order (may hold TIMESTAMP_NS)
+    partitions: list[list[ScanTask]] = field(default_factory=list)
+    stats_token: str | None = None      # where readers report bytes read (see datasource)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ScanSpec:
+        doc = json.loads(text)
+        doc["partitions"] = [[ScanTask(**t) for t in part] for part in doc["partitions"]]
+        return cls(**doc)
+
+    def read_schema(self) -> Schema:
+        return Schema.from_json(self.schema)
+
+
+@dataclass(frozen=True)
+class Footer:
+    block_stats: list[dict[str, Any]] | None
+    block_count: int
+    row_count: int
+
+
+class FooterCache:
+    """Block stats of extents by object path (extents never change), least recently used
+    out first."""
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, Footer] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> Footer | None:
+        with self._lock:
+            footer = self._items.get(path)
+            if footer is not None:
+                self._items.move_to_end(path)
+            return footer
+
+    def put(self, path: str, footer: Footer) -> None:
+        with self._lock:
+            self._items[path] = footer
+            self._items.move_to_end(path)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+
+def _load_footer(store: ObjectStore, fmt: SegmentFormat, path: str) -> tuple[Footer, int]:
+    reader = fmt.open_extent(store, path)
+    try:
+        meta = reader.metadata()
+        return Footer(meta.block_stats, meta.block_count, meta.row_count), reader.bytes_read
+    finally:
+        close = getattr(reader, "close", None)
+        if close is not None:
+            close()
+
+
+def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
+           store: ObjectStore, formats: dict[str, SegmentFormat], cache: FooterCache,
+           stats: ScanStats) -> list[ScanTask]:
+    """Blocks of each extent that may match (SPEC §8 stage 2); counts into `stats`."""
+    if predicate is None:           # nothing to decide: read every block, skip the footers
+        stats.blocks_considered += sum(e.block_count for e in entries)
+        return [ScanTask(e.object_path, e.format, None, e.row_count) for e in entries]
+    missing = [e for e in entries if cache.get(e.object_path) is None]
+    if missing:
+        def load(e: ManifestEntry) -> tuple[str, Footer, int]:
+            footer, nbytes = _load_footer(store, formats[e.format], e.object_path)
+            return e.object_path, footer, nbytes
+        if len(missing) > 4:
+            with ThreadPoolExecutor(8) as pool:
+                loaded = list(pool.map(load, missing))
+        else:
+            loaded = [load(e) for e in missing]
+        for path, footer, nbytes in loaded:
+            cache.put(path, footer)
+            stats.bytes_read += nbytes
+    tasks: list[ScanTask] = []
+    for e in entries:
+        footer = cache.get(e.object_path) or _load_footer(store, formats[e.format],
+                                                          e.object_path)[0]
+        stats.blocks_considered += footer.block_count
+        if footer.block_stats is None:
+            blocks = list(range(footer.block_count))
+            rows = footer.row_count
+        else:
+            blocks = [i for i, s in enumerate(footer.block_stats) if evaluate(predicate, s)]
+            rows = sum(footer.block_stats[i]["rows"] for i in blocks)
+        stats.blocks_pruned += footer.block_count - len(blocks)
+        if blocks:
+            tasks.append(ScanTask(e.object_path, e.format,
+                                  None if len(blocks) == footer.block_count else blocks, rows))
+        else:
+            stats.extents_pruned += 1
+    return tasks
+
+
+def partition_tasks(tasks: Sequence[ScanTask], parallelism: int) -> list[list[ScanTask]]:
+    """Spread tasks over at most `parallelism` partitions, balanced by rows (largest first
+    into the lightest partition); an extent's blocks stay together."""
+    n = max(1, min(parallelism, len(tasks)))
+    parts: list[list[ScanTask]] = [[] for _ in range(n)]
+    load = [0] * n
+    for t in sorted(tasks, key=lambda t: -t.rows):
+        i = load.index(min(load))
+        parts[i].append(t)
+        load[i] += max(t.rows, 1)
+    return parts
+
+
+def build_scan_spec(catalog: Catalog, store: ObjectStore, formats: dict[str, SegmentFormat],
+                    cache: FooterCache, table: str, *, predicate: BlockPredicate | None,
+                    columns: Sequence[str] | None, snapshot_id: int | None,
+                    storage_url: str, s3_endpoint: str | None, parallelism: int,
+                    prune: bool = True) -> tuple[ScanSpec, ScanStats]:
+    """Run stages 1 and 2 for one table reference and describe what Spark must read."""
+    pushed = predicate if prune else None
+    plan = catalog.plan_extents(table, pushed, snapshot_id=snapshot_id)
+    snap = catalog.snapshot(table, plan.snapshot_id)
+    schema = catalog.schema_version(table, snap.schema_version)
+    stats = ScanStats(extents_considered=plan.considered, extents_pruned=plan.pruned)
+    tasks = stage2(plan.entries, pushed, store, formats, cache, stats)
+    stats.extents_read = len(tasks)
+    stats.blocks_read = stats.blocks_considered - stats.blocks_pruned
+    wanted = list(columns) if columns is not None else schema.names
+    spec = ScanSpec(table=table, snapshot_id=plan.snapshot_id, storage_url=storage_url,
+                    s3_endpoint=s3_endpoint, schema=schema.to_json(), columns=wanted,
+                    partitions=partition_tasks(tasks, parallelism))
+    return spec, stats
