@@ -29,10 +29,10 @@ class Live:
     db: Shoal
 
     def client(self, token: str | None = None, *, headers: dict[str, str] | None = None,
-               **kw) -> httpx.Client:
+               timeout: float = 30, **kw) -> httpx.Client:
         h = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers={**h, **(headers or {})}, timeout=30,
-                            **kw)
+        return httpx.Client(base_url=self.url, headers={**h, **(headers or {})},
+                            timeout=timeout, **kw)
 
 
 def _live(tmp_path_factory, name: str, **config) -> Iterator[Live]:
