@@ -96,12 +96,15 @@ def describe(ctx: typer.Context, table: str) -> None:
 @app.command()
 @one_line_errors
 def demo(ctx: typer.Context,
-         keep: Annotated[bool, typer.Option(help="Keep the demo's data directory")] = False,
+         keep: Annotated[bool, typer.Option(
+             help="Keep the demo's temporary directory (data and server log)")] = False,
+         port: Annotated[int | None, typer.Option(
+             "--port", help="Port for the demo's server (default: a free one)")] = None,
          ) -> None:
-    """Run the embedded demo: create a table, ingest generated logs, prune, read."""
+    """Run the end-to-end demo: a server in a temporary directory, HTTP ingest, queries."""
     from shoal.cli.demo import run_demo
 
-    sys.exit(run_demo(keep=keep))
+    sys.exit(run_demo(keep=keep, port=port))
 
 
 @app.command("create-table")
