@@ -179,6 +179,35 @@ def test_token_cap(store, n: int, kept: bool) -> None:
     assert r.column_stats["msg"]["tokens"] == (sorted(words) if kept else None)
 
 
+@pytest.mark.parametrize("suffix", ["{b}.{i}", "n{b}x{i}"])
+def test_free_text_blocks_skip_unique_with_the_same_stats(suffix: str) -> None:
+    """Free text (distinct set overflowed, no filter) is tokenized without `unique` once its
+    blocks are mostly distinct: the tokens and block stats stay exactly the reference ones,
+    whether the token set stays under its cap or overflows in a later block (a new token
+    per value: 3,000 per block)."""
+    from shoal.format.tokens import tokenize
+    rng = np.random.default_rng(3)
+    schema = _schema(Column("msg", STRING))
+    builder = ExtentStatsBuilder(schema)
+    seen: set[str] = set()
+    for b in range(6):
+        if b == 3:   # a block of few repeated values between mostly distinct ones
+            msgs = [None, "Same  OLD\tline", "x" * 300] * 400
+        else:
+            msgs = [None if i % 97 == 0 else
+                    " ".join(f"W{j}" for j in rng.integers(0, 50, 8)) + " "
+                    + suffix.format(b=b, i=i) for i in range(3000)]
+        batch = _batch(schema, msg=msgs)
+        assert builder.add_block(batch) == block_stats(batch)
+        seen |= {t for m in msgs if m is not None for t in tokenize(m)}
+    got = builder.finish()
+    assert got.column_stats["msg"]["distinct"] is None and got.membership_filters == {}
+    if suffix.startswith("n"):
+        assert len(seen) > TOKEN_SET_CAP and got.column_stats["msg"]["tokens"] is None
+    else:
+        assert got.column_stats["msg"]["tokens"] == sorted(seen)
+
+
 def test_tokens_rule_in_column_stats(store) -> None:
     schema = _schema(Column("msg", STRING))
     r = _write(store, schema, [_batch(schema, msg=["Connection-FAILED: timeout42 \u00fc x"])])

@@ -1,11 +1,12 @@
 """`shoal ingest <file|-> --table t`: NDJSON from a file or stdin through the shared write path.
 
 The input is cut at line boundaries into chunks of about `--chunk-mb`; each chunk is one
-write-path request (atomic on its own), and two chunks are in flight at once so parsing the
-next overlaps committing the previous. With `--idempotency-key K` chunk i carries the key
-`K#i`: re-running the same command after a failure applies exactly the chunks that did not
-land. Errors report line numbers of the whole input. On a terminal a progress bar shows
-bytes; the last line is a one-line summary.
+write-path request (atomic on its own). Two chunks are in flight at once (`IN_FLIGHT`), so
+coercing the next overlaps writing and committing the previous, and the chunk after them is
+read meanwhile. With `--idempotency-key K` chunk i carries the key `K#i`: re-running the
+same command after a failure applies exactly the chunks that did not land. Errors report
+line numbers of the whole input. On a terminal a progress bar shows bytes; the last line is a
+one-line summary.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import typer
 
 from shoal.errors import LineError, PayloadError
 
+IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
+
 
 def iter_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
     """(chunk, number of lines before it); chunks end at a newline (except the last)."""
@@ -30,12 +33,12 @@ def iter_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, in
         block = stream.read(chunk_bytes)
         if not block:
             break
-        data = carry + block
-        cut = data.rfind(b"\n")
+        cut = block.rfind(b"\n")  # the carry never holds a newline
         if cut < 0:
-            carry = data
+            carry += block
             continue
-        chunk, carry = data[:cut + 1], data[cut + 1:]
+        chunk = b"".join((carry, memoryview(block)[:cut + 1]))  # one copy of the block
+        carry = block[cut + 1:]
         yield chunk, lines_before
         lines_before += chunk.count(b"\n")
     if carry.strip():
@@ -87,7 +90,7 @@ def ingest_command(
     t0 = time.perf_counter()
     read_bytes = 0
     try:
-        with progress, ThreadPoolExecutor(max_workers=2) as pool:
+        with progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
             task = progress.add_task(f"ingest -> {table}", total=size)
             inflight: list[tuple[Future, int, int]] = []
 
@@ -107,13 +110,14 @@ def ingest_command(
                 progress.advance(task, nbytes)
 
             for i, (chunk, offset) in enumerate(iter_chunks(stream, chunk_mb << 20)):
+                # The chunk is read before waiting for a slot: reading overlaps the work.
+                while len(inflight) >= IN_FLIGHT:
+                    settle(*inflight.pop(0))
                 key = None if idempotency_key is None else f"{idempotency_key}#{i}"
                 read_bytes += len(chunk)
                 inflight.append((pool.submit(db.ingest_ndjson, table, chunk, mode=mode,
                                              partial=partial, idempotency_key=key),
                                  offset, len(chunk)))
-                while len(inflight) >= 2:
-                    settle(*inflight.pop(0))
             while inflight:
                 settle(*inflight.pop(0))
     except PayloadError as e:

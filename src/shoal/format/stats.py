@@ -411,7 +411,8 @@ class _IndexedColumn:
 
     Distinct values are found per block with `pc.unique`. Once only the membership filter is
     left to feed, a column whose blocks are mostly distinct (ids) is hashed row by row:
-    repeated hashes only set the same bits again, and skipping `unique` saves its cost.
+    repeated hashes only set the same bits again, and skipping `unique` saves its cost. Once
+    only tokens are left (free text), such a column is tokenized without `unique` too.
     `filters`: the column may get a membership filter; `auto`: a string column loses that
     as soon as a value with whitespace shows up (free text, not identifiers).
     """
@@ -425,6 +426,7 @@ class _IndexedColumn:
     hashes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     counter: DistinctCounter = field(default_factory=DistinctCounter)
     mostly_distinct: bool = False
+    token_step: int = 4096
 
     def __post_init__(self) -> None:
         if self.is_str:
@@ -443,6 +445,11 @@ class _IndexedColumn:
             if self.mostly_distinct:
                 self._hash(arr)
                 return None
+        if self.distinct is None and not self.filters and self.mostly_distinct:
+            # Only tokens are left to find, in values that hardly repeat (free text): skip
+            # `unique`; the tokenizer keeps distinct words itself. Same token set either way.
+            self._add_tokens(arr)
+            return None
         uniq = pc.unique(arr)
         if uniq.null_count:
             uniq = pc.drop_null(uniq)
@@ -466,8 +473,9 @@ class _IndexedColumn:
 
     def _add_tokens(self, values: pa.Array) -> None:
         """Tokenize in growing chunks, so a column of free text overflows the token cap
-        after a few thousand values rather than after a whole block."""
-        start, step = 0, 4096
+        after a few thousand values rather than after a whole block. The chunks keep growing
+        across blocks: a column whose tokens fit the cap so far is tokenized in few calls."""
+        start, step = 0, self.token_step
         while start < len(values) and self.tokens is not None:
             toks = tokenize_array(values.slice(start, step))
             if len(toks) > TOKEN_SET_CAP:
@@ -477,7 +485,8 @@ class _IndexedColumn:
             if len(self.tokens) > TOKEN_SET_CAP:
                 self.tokens = None
             start += step
-            step *= 2
+            step = min(2 * step, 1 << 20)
+        self.token_step = step
 
     def _overflow(self, seen: pa.Array) -> None:
         self.distinct = None

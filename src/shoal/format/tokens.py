@@ -8,6 +8,10 @@ Every other character, including every non-ASCII one, separates tokens:
 form the extent writer uses (numpy over the Arrow string buffers, no per-row Python). Both
 must agree exactly: the union of `tokenize(v)` over the non-null values of `arr` equals the
 set of values of `tokenize_array(arr)`.
+
+`tokenize_array` first cuts the values at ASCII whitespace and keeps the distinct words (Arrow
+kernels): whitespace separates tokens, so the tokens of the values are the tokens of their
+words, and free text repeats its words far more often than whole values.
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ def tokenize_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
         raise TypeError(f"tokenize_array needs a string array, got {arr.type}")
     if arr.null_count:
         arr = pc.drop_null(arr)
+    if len(arr) == 0:
+        return pa.array([], type=pa.string())
+    return _tokenize_distinct(pc.unique(pc.list_flatten(pc.ascii_split_whitespace(arr))))
+
+
+def _tokenize_distinct(arr: pa.Array) -> pa.Array:
+    """`tokenize_array` of a string array without nulls (distinct words, ideally)."""
     if len(arr) == 0:
         return pa.array([], type=pa.string())
     offsets, data = _string_buffers(arr)

@@ -71,8 +71,14 @@ def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def presence(values: list[Any]) -> np.ndarray:
     """Per row: the key was present (the value is not UNSET)."""
-    return np.fromiter(map(operator.is_not, values, itertools.repeat(msgspec.UNSET)), bool,
-                       len(values))
+    n = len(values)
+    # A column is usually always or never sent: count (a C loop) settles both cases.
+    absent = values.count(msgspec.UNSET)
+    if absent == 0:
+        return np.ones(n, bool)
+    if absent == n:
+        return np.zeros(n, bool)
+    return np.fromiter(map(operator.is_not, values, itertools.repeat(msgspec.UNSET)), bool, n)
 
 
 def raw_array(values: list[Any], present: np.ndarray | None = None) -> pa.BinaryArray:

@@ -28,7 +28,10 @@ import msgspec
 import numpy as np
 
 BLANK, OBJECT, BAD = 0, 1, 2
-CHUNK_BYTES = 1 << 20
+# Bytes per msgspec `decode_lines` call. The call holds the GIL throughout: small pieces
+# keep each hold to a millisecond or so, so the extent writer's threads (stats, IPC) are
+# not stalled behind a long decode while a body is coerced.
+CHUNK_BYTES = 1 << 18
 MAX_UNKNOWN_FIELDS = 64  # unknown keys a pass declares; lines with others go per-line
 
 _UNKNOWN_RE = re.compile(r"^Object contains unknown field `")
