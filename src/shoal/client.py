@@ -57,6 +57,11 @@ class Shoal:
         """NDJSON through the shared write path (see `WritePath.ingest_ndjson`)."""
         return self.write_path.ingest_ndjson(name, body, **options)
 
+    def ingest_arrow(self, name: str, data: pa.Table | pa.RecordBatch,
+                     **options: Any) -> IngestAck:
+        """Arrow rows through the shared write path (see `WritePath.ingest_arrow`)."""
+        return self.write_path.ingest_arrow(name, data, **options)
+
     # tables
     def create_table(self, name: str, columns: Sequence[Column], *,
                      mode: SchemaMode = "evolve",

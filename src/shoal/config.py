@@ -33,6 +33,11 @@ class Config:
     port: int = 8720
     tokens: str | None = None          # "token=scope1,scope2;token2=scope"
     tokens_file: str | None = None
+    # OTLP (SPEC §7.2): the gRPC port (0 = off) and the standard tables, made on first use.
+    otlp_grpc_port: int = 4317
+    otlp_logs_table: str = "otel_logs"
+    otlp_spans_table: str = "otel_spans"
+    otlp_metrics_table: str = "otel_metrics"
 
     @property
     def data_path(self) -> Path:
@@ -52,16 +57,17 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
+_INT_FIELDS = frozenset({"port", "otlp_grpc_port"})
 
 
 def _coerce(name: str, value: Any) -> Any:
     if value is None:
         return None
-    if name == "port":
+    if name in _INT_FIELDS:
         try:
             return int(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"port must be an integer, got {value!r}") from None
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
     return str(value)
 
 

@@ -7,8 +7,9 @@
   subprocess (a real process that a test may SIGTERM or SIGKILL), waiting for `/readyz`.
   Returns a `ServerHandle` (`.url`, `.proc`, `.stop()`, `.kill()`, `.log()`); also a context
   manager that stops the server on exit. Inherited `SHOAL_*` variables are dropped so the
-  child sees only what the test passes. The child exits by itself if the test process dies
-  (its stdin reaches EOF), so a crashed test run leaves no server behind.
+  child sees only what the test passes (OTLP/gRPC is off unless asked for). The child
+  exits by itself if the test process dies (its stdin reaches EOF), so a crashed test run
+  leaves no server behind.
 """
 
 from __future__ import annotations
@@ -141,6 +142,9 @@ def start_server(data_dir: str | Path | None = None, *, catalog_url: str | None 
     """
     ddir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="shoal-srv-"))
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    # OTLP/gRPC is off unless the test asks for it (`env` or `--otlp-grpc-port`): the
+    # default port 4317 is one for the whole machine, and test servers run side by side.
+    child_env["SHOAL_OTLP_GRPC_PORT"] = "0"
     if catalog_url is not None:
         child_env["SHOAL_CATALOG_URL"] = catalog_url
     if storage_url is not None:

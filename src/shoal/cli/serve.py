@@ -1,5 +1,10 @@
 """`shoal serve`: run the HTTP server under uvicorn until SIGINT/SIGTERM (SPEC §7.1, §11).
 
+OTLP/gRPC is served beside it on `--otlp-grpc-port` (SHOAL_OTLP_GRPC_PORT, default 4317,
+0 = off), on the same host and under the same tokens. A gRPC port in use fails the startup
+with one line (checked before uvicorn starts; the app's lifespan fails too if the port is
+taken in between).
+
 Refuses (exit 1, one line) to bind to a non-loopback host when no tokens are configured.
 Graceful stop: uvicorn stops accepting, waits for in-flight requests, then the app's
 lifespan closes the client, flushing the staging buffer, before the process exits.
@@ -7,6 +12,7 @@ lifespan closes the client, flushing the staging buffer, before the process exit
 
 from __future__ import annotations
 
+import socket
 from dataclasses import replace
 from typing import Annotated
 
@@ -26,6 +32,9 @@ def serve(ctx: typer.Context,
           warm_spark: Annotated[bool, typer.Option(
               "--warm-spark/--lazy-spark",
               help="Start Spark at startup (default) or on the first query")] = True,
+          otlp_grpc_port: Annotated[int | None, typer.Option(
+              "--otlp-grpc-port",
+              help="OTLP/gRPC port (SHOAL_OTLP_GRPC_PORT, default 4317; 0 = off)")] = None,
           ) -> None:
     """Run the HTTP server (ingest, query, tables, health, metrics)."""
     import uvicorn
@@ -37,12 +46,19 @@ def serve(ctx: typer.Context,
         raise ConfigError(f"unknown log level {log_level!r} (expected one of "
                           f"{', '.join(uvicorn.config.LOG_LEVELS)})")
     base: Config = ctx.obj
-    cfg = replace(base, host=host or base.host, port=base.port if port is None else port)
+    cfg = replace(base, host=host or base.host, port=base.port if port is None else port,
+                  otlp_grpc_port=(base.otlp_grpc_port if otlp_grpc_port is None
+                                  else otlp_grpc_port))
+    if not 0 <= cfg.otlp_grpc_port <= 65535:
+        raise ConfigError(f"--otlp-grpc-port must be 0-65535, got {cfg.otlp_grpc_port}")
     tokens = load_tokens(cfg)
     check_bind(cfg.host, tokens)
+    if cfg.otlp_grpc_port:
+        _check_port_free(cfg.host, cfg.otlp_grpc_port)
     db = Shoal(cfg)
     try:
-        app = create_app(db, config=cfg, tokens=tokens, close_db=True, warm_spark=warm_spark)
+        app = create_app(db, config=cfg, tokens=tokens, close_db=True, warm_spark=warm_spark,
+                         otlp_grpc_port=cfg.otlp_grpc_port)
         server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port,
                                                log_level=log_level.lower(), lifespan="on",
                                                proxy_headers=False))
@@ -51,3 +67,17 @@ def serve(ctx: typer.Context,
             raise typer.Exit(1)
     finally:
         db.close()    # idempotent; covers a failed startup, where the lifespan never ran
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail early, in one line, when the OTLP/gRPC port is taken (gRPC binds the same way:
+    SO_REUSEADDR, no SO_REUSEPORT)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host.strip("[]"), port))
+        except OSError as e:
+            raise ConfigError(f"cannot bind OTLP/gRPC to {host}:{port}: "
+                              f"{e.strerror or e}; choose another port with "
+                              "--otlp-grpc-port N, or 0 to turn it off") from None

@@ -1,7 +1,8 @@
 """The shared write path: coerce -> evolve -> idempotency -> staging buffer -> commit.
 
 Every frontend that receives NDJSON (REST, CLI ingest, file-drop) calls
-`WritePath.ingest_ndjson()`. A call returns only when the snapshot holding its rows is
+`WritePath.ingest_ndjson()`; frontends that decode to Arrow themselves (OTLP) call
+`WritePath.ingest_arrow()`. A call returns only when the snapshot holding its rows is
 committed (acked = durable and visible), or raises without having written anything visible:
 
 - `TableNotFoundError` (unknown table), `PayloadError` (bad lines, atomic mode),
@@ -15,8 +16,11 @@ writes nothing; the ledger row is committed in the same transaction as the data.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
 from shoal.errors import LineError, PayloadError
@@ -107,6 +111,48 @@ class WritePath:
             return IngestAck.from_ledger(result.replayed.ack)
         return IngestAck(table=table, snapshot_id=result.snapshot_id, rows=coerced.rows,
                          new_columns=new_columns, rejected=rejected,
+                         extent_ids=result.extent_ids)
+
+    # ---- Arrow input (frontends that decode to Arrow themselves, e.g. OTLP) -------------------
+    def ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
+                     mode: SchemaMode | None = None, idempotency_key: str | None = None,
+                     rejected: Sequence[LineError] = ()) -> IngestAck:
+        """Arrow rows through the same evolve -> ledger -> buffer -> commit as NDJSON.
+
+        Columns are matched by name and shaped to the table (`shoal.ingest.arrow_input`);
+        unknown columns follow `mode` (default: the table's): evolve adds them with their
+        own types, drop ignores them, reject raises `PayloadError`. `rejected` are records
+        the frontend refused before building `data`: they are part of the ack, so a replay
+        answers them too. Same acks, errors and idempotency as `ingest_ndjson`.
+        """
+        from shoal.ingest.arrow_input import (as_batch, plan_arrow_evolution, reject_unknown,
+                                              shape_batch, unknown_columns)
+
+        if idempotency_key is not None:
+            rec = self.catalog.ledger_get(idempotency_key)
+            if rec is not None:
+                return IngestAck.from_ledger(rec.ack)
+        info = self.catalog.load_table(table)
+        mode = mode or info.mode
+        batch = as_batch(data)
+        new_columns: list[str] = []
+        if mode == "reject":
+            reject_unknown(table, unknown_columns(batch, info.schema))
+        elif mode == "evolve":
+            adds = plan_arrow_evolution(batch, info.schema, cap=self.evolution_cap)
+            if adds:
+                info = self._evolve(info, adds)
+                new_columns = [c.name for c in adds]
+        shaped = shape_batch(batch, info.schema, table=table, ingest_time_ns=time.time_ns())
+        draft = IngestAck(table=table, snapshot_id=0, rows=shaped.num_rows,
+                          new_columns=new_columns, rejected=list(rejected))
+        ledger = ([LedgerEntry(idempotency_key, draft.ledger_ack())]
+                  if idempotency_key is not None else [])
+        result = self.buffer.submit(table, info.schema, shaped, ledger=ledger)
+        if result.replayed is not None:
+            return IngestAck.from_ledger(result.replayed.ack)
+        return IngestAck(table=table, snapshot_id=result.snapshot_id, rows=shaped.num_rows,
+                         new_columns=new_columns, rejected=list(rejected),
                          extent_ids=result.extent_ids)
 
     def _evolve(self, info: TableInfo, columns: list[Any]) -> TableInfo:

@@ -1,7 +1,8 @@
 """The HTTP server app: `create_app(db, config=...)` wires routes, auth, errors and metrics.
 
-Routes (SPEC §11): `/v1/tables...` (tables.py), `/v1/ingest/{table}` (ingest.py), and the
-open operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
+Routes (SPEC §11): `/v1/tables...` (tables.py), `/v1/ingest/{table}` (ingest.py), OTLP/HTTP
+`/v1/logs`, `/v1/traces`, `/v1/metrics` (`shoal.frontends.otlp.http`), and the open
+operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
 catalog answers a cheap query and the server is not shutting down; else 503 + Retry-After)
 and `GET /metrics` (Prometheus text of this app's own registry).
 
@@ -11,6 +12,11 @@ every other `def` endpoint meanwhile). At shutdown the app stops accepting inges
 with `close_db=True`, closes `db`, which flushes the staging buffer. Uvicorn runs the
 lifespan shutdown only after in-flight requests have finished, and before re-raising a
 caught SIGTERM, so this is where a graceful stop must flush.
+
+OTLP/gRPC (`otlp_grpc_port`, off unless given: `shoal serve` passes the configured port)
+runs beside uvicorn with the same tokens and the same write path: started in the lifespan
+(a port in use fails the startup), stopped at shutdown before `db` is closed, letting
+running calls finish.
 
 The app does not own `db` unless told to (`close_db`): tests build several apps over
 clients they close themselves.
@@ -45,20 +51,38 @@ READY_TIMEOUT_S = 5.0
 def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                tokens: TokenTable | None = None, worker_threads: int = 256,
                close_db: bool = False, sweep_ledger: bool = True,
-               warm_spark: bool = False) -> FastAPI:
+               warm_spark: bool = False, otlp_grpc_port: int | None = None) -> FastAPI:
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
     (binding to loopback only is the caller's check: `auth.check_bind`). `max_body_bytes`
     caps ingest bodies, before and after gzip decoding. `warm_spark` starts the Spark
-    session in the background at startup (what `shoal serve` does).
+    session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
+    (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
+    (its `bound_port` once started).
     """
+    from shoal.frontends.otlp import OtlpSink, OtlpTables
+    from shoal.frontends.otlp import http as otlp_http
+
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
     metrics = ServerMetrics(lambda: db.write_path.buffer)
     state = ServerState(db=db, config=config,
                         tokens=load_tokens(config) if tokens is None else tokens,
                         metrics=metrics, max_body_bytes=max_body_bytes)
+    otlp_sink = OtlpSink(db.write_path, OtlpTables.from_config(config))
+    otlp_grpc = None
+    if otlp_grpc_port:
+        from shoal.frontends.otlp.grpc_server import OtlpGrpcServer
+
+        def observe(result: Any, wire_bytes: int) -> None:
+            metrics.observe_ingest(result.table, rows=result.rows, nbytes=wire_bytes,
+                                   wire_bytes=wire_bytes, rejected=result.rejected,
+                                   replayed=result.replayed)
+
+        otlp_grpc = OtlpGrpcServer(otlp_sink, host=config.host, port=otlp_grpc_port,
+                                   tokens=state.tokens, max_message_bytes=max_body_bytes,
+                                   accepting=lambda: state.accepting, observe=observe)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -67,6 +91,13 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
         state.accepting = True
         # Idempotency keys expire: an hourly sweep deletes ledger rows older than 25 h.
         sweeper = LedgerSweeper(db.catalog).start() if sweep_ledger else None
+        if otlp_grpc is not None:
+            try:
+                otlp_grpc.start()
+            except BaseException:
+                if sweeper is not None:
+                    sweeper.stop()
+                raise
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
                              daemon=True).start()
@@ -74,6 +105,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
             yield
         finally:
             state.accepting = False
+            if otlp_grpc is not None:
+                await anyio.to_thread.run_sync(otlp_grpc.stop)
             if sweeper is not None:
                 sweeper.stop()
             if close_db:
@@ -81,11 +114,14 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
 
     app = FastAPI(title="shoal", version="0.1.0", lifespan=lifespan)
     app.state.shoal = state
+    app.state.otlp_sink = otlp_sink
+    app.state.otlp_grpc = otlp_grpc
     install_error_handlers(app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.include_router(tables.router)
     app.include_router(ingest.router)
     app.include_router(query.router)
+    app.include_router(otlp_http.router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
     app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])
