@@ -167,9 +167,25 @@ def _register_subapps() -> None:
     except ImportError:  # pragma: no cover - the format CLI is part of the package
         return
     app.add_typer(extent_app, name="extent")
+    from shoal.cli.pipeline import pipeline_app
+
+    app.add_typer(pipeline_app, name="pipeline")
 
 
 _register_subapps()
+
+
+def _register_maintain() -> None:
+    try:
+        from shoal.cli.maintain import register
+    except ModuleNotFoundError as e:  # the maintenance CLI is not built yet
+        if e.name != "shoal.cli.maintain":
+            raise
+        return
+    register(app, one_line_errors)
+
+
+_register_maintain()
 
 if __name__ == "__main__":  # pragma: no cover
     app()
