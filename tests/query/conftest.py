@@ -14,17 +14,7 @@ import pytest
 import shoal
 from shoal.client import Shoal
 
-SPARK_MASTER = "local[2]"
-
-
-@pytest.fixture(scope="session")
-def spark(s3_endpoint):
-    """Started after the S3 test server: Spark's Python workers inherit the environment of
-    the JVM at its launch, and must see the (dummy) AWS credentials like a deployment
-    would."""
-    from shoal.query.engine import spark_session
-
-    return spark_session(SPARK_MASTER)
+from tests.support.fixtures import SPARK_MASTER
 
 
 @pytest.fixture

@@ -45,3 +45,16 @@ def s3_store(s3_store_url: str) -> S3ObjectStore:
     store = open_store(s3_store_url)
     assert isinstance(store, S3ObjectStore)
     return store
+
+
+SPARK_MASTER = "local[2]"
+
+
+@pytest.fixture(scope="session")
+def spark(s3_endpoint):
+    """The one Spark session of the test run (any test folder may use it). Started after the
+    S3 test server: Spark's Python workers inherit the environment of the JVM at its launch,
+    and must see the (dummy) AWS credentials like a deployment would."""
+    from shoal.query.engine import spark_session
+
+    return spark_session(SPARK_MASTER)
