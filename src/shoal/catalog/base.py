@@ -115,6 +115,18 @@ class WorkUnit:
     lease_owner: str | None
     lease_expires_at: float | None
     result: dict[str, Any] | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+
+@dataclass(frozen=True)
+class ExpiredSnapshots:
+    """What `expire_snapshots` removed: snapshot ids, and the manifest rows no retained
+    snapshot can see any more (their objects are now unreferenced and may be deleted)."""
+
+    snapshot_ids: list[int]
+    extent_ids: list[str]
+    object_paths: list[str]
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,10 @@ class Catalog(Protocol):
     def referenced_paths(self) -> set[str]:
         """Object paths of every manifest row of every table, live or not (for orphan GC)."""
         ...
+    def expire_snapshots(self, table: str, *, keep_from: int) -> ExpiredSnapshots:
+        """Delete the snapshots older than `keep_from` (never the current one) and the
+        manifest rows removed at or before `keep_from`, which no retained snapshot sees."""
+        ...
 
     # idempotency ledger and source offsets
     def ledger_get(self, key: str) -> LedgerRecord | None: ...
@@ -179,10 +195,21 @@ class Catalog(Protocol):
 
     # work units
     def enqueue_work(self, kind: str, *, table: str | None = None,
-                     payload: dict[str, Any] | None = None) -> WorkUnit: ...
+                     payload: dict[str, Any] | None = None, dedupe: bool = False) -> WorkUnit:
+        """Add a pending unit; with `dedupe`, return the pending or running unit of the same
+        kind and table instead if there is one (checked in the same transaction)."""
+        ...
     def claim_work(self, worker: str, *, kinds: Sequence[str] | None = None,
                    lease_s: float = 300.0) -> WorkUnit | None: ...
     def finish_work(self, unit_id: int, worker: str, *, ok: bool,
                     result: dict[str, Any] | None = None) -> bool: ...
+    def renew_work(self, unit_id: int, worker: str, *, lease_s: float = 300.0) -> bool:
+        """Extend a running unit's lease; False if `worker` no longer holds it."""
+        ...
+    def list_work(self, *, kinds: Sequence[str] | None = None,
+                  states: Sequence[str] | None = None, table: str | None = None,
+                  limit: int = 100) -> list[WorkUnit]:
+        """Units, newest first (by id)."""
+        ...
 
     def close(self) -> None: ...

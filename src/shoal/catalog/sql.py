@@ -22,8 +22,9 @@ from sqlalchemy import (Connection, Engine, and_, create_engine, delete, event, 
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from shoal.catalog import tables as T
-from shoal.catalog.base import (LedgerEntry, LedgerKeyExistsError, LedgerRecord, ManifestEntry,
-                                PlanResult, Snapshot, SourceOffset, TableInfo, WorkUnit)
+from shoal.catalog.base import (ExpiredSnapshots, LedgerEntry, LedgerKeyExistsError,
+                                LedgerRecord, ManifestEntry, PlanResult, Snapshot, SourceOffset,
+                                TableInfo, WorkUnit)
 from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
 from shoal.errors import (CommitConflictError, CommitStateUnknownError, ConfigError,
                           InvalidSchemaError, SnapshotNotFoundError, TableAlreadyExistsError,
@@ -418,6 +419,36 @@ class SqlCatalog:
         with self._read() as conn:
             return set(conn.execute(select(T.manifests.c.object_path)).scalars())
 
+    def expire_snapshots(self, table: str, *, keep_from: int) -> ExpiredSnapshots:
+        """Snapshots below `keep_from` (capped at the current one) go, and with them every
+        manifest row removed at or before `keep_from`: visible at N needs `removed > N`, so
+        no snapshot >= keep_from sees those rows. One transaction; objects are the caller's."""
+        m, s = T.manifests.c, T.snapshots.c
+        with self._write() as conn:
+            row = conn.execute(select(T.tables).where(T.tables.c.name == table)
+                               .with_for_update()).first()
+            if row is None:
+                raise TableNotFoundError(table)
+            keep_from = min(keep_from, row.current_snapshot_id)
+            ids = list(conn.execute(select(s.snapshot_id).where(
+                s.table_id == row.id, s.snapshot_id < keep_from)
+                .order_by(s.snapshot_id)).scalars())
+            gone = conn.execute(select(m.extent_id, m.object_path).where(
+                m.table_id == row.id, m.removed_snapshot_id.is_not(None),
+                m.removed_snapshot_id <= keep_from)).all()
+            extent_ids = [g.extent_id for g in gone]
+            for chunk in _chunks(extent_ids):
+                conn.execute(delete(T.manifest_filters).where(
+                    T.manifest_filters.c.table_id == row.id,
+                    T.manifest_filters.c.extent_id.in_(chunk)))
+                conn.execute(delete(T.manifests).where(m.table_id == row.id,
+                                                       m.extent_id.in_(chunk)))
+            if ids:
+                conn.execute(delete(T.snapshots).where(s.table_id == row.id,
+                                                       s.snapshot_id < keep_from))
+            return ExpiredSnapshots(snapshot_ids=ids, extent_ids=extent_ids,
+                                    object_paths=[g.object_path for g in gone])
+
     # ---- ledger and offsets -----------------------------------------------------------------
     def ledger_get(self, key: str) -> LedgerRecord | None:
         with self._read() as conn:
@@ -441,10 +472,21 @@ class SqlCatalog:
 
     # ---- work units -------------------------------------------------------------------------
     def enqueue_work(self, kind: str, *, table: str | None = None,
-                     payload: dict[str, Any] | None = None) -> WorkUnit:
+                     payload: dict[str, Any] | None = None, dedupe: bool = False) -> WorkUnit:
         now = time.time()
+        w = T.work_units.c
         with self._write() as conn:
             table_id = None if table is None else self._table_row(conn, table).id
+            if dedupe:
+                if self.dialect == "postgresql":  # serialise enqueuers of this kind and table
+                    conn.execute(select(func.pg_advisory_xact_lock(
+                        7302452, func.hashtext(f"{kind}:{table_id}"))))
+                same_table = w.table_id.is_(None) if table_id is None else w.table_id == table_id
+                r = conn.execute(select(T.work_units).where(
+                    w.kind == kind, same_table, w.state.in_(["pending", "running"]))
+                    .order_by(w.id).limit(1)).first()
+                if r is not None:
+                    return _unit(r)
             uid = conn.execute(insert(T.work_units).values(
                 kind=kind, table_id=table_id, payload=payload or {}, state="pending",
                 attempts=0, created_at=now, updated_at=now)).inserted_primary_key[0]
@@ -488,6 +530,30 @@ class SqlCatalog:
                 updated_at=time.time())).rowcount
             return n == 1
 
+    def renew_work(self, unit_id: int, worker: str, *, lease_s: float = 300.0) -> bool:
+        w = T.work_units.c
+        now = time.time()
+        with self._write() as conn:
+            n = conn.execute(update(T.work_units).where(
+                w.id == unit_id, w.lease_owner == worker, w.state == "running").values(
+                lease_expires_at=now + lease_s, updated_at=now)).rowcount
+            return n == 1
+
+    def list_work(self, *, kinds: Sequence[str] | None = None,
+                  states: Sequence[str] | None = None, table: str | None = None,
+                  limit: int = 100) -> list[WorkUnit]:
+        w = T.work_units.c
+        with self._read() as conn:
+            stmt = select(T.work_units)
+            if kinds:
+                stmt = stmt.where(w.kind.in_(list(kinds)))
+            if states:
+                stmt = stmt.where(w.state.in_(list(states)))
+            if table is not None:
+                stmt = stmt.where(w.table_id == self._table_row(conn, table).id)
+            rows = conn.execute(stmt.order_by(w.id.desc()).limit(limit)).all()
+            return [_unit(r) for r in rows]
+
 
 # ---- row mapping ------------------------------------------------------------------------------
 def _manifest_row(table_id: int, snapshot_id: int, e: ManifestEntry) -> dict[str, Any]:
@@ -519,7 +585,8 @@ def _unit(r: Any) -> WorkUnit:
     return WorkUnit(id=r.id, kind=r.kind, table_id=r.table_id, payload=dict(r.payload),
                     state=r.state, attempts=r.attempts, lease_owner=r.lease_owner,
                     lease_expires_at=r.lease_expires_at,
-                    result=None if r.result is None else dict(r.result))
+                    result=None if r.result is None else dict(r.result),
+                    created_at=r.created_at, updated_at=r.updated_at)
 
 
 def _chunks(items: list[Any]) -> Iterator[list[Any]]:

@@ -41,6 +41,7 @@ from shoal.ingest.ledger import LedgerSweeper
 from shoal.server import ingest, query, tables
 from shoal.server.auth import TokenTable, load_tokens
 from shoal.server.errors import NotReadyError, install_error_handlers
+from shoal.server.maintenance import install_maintenance
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
 from shoal.server.state import ServerState, server_state
 
@@ -51,7 +52,8 @@ READY_TIMEOUT_S = 5.0
 def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                tokens: TokenTable | None = None, worker_threads: int = 256,
                close_db: bool = False, sweep_ledger: bool = True,
-               warm_spark: bool = False, otlp_grpc_port: int | None = None) -> FastAPI:
+               warm_spark: bool = False, otlp_grpc_port: int | None = None,
+               maintenance: bool | None = None) -> FastAPI:
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
@@ -59,7 +61,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     caps ingest bodies, before and after gzip decoding. `warm_spark` starts the Spark
     session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
-    (its `bound_port` once started).
+    (its `bound_port` once started). `maintenance` runs the maintenance scheduler and a
+    worker in the background (`shoal.server.maintenance`); None follows `warm_spark`, i.e.
+    on for `shoal serve`, off for apps that tests build.
     """
     from shoal.frontends.otlp import OtlpSink, OtlpTables
     from shoal.frontends.otlp import http as otlp_http
@@ -98,6 +102,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                 if sweeper is not None:
                     sweeper.stop()
                 raise
+        start_maintenance()
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
                              daemon=True).start()
@@ -105,6 +110,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
             yield
         finally:
             state.accepting = False
+            await anyio.to_thread.run_sync(stop_maintenance)
             if otlp_grpc is not None:
                 await anyio.to_thread.run_sync(otlp_grpc.stop)
             if sweeper is not None:
@@ -122,6 +128,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.include_router(ingest.router)
     app.include_router(query.router)
     app.include_router(otlp_http.router)
+    start_maintenance, stop_maintenance = install_maintenance(
+        app, db, enabled=warm_spark if maintenance is None else maintenance)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
     app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])

@@ -1,0 +1,151 @@
+"""`shoal maintain`: run a maintenance worker, or show what maintenance did (SPEC §9, §11).
+
+- `shoal maintain`: scheduler + worker until SIGINT/SIGTERM; start more anywhere that
+  reaches the same catalog and store to add capacity (units are claimed, never shared).
+- `shoal maintain --once`: enqueue everything due now (intervals ignored, duplicates not),
+  run units until none is claimable, print what ran (JSON lines), exit 0 (1 if a unit failed).
+- `shoal maintain --status [--format table|json]`: the status document of
+  `shoal.maintenance.status` (the same as `GET /v1/maintenance`).
+- `--kind compact` (repeatable) limits what this worker claims and what `--once` enqueues;
+  `--metrics-port N` serves this worker's Prometheus metrics on 127.0.0.1:N.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from shoal.errors import ConfigError
+
+
+def maintain_command(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Run what is due, then exit")] = False,
+    status: Annotated[bool, typer.Option("--status", help="Show what ran, then exit")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="table or json (with --status)")
+                   ] = "table",
+    kind: Annotated[list[str], typer.Option(
+        "--kind", help="Unit kinds to run: compact, retention, gc, ledger_sweep")] = [],
+    schedule: Annotated[bool, typer.Option("--schedule/--no-schedule",
+                                           help="Enqueue due units (default) or only run")
+                        ] = True,
+    lease_s: Annotated[float, typer.Option("--lease", help="Lease seconds of a unit")] = 120.0,
+    poll_s: Annotated[float, typer.Option("--poll", help="Seconds between idle polls")] = 2.0,
+    gc_grace_s: Annotated[float, typer.Option(
+        "--gc-grace", help="Orphans younger than this many seconds are kept")] = 3600.0,
+    limit: Annotated[int, typer.Option("--limit", help="Units shown by --status")] = 20,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT")] = None,
+) -> None:
+    """Run maintenance: compaction, retention, orphan GC, ledger sweep."""
+    from shoal.cli.main import _connect
+    from shoal.maintenance.scheduler import Scheduler
+    from shoal.maintenance.service import MaintenanceService, build_worker
+    from shoal.maintenance.status import maintenance_status
+    from shoal.maintenance.worker import KINDS, WorkerSettings
+
+    bad = sorted(set(kind) - set(KINDS))
+    if bad:
+        raise ConfigError(f"--kind {bad[0]!r}: expected one of {', '.join(KINDS)}")
+    if fmt not in ("table", "json"):
+        raise ConfigError(f"--format must be table or json, got {fmt!r}")
+    db = _connect(ctx)
+    try:
+        if status:
+            _print_status(maintenance_status(db.catalog, limit=limit), fmt)
+            return
+        settings = WorkerSettings(lease_s=lease_s, poll_s=poll_s, gc_grace_s=gc_grace_s,
+                                  kinds=tuple(kind) or KINDS)
+        worker = build_worker(db, settings=settings)
+        if metrics_port is not None:
+            _serve_metrics(worker, metrics_port)
+        if once:
+            if schedule:
+                Scheduler(db.catalog).tick(force=True, kinds=settings.kinds)
+            failed = False
+            for outcome in worker.run_until_idle():
+                failed |= not outcome.ok
+                typer.echo(json.dumps({"unit": outcome.unit.id, "kind": outcome.unit.kind,
+                                       "table": outcome.unit.payload.get("table"),
+                                       "ok": outcome.ok, "result": outcome.result}))
+            if failed:
+                raise typer.Exit(1)
+            return
+        service = MaintenanceService(db, worker=worker) if schedule else None
+        stop = threading.Event()
+        _on_signals(stop.set)
+        typer.echo(f"shoal maintain: worker {worker.name} running "
+                   f"({', '.join(settings.kinds)}); Ctrl-C stops", err=True)
+        if service is not None:
+            service.start()
+            stop.wait()
+            service.stop()
+        else:
+            worker.run_forever(stop)
+    finally:
+        db.close()
+
+
+def _on_signals(handler: Callable[[], None]) -> None:
+    def _handle(_signum: int, _frame: Any) -> None:
+        handler()
+
+    signal.signal(signal.SIGINT, _handle)
+    signal.signal(signal.SIGTERM, _handle)
+
+
+def _serve_metrics(worker: Any, port: int) -> None:
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from shoal.maintenance.metrics import MaintenanceCollector
+
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(MaintenanceCollector(worker.catalog, lambda: worker.stats))
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+
+
+def _print_status(doc: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print("units: " + ", ".join(f"{k} {v}" for k, v in doc["counts"].items()))
+    t = Table("id", "kind", "table", "state", "attempts", "finished", "changed")
+    for u in doc["units"]:
+        when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(u["updated_at"]))
+                if u["updated_at"] else "")
+        t.add_row(str(u["id"]), u["kind"], u["table"] or "", u["state"], str(u["attempts"]),
+                  when, _changed(u))
+    console.print(t)
+
+
+def _changed(u: dict[str, Any]) -> str:
+    r = u.get("result") or {}
+    if "error" in r:
+        return f"error: {r['error']}"[:120]
+    if u["kind"] == "compact":
+        return (f"{r.get('extents_removed', 0)} -> {r.get('extents_added', 0)} extents, "
+                f"{r.get('rows', 0)} rows, {r.get('mb_per_s', 0)} MB/s")
+    if u["kind"] == "retention":
+        return (f"{r.get('extents_removed', 0)} extents / {r.get('rows_removed', 0)} rows "
+                f"expired, {r.get('snapshots_expired', 0)} snapshots, "
+                f"{r.get('files_deleted', 0)} files deleted")
+    if u["kind"] == "gc":
+        return f"{r.get('deleted', 0)} of {r.get('orphans', 0)} orphans deleted"
+    if u["kind"] == "ledger_sweep":
+        return f"{r.get('swept', 0)} ledger keys swept"
+    return ""
+
+
+def register(app: typer.Typer, one_line_errors: Callable[[Any], Any]) -> None:
+    """Hook called by `shoal.cli.main`: adds `shoal maintain`."""
+    app.command("maintain")(one_line_errors(maintain_command))
