@@ -47,6 +47,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal.format._buffers import string_buffers as _string_buffers
+
 _MAGIC = b"SHBF"
 _VERSION = 2                        # written; 1 (xxh3) stays readable
 _HEADER = struct.Struct("<4sBBHQ")
@@ -133,19 +135,6 @@ def _string_bases(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
         acc = np.add.reduceat(_mix(words), first)
     return acc + lens.astype(np.uint64) * _U(STR_LEN)
 
-
-def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets (rebased to 0, int64) and the data bytes of a string/binary array."""
-    t = arr.type
-    width = np.int64 if (pa.types.is_large_string(t) or pa.types.is_large_binary(t)) \
-        else np.int32
-    _, off_buf, data_buf = arr.buffers()[:3]
-    offsets = np.frombuffer(off_buf, dtype=width, count=len(arr) + 1,
-                            offset=arr.offset * np.dtype(width).itemsize).astype(np.int64)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    data = (np.frombuffer(data_buf, dtype=np.uint8, count=hi - lo, offset=lo)
-            if data_buf is not None and hi > lo else np.zeros(0, dtype=np.uint8))
-    return offsets - lo, data
 
 
 def hash_array(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

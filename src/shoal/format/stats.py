@@ -46,7 +46,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from shoal.format.membership import (BloomFilter, DistinctCounter, _string_buffers,
+from shoal.format._buffers import string_buffers as _string_buffers
+from shoal.format.membership import (BloomFilter, DistinctCounter,
                                      hash_array)
 from shoal.format.tokens import tokenize_array
 from shoal.types.columns import FIELD_TYPE_KEY

@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal.format._buffers import string_buffers as _string_buffers
+
 MIN_TOKEN_LEN = 2
 
 _TOKEN_RE = re.compile(r"[A-Za-z0-9]{2,}")
@@ -82,15 +84,3 @@ def _tokenize_distinct(arr: pa.Array) -> pa.Array:
         run_start.size, pa.py_buffer(token_offsets), pa.py_buffer(token_bytes))
     tokens = runs.filter(pc.greater_equal(pc.binary_length(runs), MIN_TOKEN_LEN))
     return pc.unique(tokens)
-
-
-def _string_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets (rebased to 0, int64) and the data bytes those offsets cover."""
-    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    _, off_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(off_buf, dtype=width, count=len(arr) + 1,
-                            offset=arr.offset * np.dtype(width).itemsize).astype(np.int64)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    data = (np.frombuffer(data_buf, dtype=np.uint8, count=hi - lo, offset=lo)
-            if data_buf is not None and hi > lo else np.zeros(0, dtype=np.uint8))
-    return offsets - lo, data

@@ -75,10 +75,9 @@ class WritePath:
         from shoal.ingest.coerce import coerce_ndjson
         from shoal.ingest.evolve import plan_evolution
 
-        if idempotency_key is not None:
-            rec = self.catalog.ledger_get(idempotency_key)
-            if rec is not None:
-                return IngestAck.from_ledger(rec.ack)
+        replay = self._replay(idempotency_key)
+        if replay is not None:
+            return replay
         info = self.catalog.load_table(table)
         mode = mode or info.mode
         new_columns: list[str] = []
@@ -101,17 +100,8 @@ class WritePath:
                     unknown_fields=[u for u in unknown if u not in info.schema])
         if coerced.errors and not partial:
             raise PayloadError(coerced.errors, total_errors=coerced.total_errors)
-        rejected = coerced.errors
-        draft = IngestAck(table=table, snapshot_id=0, rows=coerced.rows,
-                          new_columns=new_columns, rejected=rejected)
-        ledger = ([LedgerEntry(idempotency_key, draft.ledger_ack())]
-                  if idempotency_key is not None else [])
-        result = self.buffer.submit(table, info.schema, coerced.batch, ledger=ledger)
-        if result.replayed is not None:
-            return IngestAck.from_ledger(result.replayed.ack)
-        return IngestAck(table=table, snapshot_id=result.snapshot_id, rows=coerced.rows,
-                         new_columns=new_columns, rejected=rejected,
-                         extent_ids=result.extent_ids)
+        return self._submit(info, coerced.batch, new_columns=new_columns,
+                            rejected=coerced.errors, idempotency_key=idempotency_key)
 
     # ---- Arrow input (frontends that decode to Arrow themselves, e.g. OTLP) -------------------
     def ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
@@ -128,10 +118,9 @@ class WritePath:
         from shoal.ingest.arrow_input import (as_batch, plan_arrow_evolution, reject_unknown,
                                               shape_batch, unknown_columns)
 
-        if idempotency_key is not None:
-            rec = self.catalog.ledger_get(idempotency_key)
-            if rec is not None:
-                return IngestAck.from_ledger(rec.ack)
+        replay = self._replay(idempotency_key)
+        if replay is not None:
+            return replay
         info = self.catalog.load_table(table)
         mode = mode or info.mode
         batch = as_batch(data)
@@ -144,15 +133,29 @@ class WritePath:
                 info = self._evolve(info, adds)
                 new_columns = [c.name for c in adds]
         shaped = shape_batch(batch, info.schema, table=table, ingest_time_ns=time.time_ns())
-        draft = IngestAck(table=table, snapshot_id=0, rows=shaped.num_rows,
-                          new_columns=new_columns, rejected=list(rejected))
+        return self._submit(info, shaped, new_columns=new_columns, rejected=list(rejected),
+                            idempotency_key=idempotency_key)
+
+    def _replay(self, idempotency_key: str | None) -> IngestAck | None:
+        """The original ack of an applied key (marked replayed), else None."""
+        if idempotency_key is None:
+            return None
+        rec = self.catalog.ledger_get(idempotency_key)
+        return None if rec is None else IngestAck.from_ledger(rec.ack)
+
+    def _submit(self, info: TableInfo, batch: pa.RecordBatch, *, new_columns: list[str],
+                rejected: list[LineError], idempotency_key: str | None) -> IngestAck:
+        """Buffer `batch` (with its ledger row) and wait for the commit holding it; a key that
+        landed meanwhile (a concurrent request) answers that request's ack."""
+        draft = IngestAck(table=info.name, snapshot_id=0, rows=batch.num_rows,
+                          new_columns=new_columns, rejected=rejected)
         ledger = ([LedgerEntry(idempotency_key, draft.ledger_ack())]
                   if idempotency_key is not None else [])
-        result = self.buffer.submit(table, info.schema, shaped, ledger=ledger)
+        result = self.buffer.submit(info.name, info.schema, batch, ledger=ledger)
         if result.replayed is not None:
             return IngestAck.from_ledger(result.replayed.ack)
-        return IngestAck(table=table, snapshot_id=result.snapshot_id, rows=shaped.num_rows,
-                         new_columns=new_columns, rejected=list(rejected),
+        return IngestAck(table=info.name, snapshot_id=result.snapshot_id, rows=batch.num_rows,
+                         new_columns=new_columns, rejected=rejected,
                          extent_ids=result.extent_ids)
 
     def _evolve(self, info: TableInfo, columns: list[Any]) -> TableInfo:
