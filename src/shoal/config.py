@@ -38,6 +38,8 @@ class Config:
     otlp_logs_table: str = "otel_logs"
     otlp_spans_table: str = "otel_spans"
     otlp_metrics_table: str = "otel_metrics"
+    # Kafka (SPEC §7.3): bootstrap servers for pipelines whose table binding names none.
+    kafka_bootstrap: str | None = None
 
     @property
     def data_path(self) -> Path:

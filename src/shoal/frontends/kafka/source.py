@@ -1,0 +1,267 @@
+"""The Spark streaming source over Kafka: a Python `DataSourceStreamReader` on confluent-kafka.
+
+Spark's own Kafka package cannot be fetched here, so `KafkaStreamSource` (format name
+`shoal_kafka`) reads Kafka through librdkafka. Rows have `RECORD_SCHEMA`: topic, partition,
+offset, timestamp (ms since the epoch, as Kafka gives it), key, value and the headers in order.
+
+Offsets are dicts `{"<topic>/<partition>": next_offset}` (the next offset to read, Kafka's own
+convention). The catalog, not Spark's checkpoint, decides where a run starts: the pipeline
+passes `start_offsets` (catalog offset + 1 per partition) and `initialOffset()` returns them;
+a partition missing from them starts at its low watermark. Every `latestOffset()` lists the
+topics' partitions again, so partitions added while the query runs are picked up (from their
+low watermark). A micro-batch reads at most `max_records_per_partition` records of each
+partition. `read()` runs in a Spark task: it assigns one partition at its start offset and
+consumes up to the end offset, yielding Arrow record batches.
+
+Options: `bootstrap` (required), `topics` (comma-separated, required), `group` (names the
+reader's librdkafka client), `start_offsets` (JSON), `max_records_per_partition`
+(default 50000), `kafka_config` (JSON of extra librdkafka settings).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSource, DataSourceStreamReader, InputPartition)
+from pyspark.sql.types import StructType
+
+from shoal.errors import ShoalError
+
+RECORD_DDL = ("topic string, partition int, offset bigint, timestamp bigint, key binary, "
+              "value binary, headers array<struct<key:string,value:binary>>")
+HEADER_ARROW = pa.list_(pa.struct([pa.field("key", pa.string()),
+                                   pa.field("value", pa.binary())]))
+RECORD_SCHEMA = pa.schema([
+    pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()), pa.field("timestamp", pa.int64()),
+    pa.field("key", pa.binary()), pa.field("value", pa.binary()),
+    pa.field("headers", HEADER_ARROW)])
+
+DEFAULT_MAX_RECORDS_PER_PARTITION = 50_000
+_READ_BATCH = 10_000
+_STALL_TIMEOUT_S = 60.0
+_METADATA_TIMEOUT_S = 10.0
+
+
+class KafkaSourceError(ShoalError):
+    """Kafka could not be reached or answered with an error the pipeline cannot skip."""
+
+    code = "kafka_error"
+
+
+def partition_key(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"
+
+
+def split_key(key: str) -> tuple[str, int]:
+    topic, _, part = key.rpartition("/")
+    return topic, int(part)
+
+
+def client_config(bootstrap: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 3}
+    conf.update(extra or {})
+    return conf
+
+
+class KafkaAdmin:
+    """Metadata and watermarks through one consumer (not a group member)."""
+
+    def __init__(self, bootstrap: str, group: str, extra: dict[str, Any] | None = None
+                 ) -> None:
+        from confluent_kafka import Consumer
+
+        self.group = group
+        self._consumer = Consumer({**client_config(bootstrap, extra), "group.id": group,
+                                   "enable.auto.commit": False})
+
+    def partitions(self, topics: Sequence[str]) -> list[tuple[str, int]]:
+        """Every partition of `topics` (a topic missing from the cluster has none)."""
+        out: list[tuple[str, int]] = []
+        for topic in topics:
+            try:
+                md = self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+            except Exception as e:  # KafkaException: broker unreachable
+                raise KafkaSourceError(f"kafka metadata for topic {topic!r}: {e}") from None
+            tmd = md.topics.get(topic)
+            if tmd is None or tmd.error is not None:
+                continue  # unknown topic: no partitions yet
+            out.extend((topic, p) for p in sorted(tmd.partitions))
+        return out
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import TopicPartition
+
+        try:
+            return self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False)
+        except Exception as e:
+            raise KafkaSourceError(
+                f"kafka watermarks of {topic}[{partition}]: {e}") from None
+
+    def commit(self, next_offsets: dict[tuple[str, int], int]) -> None:
+        """Commit `next_offsets` (Kafka's convention: the next offset to read) for lag tools."""
+        from confluent_kafka import TopicPartition
+
+        if next_offsets:
+            self._consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o
+                                           in sorted(next_offsets.items())],
+                                  asynchronous=False)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):
+    """One Spark task: records [start, end) of one topic partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        try:
+            self.bootstrap = options["bootstrap"]
+            self.topics = [t for t in options["topics"].split(",") if t]
+        except KeyError as e:
+            raise KafkaSourceError(f"shoal_kafka source needs option {e.args[0]!r}") from None
+        self.group = options.get("group", "shoal")
+        self.extra: dict[str, Any] = json.loads(options.get("kafka_config", "{}"))
+        self.start_offsets: dict[str, int] = json.loads(options.get("start_offsets", "{}"))
+        self.max_per_partition = int(options.get("max_records_per_partition",
+                                                 DEFAULT_MAX_RECORDS_PER_PARTITION))
+        self._admin: KafkaAdmin | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_admin"] = None  # a librdkafka handle does not travel to tasks
+        return state
+
+    @property
+    def admin(self) -> KafkaAdmin:
+        if self._admin is None:
+            self._admin = KafkaAdmin(self.bootstrap, f"{self.group}-planner", self.extra)
+        return self._admin
+
+    def _start_of(self, key: str, given: dict[str, int]) -> int:
+        topic, part = split_key(key)
+        low, _high = self.admin.watermarks(topic, part)
+        return max(given.get(key, low), low)
+
+    def initialOffset(self) -> dict[str, int]:
+        return {partition_key(t, p): self._start_of(partition_key(t, p), self.start_offsets)
+                for t, p in self.admin.partitions(self.topics)}
+
+    def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:
+        end: dict[str, int] = {}
+        for t, p in self.admin.partitions(self.topics):
+            key = partition_key(t, p)
+            low, high = self.admin.watermarks(t, p)
+            begin = max(start.get(key, low), low)
+            end[key] = max(begin, min(high, begin + self.max_per_partition))
+        for key, off in start.items():  # a partition never goes backwards
+            end[key] = max(end.get(key, off), off)
+        return end
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[KafkaRange]:
+        out = []
+        for key, stop in sorted(end.items()):
+            begin = start[key] if key in start else self._start_of(key, {})
+            if stop > begin:
+                topic, part = split_key(key)
+                out.append(KafkaRange(topic, part, begin, stop))
+        return out
+
+    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        yield from read_range(self.bootstrap, self.group, self.extra, partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass  # progress lives in the catalog (committed by the sink with the data)
+
+    def stop(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+
+def read_range(bootstrap: str, group: str, extra: dict[str, Any], r: KafkaRange
+               ) -> Iterator[pa.RecordBatch]:
+    """The records of `r` in offset order, as `RECORD_SCHEMA` batches."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({**client_config(bootstrap, extra), "group.id": f"{group}-reader",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         "enable.partition.eof": False, "fetch.max.bytes": 64 << 20,
+                         "max.partition.fetch.bytes": 16 << 20})
+    try:
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
+        cols: tuple[list[Any], ...] = ([], [], [], [], [])
+        nxt = r.start
+        last_progress = time.monotonic()
+        while nxt < r.end:
+            msgs = consumer.consume(min(_READ_BATCH, r.end - nxt), timeout=1.0)
+            if not msgs:
+                if time.monotonic() - last_progress > _STALL_TIMEOUT_S:
+                    raise KafkaSourceError(
+                        f"kafka {r.topic}[{r.partition}]: no record at offset {nxt} within "
+                        f"{_STALL_TIMEOUT_S:.0f}s (range {r.start}..{r.end})")
+                continue
+            last_progress = time.monotonic()
+            offsets, stamps, keys, values, headers = cols
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaSourceError(f"kafka {r.topic}[{r.partition}]: {err.str()}")
+                off = m.offset()
+                if off >= r.end:
+                    nxt = r.end
+                    break
+                offsets.append(off)
+                stamps.append(m.timestamp()[1])
+                keys.append(m.key())
+                values.append(m.value())
+                headers.append(m.headers())
+                nxt = off + 1
+            if len(offsets) >= _READ_BATCH:
+                yield _batch(r, cols)
+                cols = ([], [], [], [], [])
+        if cols[0]:
+            yield _batch(r, cols)
+    finally:
+        consumer.close()
+
+
+def _batch(r: KafkaRange, cols: tuple[list[Any], ...]) -> pa.RecordBatch:
+    offsets, stamps, keys, values, headers = cols
+    n = len(offsets)
+    hdrs = [[{"key": k, "value": v} for k, v in h] if h else [] for h in headers]
+    return pa.RecordBatch.from_arrays([
+        pa.array([r.topic] * n, pa.string()), pa.array([r.partition] * n, pa.int32()),
+        pa.array(offsets, pa.int64()), pa.array(stamps, pa.int64()),
+        pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+        pa.array(hdrs, HEADER_ARROW)], schema=RECORD_SCHEMA)
+
+
+class KafkaStreamSource(DataSource):
+    """`spark.readStream.format("shoal_kafka")`: see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "shoal_kafka"
+
+    def schema(self) -> StructType | str:
+        return RECORD_DDL
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options))
