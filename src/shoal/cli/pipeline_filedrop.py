@@ -1,0 +1,99 @@
+"""`shoal pipeline filedrop --path <dir|s3://bucket/prefix> --table t [--once]` (SPEC §7.4).
+
+Scans the prefix for NDJSON objects (`.gz` too), ingests each new one exactly once through
+Spark tasks (ledger key `filedrop:{sha256}`), routes bad lines to `<table>__rejects`, and
+either exits (`--once`) or polls every `--interval` seconds until SIGINT/SIGTERM (the scan in
+progress finishes and commits first). On a terminal a progress bar shows files and records/s;
+each scan that found something prints one summary line on stdout. Errors: one line
+`error: ...` on stderr, exit 1.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Annotated
+
+import typer
+
+from shoal.cli.main import one_line_errors
+from shoal.cli.pipeline import pipeline_app
+from shoal.errors import ConfigError
+
+
+@pipeline_app.command("filedrop")
+@one_line_errors
+def filedrop_command(
+    ctx: typer.Context,
+    path: Annotated[str, typer.Option(
+        "--path", help="Watched directory, or s3://bucket/prefix (SHOAL_S3_ENDPOINT applies)")],
+    table: Annotated[str, typer.Option("--table", "-t", help="Target table")],
+    once: Annotated[bool, typer.Option(
+        "--once", help="Process what is there now and exit")] = False,
+    interval: Annotated[float, typer.Option(
+        "--interval", help="Seconds between scans when polling")] = 10.0,
+    mode: Annotated[str | None, typer.Option(
+        help="evolve, drop or reject (default: the table's mode; new tables: evolve)")] = None,
+    create: Annotated[bool, typer.Option(
+        "--create", help="Create the table (evolve mode, no columns) if it does not exist")
+    ] = False,
+    min_age: Annotated[float, typer.Option(
+        "--min-age", help="Skip objects modified less than this many seconds ago "
+                          "(for producers that write in place instead of renaming)")] = 0.0,
+    chunk_mb: Annotated[int, typer.Option(
+        "--chunk-mb", help="Coercion chunk size per file, MB")] = 32,
+) -> None:
+    """Ingest NDJSON files dropped into a directory or S3 prefix, exactly once."""
+    from shoal.cli.main import connect_or_exit
+    from shoal.frontends.filedrop import DropSource, FileDropPipeline, ScanProgress, ScanSummary
+
+    if mode is not None and mode not in ("evolve", "drop", "reject"):
+        raise ConfigError(f"--mode {mode!r}: expected evolve, drop or reject")
+    if interval <= 0 or chunk_mb <= 0:
+        raise ConfigError("--interval and --chunk-mb must be positive")
+    cfg = ctx.obj
+    source = DropSource.parse(path, s3_endpoint=cfg.s3_endpoint)
+    db = connect_or_exit(ctx)
+    stop = threading.Event()
+    if not once:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    show = sys.stderr.isatty()
+    progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                        TimeElapsedColumn(), disable=not show, transient=True)
+    bar: dict[str, int] = {}
+
+    def on_progress(p: ScanProgress) -> None:
+        rate = f"{p.rows / max(p.elapsed_s, 1e-9):,.0f} records/s"
+        if "task" not in bar:
+            bar["task"] = progress.add_task(f"filedrop -> {table}", total=p.files_total,
+                                            rate=rate)
+        progress.update(bar["task"], completed=p.files_done, total=p.files_total, rate=rate)
+
+    def on_summary(s: ScanSummary) -> None:
+        if "task" in bar:
+            progress.remove_task(bar.pop("task"))
+        if once or s.ingested or s.duplicates or s.changed:
+            typer.echo(s.line(table))
+
+    try:
+        from shoal.query.engine import spark_session
+
+        spark = spark_session(cfg.spark_master)
+        pipeline = FileDropPipeline.from_client(
+            db, spark, source, table, mode=mode, create=create,  # type: ignore[arg-type]
+            min_age_s=min_age, chunk_bytes=chunk_mb << 20, on_progress=on_progress)
+        with progress:
+            total = pipeline.run(once=once, interval_s=interval, on_summary=on_summary,
+                                 should_stop=stop.is_set)
+        if not once:
+            typer.echo(f"stopped: {total.ingested} file(s), {total.rows} rows, "
+                       f"{total.rejected} line(s) rejected in total")
+    finally:
+        db.close()
