@@ -155,9 +155,7 @@ def run_compaction_task(task: CompactionTask) -> CompactionTaskResult:
         bytes_in += meta.byte_size
     merged = pa.Table.from_batches(batches, schema=target.arrow())
     if 0 < merged.num_rows <= SORT_MAX_ROWS and "_timestamp" in merged.column_names:
-        order = pc.sort_indices(merged, sort_keys=[("_timestamp", "ascending")],
-                                null_placement="at_end")
-        merged = merged.take(order)
+        merged = merged.take(pc.sort_indices(merged, sort_keys=[("_timestamp", "ascending")]))
     writer = task.writer_format.start_extent(store, task.prefix, target.arrow(),
                                              block_rows=task.block_rows)
     try:
@@ -175,6 +173,9 @@ def run_compaction_task(task: CompactionTask) -> CompactionTaskResult:
 @dataclass
 class CompactionReport:
     table: str
+    live_extents_before: int = 0     # at the start; live_extents_after: at the end (others'
+    live_extents_after: int = 0      # appends meanwhile included)
+    rounds: int = 0
     groups: int = 0
     extents_removed: int = 0
     extents_added: int = 0
@@ -201,20 +202,46 @@ class CompactionReport:
 def compact_table(catalog: Catalog, coordinator: CommitCoordinator, runner: TaskRunner,
                   table: str, *, storage_url: str, s3_endpoint: str | None,
                   formats: dict[str, SegmentFormat], max_groups: int | None = None,
-                  block_rows: int = DEFAULT_BLOCK_ROWS,
+                  block_rows: int = DEFAULT_BLOCK_ROWS, max_rounds: int = 3,
                   should_continue: Callable[[], bool] = lambda: True,
                   max_commit_delay_s: float = 1800.0,
                   on_stage: Callable[..., None] | None = None) -> CompactionReport:
-    """Plan, write (Spark) and commit one compaction of `table`."""
+    """Plan, write (Spark) and commit compaction rounds of `table`.
+
+    Tiny extents are mostly per-extent overhead (IPC footer, stats), so one round's outputs
+    can still be small; another round (up to `max_rounds`, while the plan is not empty and
+    the previous round committed) merges those, so the table converges to well-sized
+    extents in one unit.
+    """
     start = time.perf_counter()
+    report = CompactionReport(table)
+    report.live_extents_before = catalog.table_counts(table)[1]
+    for _ in range(max_rounds):
+        committed = _compact_round(catalog, coordinator, runner, table, report,
+                                   storage_url=storage_url, s3_endpoint=s3_endpoint,
+                                   formats=formats, max_groups=max_groups,
+                                   block_rows=block_rows, should_continue=should_continue,
+                                   max_commit_delay_s=max_commit_delay_s, on_stage=on_stage)
+        if not committed:
+            break
+    report.live_extents_after = catalog.table_counts(table)[1]
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _compact_round(catalog: Catalog, coordinator: CommitCoordinator, runner: TaskRunner,
+                   table: str, report: CompactionReport, *, storage_url: str,
+                   s3_endpoint: str | None, formats: dict[str, SegmentFormat],
+                   max_groups: int | None, block_rows: int,
+                   should_continue: Callable[[], bool], max_commit_delay_s: float,
+                   on_stage: Callable[..., None] | None) -> bool:
+    """One plan -> write -> commit; adds to `report`; True if a snapshot was committed."""
     info = catalog.load_table(table)
     policy = TablePolicy.from_properties(info.properties)
     groups = plan_compaction(catalog.manifests(table, info.current_snapshot_id), policy,
                              max_groups=max_groups)
-    report = CompactionReport(table)
     if not groups:
-        report.seconds = time.perf_counter() - start
-        return report
+        return False
     tasks = [_task(i, g, info, coordinator.format, formats, storage_url, s3_endpoint,
                    block_rows) for i, g in enumerate(groups)]
     results = runner.map(run_compaction_task, tasks,
@@ -251,23 +278,22 @@ def compact_table(catalog: Catalog, coordinator: CommitCoordinator, runner: Task
                      "rows": sum(groups[i].rows for i in kept)})
 
     outcome = coordinator.run(table, build, written=written)
-    report.seconds = time.perf_counter() - start
-    report.bytes_in = sum(r.bytes_in for r in results)
+    report.rounds += 1
+    report.bytes_in += sum(r.bytes_in for r in results)
     if outcome.snapshot is None:
         report.gave_up = True
-        report.dropped_groups = len(groups)
-        return report
-    dropped = [outputs[i] for i in range(len(groups)) if i not in kept]
-    _delete(coordinator, dropped)
+        report.dropped_groups += len(groups)
+        return False
+    _delete(coordinator, [outputs[i] for i in range(len(groups)) if i not in kept])
     report.snapshot_id = outcome.snapshot.snapshot_id
-    report.groups = len(kept)
-    report.dropped_groups = len(groups) - len(kept)
-    report.extents_removed = sum(len(groups[i].entries) for i in kept)
-    report.extents_added = len(kept)
-    report.rows = sum(groups[i].rows for i in kept)
-    report.bytes_out = sum(outputs[i].byte_size for i in kept)
-    report.added_extent_ids = [outputs[i].extent_id for i in kept]
-    return report
+    report.groups += len(kept)
+    report.dropped_groups += len(groups) - len(kept)
+    report.extents_removed += sum(len(groups[i].entries) for i in kept)
+    report.extents_added += len(kept)
+    report.rows += sum(groups[i].rows for i in kept)
+    report.bytes_out += sum(outputs[i].byte_size for i in kept)
+    report.added_extent_ids += [outputs[i].extent_id for i in kept]
+    return True
 
 
 def _task(index: int, group: CompactionGroup, info: TableInfo, writer: SegmentFormat,
