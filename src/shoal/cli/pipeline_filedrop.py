@@ -55,6 +55,12 @@ def filedrop_command(
     cfg = ctx.obj
     source = DropSource.parse(path, s3_endpoint=cfg.s3_endpoint)
     db = connect_or_exit(ctx)
+    if not create:
+        try:
+            db.catalog.load_table(table)  # fail in one line before Spark starts
+        except BaseException:
+            db.close()
+            raise
     stop = threading.Event()
     if not once:
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -87,7 +87,9 @@ class S3ObjectStore:
         key = self._key(path)
         buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
         with self._errors("put", path, missing_is_not_found=False):
-            stream = self._fs.open_output_stream(key)
+            # compression=None: pyarrow would otherwise gzip a key ending in ".gz" (and so on
+            # for other extensions); an object store stores the bytes it is given.
+            stream = self._fs.open_output_stream(key, compression=None)
             stream.write(buffer)    # one write of the whole payload: close never sees a part
             stream.close()
 

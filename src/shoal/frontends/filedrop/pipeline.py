@@ -3,8 +3,9 @@
 One `scan()`:
 
 1. lists the watched prefix (`DropSource.candidates`); an object this process already saw
-   with the same key, size and modification time, whose content is known to be ingested,
-   is skipped without reading it (poll loops re-scan cheaply);
+   with the same key, size and modification time (that time at least `STABLE_AGE_NS` older
+   than the listing), whose content is known to be ingested, is skipped without reading it
+   (poll loops re-scan cheaply);
 2. spreads the rest over Spark jobs (groups balanced by bytes, at least one per core), run
    concurrently from a small thread pool so commits overlap parsing; each job is one task
    running `task.process_files`, which hashes, checks the ledger, coerces and writes the
@@ -42,6 +43,10 @@ from shoal.types.schema import Schema, SchemaMode
 MAX_GROUP_FILES = 64
 MIN_GROUP_BYTES = 1 << 20
 MAX_GROUP_BYTES = 64 << 20
+# An object's (key, size, mtime) identifies its content for the skip cache only once it is
+# this much older than the listing: S3 keeps modification times in whole seconds, so a
+# rewrite within the same second with the same size would otherwise look unchanged.
+STABLE_AGE_NS = 2_000_000_000
 
 
 class FileDropTaskError(IngestError):
@@ -120,6 +125,7 @@ class FileDropPipeline:
                              memory_limit=memory_limit, evolution_cap=evolution_cap)
         self._seen: dict[tuple[str, int, int], str] = {}   # (key, size, mtime) -> sha256
         self._done: set[str] = set()                       # sha256 known to be ingested
+        self._listed_at_ns = 0
 
     @classmethod
     def from_client(cls, db: Any, spark: Any, source: DropSource, table: str,
@@ -149,6 +155,7 @@ class FileDropPipeline:
         t0 = time.perf_counter()
         info = self._load_table()
         summary = ScanSummary()
+        self._listed_at_ns = time.time_ns()
         objects = self.source.candidates(self.source.open(), min_age_s=self.min_age_s)
         summary.listed = len(objects)
         todo = []
@@ -224,7 +231,8 @@ class FileDropPipeline:
             if r.status == "changed":
                 summary.changed += 1
                 continue
-            self._seen[(r.path, r.size, r.mtime_ns)] = r.sha256
+            if r.mtime_ns < self._listed_at_ns - STABLE_AGE_NS:
+                self._seen[(r.path, r.size, r.mtime_ns)] = r.sha256
             if r.status == "known":
                 self._done.add(r.sha256)
                 summary.known += 1
