@@ -128,11 +128,14 @@ def test_false_positive_rate_and_size() -> None:
     present = [f"trace-{i:08x}" for i in range(20_000)]
     bf = BloomFilter.from_bytes(BloomFilter.build(pa.array(present)).to_bytes())
     assert all(bf.might_contain(v) for v in present)
-    fp = sum(bf.might_contain(f"absent-{i}") for i in range(10_000)) / 10_000
-    assert fp <= 0.02
-    assert bf.k == 7 and 9 * 20_000 <= bf.m <= 10 * 20_000   # ~1% sizing: 9.6 bits/value
+    fp = sum(bf.might_contain(f"absent-{i}") for i in range(50_000)) / 50_000
+    assert fp <= 0.002                                # default 0.1%
+    assert bf.k == 10 and 14 * 20_000 <= bf.m <= 15 * 20_000  # 0.1% sizing: 14.4 bits/value
     ints = BloomFilter.build(pa.array(np.arange(20_000, dtype=np.int64) * 3))
-    assert sum(ints.might_contain(i * 3 + 1) for i in range(10_000)) / 10_000 <= 0.02
+    assert sum(ints.might_contain(i * 3 + 1) for i in range(50_000)) / 50_000 <= 0.002
+    one_pct = BloomFilter.build(pa.array(present), fp_rate=0.01)
+    assert one_pct.k == 7 and 9 * 20_000 <= one_pct.m <= 10 * 20_000  # 9.6 bits/value
+    assert sum(one_pct.might_contain(f"absent-{i}") for i in range(10_000)) / 10_000 <= 0.02
 
 
 def test_duplicates_do_not_inflate_the_filter() -> None:

@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from shoal.format._buffers import string_buffers as _string_buffers
-from shoal.format.membership import (BloomFilter, DistinctCounter,
+from shoal.format.membership import (DEFAULT_FP_RATE, BloomFilter, DistinctCounter,
                                      hash_array)
 from shoal.format.tokens import tokenize_array
 from shoal.types.columns import FIELD_TYPE_KEY
@@ -572,7 +572,7 @@ class ExtentStatsBuilder:
 
     def __init__(self, schema: pa.Schema, *,
                  membership_filters: bool | Collection[str] = True,
-                 fp_rate: float = 0.01) -> None:
+                 fp_rate: float = DEFAULT_FP_RATE) -> None:
         """`membership_filters`: True for the automatic rule (every int/long column, and every
         string column without whitespace in its values, whose distinct set overflows), False
         for none, or the names of the int/string columns that get one when their distinct

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from shoal.errors import ExtentFormatError
 from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
+from shoal.format.membership import DEFAULT_FP_RATE
 from shoal.format.predicates import evaluate
 from shoal.format.stats import ExtentStatsBuilder
 from shoal.storage.base import ObjectStore
@@ -71,7 +72,8 @@ class TlmFormat:
     name = "tlm"
 
     def __init__(self, *, compression: Compression = "zstd",
-                 membership_filters: bool | Collection[str] = True, fp_rate: float = 0.01,
+                 membership_filters: bool | Collection[str] = True,
+                 fp_rate: float = DEFAULT_FP_RATE,
                  tail_prefetch: int = DEFAULT_TAIL_PREFETCH) -> None:
         if compression not in _COMPRESSIONS:
             raise ValueError(f"compression must be one of {_COMPRESSIONS}, got {compression!r}")
@@ -152,7 +154,7 @@ class TlmWriter:
     def __init__(self, store: ObjectStore, prefix: str, schema: pa.Schema, *,
                  block_rows: int = DEFAULT_BLOCK_ROWS, compression: Compression = "zstd",
                  membership_filters: bool | Collection[str] = True,
-                 fp_rate: float = 0.01) -> None:
+                 fp_rate: float = DEFAULT_FP_RATE) -> None:
         if block_rows < 1:
             raise ValueError("block_rows must be at least 1")
         if compression not in _COMPRESSIONS:
