@@ -24,6 +24,7 @@ from shoal.client import Shoal
 from shoal.maintenance.metrics import MaintenanceCollector
 from shoal.maintenance.service import MaintenanceService
 from shoal.maintenance.status import maintenance_status
+from shoal.maintenance.worker import WorkerStats
 from shoal.server.auth import require_scope
 from shoal.server.state import server_state
 
@@ -49,19 +50,24 @@ def install_maintenance(app: FastAPI, db: Shoal, *, enabled: bool,
                         start_delay_s: float = SERVER_START_DELAY_S
                         ) -> tuple[Callable[[], None], Callable[[], None]]:
     """Wire the endpoint and metrics; return (start, stop) for the lifespan."""
-    service = MaintenanceService(db, start_delay_s=start_delay_s) if enabled else None
-    app.state.maintenance = service
+    # `app.state.maintenance` is read at start, stop and scrape time: a caller may replace
+    # the service (e.g. other schedule settings) before the app starts.
+    app.state.maintenance = (MaintenanceService(db, start_delay_s=start_delay_s)
+                             if enabled else None)
     app.include_router(router)
-    app.state.shoal.metrics.registry.register(
-        MaintenanceCollector(db.catalog, lambda: None if service is None else
-                             service.worker.stats))
+
+    def stats() -> WorkerStats | None:
+        service = app.state.maintenance
+        return None if service is None else service.worker.stats
+
+    app.state.shoal.metrics.registry.register(MaintenanceCollector(db.catalog, stats))
 
     def start() -> None:
-        if service is not None:
-            service.start()
+        if app.state.maintenance is not None:
+            app.state.maintenance.start()
 
     def stop() -> None:
-        if service is not None:
-            service.stop()
+        if app.state.maintenance is not None:
+            app.state.maintenance.stop()
 
     return start, stop
