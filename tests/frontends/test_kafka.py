@@ -1,0 +1,279 @@
+"""Kafka pipeline (SPEC §7.3, issue 5): exactly-once under SIGKILL, rejects, header columns.
+
+A librdkafka mock cluster runs in a helper process (`tests.support.kafka`; a real broker is
+used instead when SHOAL_TEST_KAFKA_BOOTSTRAP is set). The exactly-once test runs the real
+`shoal pipeline kafka` as a subprocess and SIGKILLs it three times mid-run; the other tests
+run the pipeline in-process on the session's Spark (`spark` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import shoal
+from shoal.errors import ConfigError, PayloadError
+from shoal.frontends.kafka import KafkaPipeline, resolve_binding, source_name
+from tests.support.kafka import kafka_broker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with kafka_broker() as b:
+        yield b
+
+
+def _topic(base: str) -> str:  # unique per run, so a real broker can be reused
+    return f"{base}-{os.getpid()}-{random.randrange(1 << 30)}"
+
+
+def _shoal(data_dir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "shoal.cli.main", "--data-dir", str(data_dir), *args]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["SHOAL_SPARK_MASTER"] = "local[2]"
+    env["PYTHONPATH"] = str(ROOT / "src")
+    return env
+
+
+# ---- Must show 1 and 4: exactly-once under SIGKILL; header columns through `shoal sql` ---------
+
+N_RECORDS = 100_000
+PARTITIONS = 4
+
+
+def _headers(i: int) -> list[tuple[str, bytes]]:
+    # "n" twice: HEADER('n') must hold the LAST one; "zz" never appears.
+    return [("n", struct.pack(">i", -1)), ("trace", b"t%d" % i), ("n", struct.pack(">i", i)),
+            ("big", struct.pack(">q", i * 1_000_003)), ("d", struct.pack(">d", i / 4))]
+
+
+@pytest.mark.slow
+def test_exactly_once_under_sigkill(broker, tmp_path):
+    topic = _topic("eo")
+    broker.create_topic(topic, PARTITIONS)
+    data = tmp_path / "data"
+    db = shoal.connect(data_dir=str(data))
+    db.sql("CREATE TABLE eo (i long, s string, n BYTES HEADER('n'), big BYTES HEADER('big'), "
+           "d BYTES HEADER('d'), zz BYTES HEADER('zz'), _kafka_partition int, "
+           f"_kafka_offset long, _kafka_topic string) WITH (kafka_topic='{topic}')")
+    broker.produce(topic, [(i % PARTITIONS, b'{"i":%d,"s":"v%d","junk":1}' % (i, i),
+                            _headers(i)) for i in range(N_RECORDS)])
+
+    # Bound source: no --topic, the table's kafka_topic; bootstrap from SHOAL_KAFKA_BOOTSTRAP.
+    env = {**_env(), "SHOAL_KAFKA_BOOTSTRAP": broker.bootstrap}
+    cmd = _shoal(data, "pipeline", "kafka", "--table", "eo", "--trigger", "0.2",
+                 "--max-records-per-partition", "2000")
+    rng = random.Random(5)
+    kills = 0
+    while kills < 3:
+        before = db.catalog.table_counts("eo")[0]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 90
+        while db.catalog.table_counts("eo")[0] == before and proc.poll() is None:
+            assert time.monotonic() < deadline, "the pipeline made no progress"
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.2))  # a random point of the running pipeline
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        assert db.catalog.table_counts("eo")[0] < N_RECORDS, "killed too late to matter"
+
+    done = subprocess.run([*cmd, "--until-idle", "1.5"], env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert summary.startswith("kafka -> eo: ") and summary.endswith("lag 0")
+
+    rows, _ = db.read("eo")
+    assert rows.num_rows == N_RECORDS
+    got = rows.select(["i", "s", "n", "big", "d", "zz", "_kafka_partition", "_kafka_offset",
+                       "_kafka_topic"]).sort_by("i").to_pydict()
+    assert got["i"] == list(range(N_RECORDS))           # each record exactly once
+    assert got["s"] == [f"v{i}" for i in range(N_RECORDS)]
+    assert got["n"] == [struct.pack(">i", i) for i in range(N_RECORDS)]
+    assert got["big"] == [struct.pack(">q", i * 1_000_003) for i in range(N_RECORDS)]
+    assert got["zz"] == [None] * N_RECORDS
+    assert got["_kafka_partition"] == [i % PARTITIONS for i in range(N_RECORDS)]
+    assert got["_kafka_offset"] == [i // PARTITIONS for i in range(N_RECORDS)]
+    assert set(got["_kafka_topic"]) == {topic}
+    assert "junk" not in rows.column_names  # mode drop: unknown fields are dropped
+
+    last = N_RECORDS // PARTITIONS - 1
+    assert db.catalog.source_offsets(source_name("shoal-eo", topic)) == {
+        str(p): last for p in range(PARTITIONS)}
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "shoal-eo"})
+    committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    c.close()
+    assert [tp.offset for tp in committed] == [last + 1] * PARTITIONS  # for lag tools
+
+    # Must show 4: the byte functions over header columns through `shoal sql` (one process).
+    q = subprocess.run(_shoal(data, "sql", "--format", "json",
+                              "SELECT count(*) AS n, "
+                              "sum(CASE WHEN int_from_bytes(n) = i THEN 1 ELSE 0 END) AS ints, "
+                              "sum(CASE WHEN bigint_from_bytes(big, 'BIG_ENDIAN') = i * 1000003 "
+                              "THEN 1 ELSE 0 END) AS longs, "
+                              "sum(CASE WHEN double_from_bytes(d) = i / 4.0 THEN 1 ELSE 0 END) "
+                              "AS doubles, count(int_from_bytes(zz)) AS absent, "
+                              "max(int_from_bytes(n, 'LITTLE_ENDIAN')) AS le FROM eo "
+                              "WHERE int_from_bytes(n) < 50000"),
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert q.returncode == 0, q.stderr[-2000:]
+    doc = json.loads(q.stdout)
+    row = dict(zip([c["name"] for c in doc["columns"]], doc["rows"][0]))
+    le_max = max(struct.unpack("<i", struct.pack(">i", i))[0] for i in range(50_000))
+    assert row == {"n": 50_000, "ints": 50_000, "longs": 50_000, "doubles": 50_000,
+                   "absent": 0, "le": le_max}
+    db.close()
+
+
+# ---- Must show 2: a poison record mid-partition; HEADERS; pseudo-columns; new partitions ---------
+
+def _run_until_idle(db, binding, idle_s: float = 1.0, **kw) -> KafkaPipeline:
+    p = KafkaPipeline(db, binding, trigger_s=0.2, **kw)
+    try:
+        p.run(until_idle_s=idle_s)
+    finally:
+        p.close()
+    return p
+
+
+def test_poison_record_is_rejected_and_partition_moves_on(broker, spark, tmp_path,
+                                                          catalog_url):
+    topic = _topic("poison")
+    broker.create_topic(topic, 2)
+    db = shoal.connect(data_dir=str(tmp_path), catalog_url=catalog_url, spark_master="local[2]")
+    db.sql("CREATE TABLE ev (v long, hs ARRAY<STRUCT<key STRING, value BYTES>> HEADERS, "
+           "_kafka_topic string, _kafka_partition long, _kafka_offset long, "
+           "_kafka_timestamp timestamp, _kafka_key string)")
+    records = []
+    for off in range(200):
+        for part in (0, 1):
+            hdrs = [("k", b"a"), ("x", struct.pack(">i", off)), ("k", b"b")] if off % 2 else []
+            records.append((part, b'{"v":%d}' % (off * 10 + part), hdrs))
+    poison = {(1, 100): b'{"v": "not a number"}', (0, 50): b"", (0, 120): b"{not json"}
+    records = [(p, poison.get((p, i // 2), v), h) for i, (p, v, h) in enumerate(records)]
+    t0 = time.time()
+    broker.produce(topic, records, key=b"key-1")
+
+    binding = resolve_binding(db.catalog, "ev", bootstrap=broker.bootstrap, topics=[topic])
+    _run_until_idle(db, binding)
+
+    rej, _ = db.read("ev__rejects")
+    rej = rej.sort_by([("partition", "ascending"), ("offset", "ascending")]).to_pylist()
+    assert [(r["topic"], r["partition"], r["offset"], r["raw"]) for r in rej] == [
+        (topic, 0, 50, b""), (topic, 0, 120, b"{not json"),
+        (topic, 1, 100, b'{"v": "not a number"}')]
+    assert all(r["source"] == "kafka" for r in rej)
+    assert rej[0]["error"] == f"{topic}[0]@50: record value is empty (a tombstone or blank record)"
+    assert rej[2]["field"] == "v" and rej[2]["error"].startswith(f'{topic}[1]@100: field "v": ')
+    assert "invalid JSON" in rej[1]["error"]
+
+    rows, _ = db.read("ev")
+    assert rows.num_rows == 397
+    by_pos = {(r["_kafka_partition"], r["_kafka_offset"]): r for r in rows.to_pylist()}
+    assert (1, 100) not in by_pos and (1, 101) in by_pos and (1, 199) in by_pos  # moved on
+    r = by_pos[(1, 101)]
+    assert r["v"] == 1011 and r["_kafka_topic"] == topic and r["_kafka_key"] == "key-1"
+    assert r["hs"] == [{"key": "k", "value": b"a"}, {"key": "x", "value": struct.pack(">i", 101)},
+                       {"key": "k", "value": b"b"}]           # every header, in order
+    assert by_pos[(0, 2)]["hs"] == []
+    assert abs(r["_kafka_timestamp"].timestamp() - t0) < 120
+
+    # A second run over the same (fully applied) records changes nothing.
+    _run_until_idle(db, binding, idle_s=0.5)
+    assert db.read("ev")[0].num_rows == 397 and db.read("ev__rejects")[0].num_rows == 3
+
+    # Header values through SQL on the session's Spark.
+    got = db.query("SELECT int_from_bytes(element_at(hs, 2).value) AS x, "
+                   "int_from_bytes(element_at(hs, 1).value) AS bad FROM ev "
+                   "WHERE _kafka_partition = 0 AND _kafka_offset = 7").to_pylist()
+    assert got == [{"x": 7, "bad": None}]   # 1 byte is not an int: null
+    db.close()
+
+
+def test_topics_and_partitions_added_while_running_are_picked_up(broker, spark, tmp_path):
+    first, later = _topic("multi-a"), _topic("multi-b")
+    broker.create_topic(first, 1)
+    db = shoal.connect(data_dir=str(tmp_path), spark_master="local[2]")
+    db.sql("CREATE TABLE mt (v long, _kafka_topic string)")
+    broker.produce(first, [(0, b'{"v":%d}' % i, []) for i in range(50)])
+    binding = resolve_binding(db.catalog, "mt", bootstrap=broker.bootstrap,
+                              topics=[first, later], group="g-mt")
+    pipeline = KafkaPipeline(db, binding, trigger_s=0.2)
+    runner = threading.Thread(target=pipeline.run, kwargs={"until_idle_s": 4.0})
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while db.catalog.table_counts("mt")[0] < 50:
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.1)
+        broker.create_topic(later, 3)  # new partitions of a bound topic appear mid-run
+        broker.produce(later, [(i % 3, b'{"v":%d}' % (1000 + i), []) for i in range(30)])
+    finally:
+        runner.join(90)
+        pipeline.close()
+    assert not runner.is_alive()
+    rows = db.read("mt")[0].to_pydict()
+    assert sorted(rows["v"]) == list(range(50)) + list(range(1000, 1030))
+    assert db.catalog.source_offsets(source_name("g-mt", later)) == {"0": 9, "1": 9, "2": 9}
+    db.close()
+
+
+# ---- binding, errors, and header columns refused elsewhere ---------------------------------------
+
+def test_binding_and_cli_errors(broker, tmp_path):
+    db = shoal.connect(data_dir=str(tmp_path))
+    db.sql("CREATE TABLE b1 (v long) WITH (kafka_topic='a, b', kafka_bootstrap='h:1', "
+           "kafka_group='grp', kafka_mode='reject')")
+    db.sql("CREATE TABLE b2 (v long)")
+    b = resolve_binding(db.catalog, "b1")
+    assert (b.topics, b.bootstrap, b.group, b.mode) == (("a", "b"), "h:1", "grp", "reject")
+    b = resolve_binding(db.catalog, "b1", topics=["c"], bootstrap="x:2", mode="evolve")
+    assert (b.topics, b.bootstrap, b.group, b.mode) == (("c",), "x:2", "grp", "evolve")
+    with pytest.raises(ConfigError, match="no Kafka topic"):
+        resolve_binding(db.catalog, "b2", default_bootstrap="h:1")
+    with pytest.raises(ConfigError, match="no Kafka bootstrap"):
+        resolve_binding(db.catalog, "b2", topics=["t"])
+    assert resolve_binding(db.catalog, "b2", topics=["t"], default_bootstrap="h:9").group \
+        == "shoal-b2"
+    db.close()
+    env = {k: v for k, v in _env().items() if k != "SHOAL_KAFKA_BOOTSTRAP"}
+    r = subprocess.run(_shoal(tmp_path, "pipeline", "kafka", "--table", "b2"), env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        'error: no Kafka topic for table "b2": pass --topic or bind one with '
+        "CREATE TABLE ... WITH (kafka_topic='...')"]
+
+
+def test_header_columns_refuse_other_write_paths(tmp_path):
+    db = shoal.connect(data_dir=str(tmp_path))
+    db.sql("CREATE TABLE hh (v long, k BYTES HEADER('k'))")
+    with pytest.raises(PayloadError) as e:
+        db.ingest_ndjson("hh", b'{"v":1}\n{"v":2,"k":"AAAA"}\n')
+    assert "line 2: field \"k\"" in str(e.value.errors[0].message)
+    assert "Kafka header column" in e.value.errors[0].message
+    ack = db.ingest_ndjson("hh", b'{"v":1}\n', partial=True)
+    assert ack.rows == 1
+    assert db.read("hh")[0].column("k").to_pylist() == [None]
+    assert pa.types.is_binary(db.read("hh")[0].schema.field("k").type)
+    db.close()
