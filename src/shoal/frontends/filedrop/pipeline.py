@@ -175,7 +175,7 @@ class FileDropPipeline:
         """Groups balanced by bytes: at least one per core, each of a sensible size."""
         cores = max(int(self.spark.sparkContext.defaultParallelism), 1)
         total = sum(o.size for o in objects)
-        target = min(max(total / (cores * 4), MIN_GROUP_BYTES), MAX_GROUP_BYTES)
+        target = min(max(total / (cores * 2), MIN_GROUP_BYTES), MAX_GROUP_BYTES)
         n = max(min(len(objects), cores), math.ceil(total / target),
                 math.ceil(len(objects) / MAX_GROUP_FILES))
         n = min(n, len(objects))
