@@ -312,3 +312,78 @@ def test_cli_pipeline_filedrop_once(tmp_path):
             (str(drop / "b.ndjson.gz"), 2)]
     finally:
         db.close()
+
+
+# -- exactly-once across a crash, the poll loop, the ledger's TTL -----------------------------
+
+@pytest.mark.slow
+def test_crash_between_rejects_and_data_commit_reruns_once(task_env, spark, monkeypatch):
+    db, drop, _ = task_env
+    drop.put("a.ndjson", b'{"n": 1}\n{"n": "bad"}\n{"n": 3}\n')
+    from shoal.ingest.commit import CommitCoordinator
+
+    real_run = CommitCoordinator.run
+
+    def dying_run(self, table, build, **kw):
+        if table == "events":   # the data commit, after the rejects landed
+            raise SystemExit("killed between the two commits")
+        return real_run(self, table, build, **kw)
+
+    monkeypatch.setattr(CommitCoordinator, "run", dying_run)
+    with pytest.raises(SystemExit):
+        FileDropPipeline.from_client(db, spark, drop.source, "events").scan()
+    assert rows(db, "events") == [] and len(rows(db, "events__rejects")) == 1
+    monkeypatch.setattr(CommitCoordinator, "run", real_run)
+    drop.put("b.ndjson.gz", gzip.compress(b'{"n": 4}\n'))
+
+    rerun = FileDropPipeline.from_client(db, spark, drop.source, "events").scan()
+    assert (rerun.ingested, rerun.rows, rerun.rejected) == (2, 3, 0)   # rejects skipped by key
+    assert sorted(r["n"] for r in rows(db, "events")) == [1, 3, 4]
+    assert [(r["line"], r["raw"]) for r in rows(db, "events__rejects")] == [(2, b'{"n": "bad"}')]
+
+
+@pytest.mark.slow
+def test_poll_loop_picks_up_new_files_until_stopped(task_env, spark):
+    db, drop, _ = task_env
+    drop.put("first.ndjson", b'{"n": 1}\n')
+    pipeline = FileDropPipeline.from_client(db, spark, drop.source, "events")
+    stop = threading.Event()
+    scans = []
+    loop = threading.Thread(target=lambda: scans.append(pipeline.run(
+        interval_s=0.2, should_stop=stop.is_set)))
+    loop.start()
+    try:
+        wait_for(lambda: len(rows(db, "events")) == 1)
+        drop.put("second.ndjson", b'{"n": 2}\n')
+        wait_for(lambda: len(rows(db, "events")) == 2)
+    finally:
+        stop.set()
+        loop.join(timeout=60)
+    assert not loop.is_alive()
+    assert scans[0].ingested == 2 and scans[0].rows == 2
+    assert sorted(r["n"] for r in rows(db, "events")) == [1, 2]
+
+
+def wait_for(cond, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_ledger_sweep_keeps_filedrop_keys(catalog):
+    import time
+
+    from shoal.catalog import LedgerEntry
+    from shoal.types import Schema
+
+    catalog.create_table("events", Schema.create([Column("n", LONG)]))
+    for i, key in enumerate(["req-1", "filedrop:" + "ab" * 32, "filedrop-reject:x:1"]):
+        catalog.commit("events", expected_snapshot_id=1 + i, operation="append",
+                       commit_id=f"c{i}", ledger=[LedgerEntry(key, {})])
+    time.sleep(0.05)
+    assert catalog.sweep_ledger(0.0) == 2
+    assert catalog.ledger_get("filedrop:" + "ab" * 32) is not None
+    assert catalog.ledger_get("req-1") is None

@@ -139,6 +139,11 @@ class PlanResult:
     pruned: int              # considered - len(entries)
 
 
+# Ledger keys that never expire: file-drop keys name content (`filedrop:{sha256}`) that may
+# stay under a watched prefix for good, so sweeping them would ingest those files again.
+PERMANENT_LEDGER_PREFIXES: tuple[str, ...] = ("filedrop:",)
+
+
 class LedgerKeyExistsError(CommitError):
     """The idempotency key was applied before: nothing was written; here is the first ack."""
 
@@ -190,7 +195,10 @@ class Catalog(Protocol):
 
     # idempotency ledger and source offsets
     def ledger_get(self, key: str) -> LedgerRecord | None: ...
-    def sweep_ledger(self, older_than_s: float) -> int: ...
+    def sweep_ledger(self, older_than_s: float) -> int:
+        """Delete ledger rows older than `older_than_s`, except keys starting with one of
+        `PERMANENT_LEDGER_PREFIXES`; how many were deleted."""
+        ...
     def source_offsets(self, source: str) -> dict[str, int]: ...
 
     # work units

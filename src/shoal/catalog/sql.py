@@ -22,9 +22,9 @@ from sqlalchemy import (Connection, Engine, and_, create_engine, delete, event, 
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from shoal.catalog import tables as T
-from shoal.catalog.base import (ExpiredSnapshots, LedgerEntry, LedgerKeyExistsError,
-                                LedgerRecord, ManifestEntry, PlanResult, Snapshot, SourceOffset,
-                                TableInfo, WorkUnit)
+from shoal.catalog.base import (PERMANENT_LEDGER_PREFIXES, ExpiredSnapshots, LedgerEntry,
+                                LedgerKeyExistsError, LedgerRecord, ManifestEntry, PlanResult,
+                                Snapshot, SourceOffset, TableInfo, WorkUnit)
 from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
 from shoal.errors import (CommitConflictError, CommitStateUnknownError, ConfigError,
                           InvalidSchemaError, SnapshotNotFoundError, TableAlreadyExistsError,
@@ -461,8 +461,10 @@ class SqlCatalog:
     def sweep_ledger(self, older_than_s: float) -> int:
         cutoff = time.time() - older_than_s
         with self._write() as conn:
-            return conn.execute(delete(T.ingest_ledger)
-                                .where(T.ingest_ledger.c.created_at < cutoff)).rowcount
+            return conn.execute(delete(T.ingest_ledger).where(
+                T.ingest_ledger.c.created_at < cutoff,
+                *[~T.ingest_ledger.c.key.startswith(p, autoescape=True)
+                  for p in PERMANENT_LEDGER_PREFIXES])).rowcount
 
     def source_offsets(self, source: str) -> dict[str, int]:
         with self._read() as conn:
