@@ -27,7 +27,8 @@ def _shoal(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
     return subprocess.run([sys.executable, "-m", "shoal.cli.main", "--data-dir",
                            str(data_dir), *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**env, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"}, timeout=120)
+                          env={**env, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"},
+                          timeout=120)
 
 
 def test_cli_maintain_once_and_status(tmp_path):
