@@ -96,8 +96,9 @@ def test_exactly_once_under_sigkill(broker, tmp_path):
         kills += 1
         assert db.catalog.table_counts("eo")[0] < N_RECORDS, "killed too late to matter"
 
-    done = subprocess.run([*cmd, "--until-idle", "1.5"], env=env, capture_output=True,
-                          text=True, timeout=180)
+    # To completion: larger micro-batches, stop once caught up and idle.
+    done = subprocess.run([*cmd[:-1], "30000", "--until-idle", "1.0"], env=env,
+                          capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = done.stdout.strip().splitlines()[-1]
     assert summary.startswith("kafka -> eo: ") and summary.endswith("lag 0")
@@ -277,3 +278,45 @@ def test_header_columns_refuse_other_write_paths(tmp_path):
     assert db.read("hh")[0].column("k").to_pylist() == [None]
     assert pa.types.is_binary(db.read("hh")[0].schema.field("k").type)
     db.close()
+
+
+# ---- the server runs bound sources, with Prometheus metrics ------------------------------------
+
+def test_server_runs_bound_sources_with_metrics(broker, spark, tmp_path):
+    import httpx
+
+    from shoal.server import create_app
+    from shoal.server.pipelines import KafkaSupervisor
+    from tests.support.server import serve_app
+
+    topic = _topic("served")
+    broker.create_topic(topic, 2)
+    db = shoal.connect(data_dir=str(tmp_path), spark_master="local[2]",
+                       kafka_bootstrap=broker.bootstrap)
+    app = create_app(db, config=db.config, sweep_ledger=False)
+    app.state.kafka_pipelines = KafkaSupervisor(db, default_bootstrap=broker.bootstrap,
+                                                rescan_s=0.3, trigger_s=0.2)
+    broker.produce(topic, [(i % 2, b'{"v":%d}' % i if i != 7 else b"[1]", [])
+                           for i in range(300)])
+    try:
+        with serve_app(app) as url:
+            # Bound after the server started: the next rescan picks it up.
+            r = httpx.post(f"{url}/v1/query", json={
+                "sql": f"CREATE TABLE served (v long) WITH (kafka_topic='{topic}')"})
+            assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 90
+            text = ""
+            while time.monotonic() < deadline:
+                text = httpx.get(f"{url}/metrics").text
+                if 'shoal_kafka_lag{table="served"} 0.0' in text and \
+                        'shoal_kafka_records_total{table="served"} 300.0' in text:
+                    break
+                time.sleep(0.3)
+            assert 'shoal_kafka_records_total{table="served"} 300.0' in text, text[-3000:]
+            assert 'shoal_kafka_rows_total{table="served"} 299.0' in text
+            assert 'shoal_kafka_rejects_total{table="served"} 1.0' in text
+            assert 'shoal_kafka_pipeline_up{table="served"} 1.0' in text
+            assert 'shoal_kafka_lag{table="served"} 0.0' in text
+        assert db.read("served")[0].num_rows == 299
+    finally:
+        db.close()

@@ -43,6 +43,7 @@ from shoal.server.auth import TokenTable, load_tokens
 from shoal.server.errors import NotReadyError, install_error_handlers
 from shoal.server.maintenance import install_maintenance
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
+from shoal.server.pipelines import install_pipelines
 from shoal.server.state import ServerState, server_state
 
 READY_PROBE_KEY = "shoal-readyz-probe"   # looked up, never written: an indexed point read
@@ -103,6 +104,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                     sweeper.stop()
                 raise
         start_maintenance()
+        start_pipelines()   # Kafka sources bound to tables (`shoal.server.pipelines`)
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
                              daemon=True).start()
@@ -110,6 +112,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
             yield
         finally:
             state.accepting = False
+            await anyio.to_thread.run_sync(stop_pipelines)
             await anyio.to_thread.run_sync(stop_maintenance)
             if otlp_grpc is not None:
                 await anyio.to_thread.run_sync(otlp_grpc.stop)
@@ -130,6 +133,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.include_router(otlp_http.router)
     start_maintenance, stop_maintenance = install_maintenance(
         app, db, enabled=warm_spark if maintenance is None else maintenance)
+    start_pipelines, stop_pipelines = install_pipelines(app, db, config=config,
+                                                        enabled=warm_spark)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
     app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])
