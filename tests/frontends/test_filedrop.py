@@ -343,25 +343,28 @@ def test_crash_between_rejects_and_data_commit_reruns_once(task_env, spark, monk
 
 
 @pytest.mark.slow
-def test_poll_loop_picks_up_new_files_until_stopped(task_env, spark):
+def test_poll_loop_picks_up_new_files_reports_errors_and_stops(task_env, spark):
     db, drop, _ = task_env
     drop.put("first.ndjson", b'{"n": 1}\n')
-    pipeline = FileDropPipeline.from_client(db, spark, drop.source, "events")
+    pipeline = FileDropPipeline.from_client(db, spark, drop.source, "later")
     stop = threading.Event()
-    scans = []
+    scans, errors = [], []
     loop = threading.Thread(target=lambda: scans.append(pipeline.run(
-        interval_s=0.2, should_stop=stop.is_set)))
+        interval_s=0.2, should_stop=stop.is_set, on_error=errors.append)))
     loop.start()
     try:
-        wait_for(lambda: len(rows(db, "events")) == 1)
+        wait_for(lambda: len(errors) >= 2)          # the table is missing: reported, polled on
+        assert str(errors[0]) == 'table "later" does not exist'
+        db.create_table("later", [Column("n", LONG)])
+        wait_for(lambda: len(rows(db, "later")) == 1)
         drop.put("second.ndjson", b'{"n": 2}\n')
-        wait_for(lambda: len(rows(db, "events")) == 2)
+        wait_for(lambda: len(rows(db, "later")) == 2)
     finally:
         stop.set()
         loop.join(timeout=60)
     assert not loop.is_alive()
     assert scans[0].ingested == 2 and scans[0].rows == 2
-    assert sorted(r["n"] for r in rows(db, "events")) == [1, 2]
+    assert sorted(r["n"] for r in rows(db, "later")) == [1, 2]
 
 
 def wait_for(cond, timeout: float = 60.0) -> None:

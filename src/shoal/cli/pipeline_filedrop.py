@@ -5,7 +5,8 @@ Spark tasks (ledger key `filedrop:{sha256}`), routes bad lines to `<table>__reje
 either exits (`--once`) or polls every `--interval` seconds until SIGINT/SIGTERM (the scan in
 progress finishes and commits first). On a terminal a progress bar shows files and records/s;
 each scan that found something prints one summary line on stdout. Errors: one line
-`error: ...` on stderr, exit 1.
+`error: ...` on stderr, exit 1; while polling, a failed scan prints its line and the next
+scan retries what did not land.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def filedrop_command(
             min_age_s=min_age, chunk_bytes=chunk_mb << 20, on_progress=on_progress)
         with progress:
             total = pipeline.run(once=once, interval_s=interval, on_summary=on_summary,
+                                 on_error=lambda e: typer.echo(f"error: {e}", err=True),
                                  should_stop=stop.is_set)
         if not once:
             typer.echo(f"stopped: {total.ingested} file(s), {total.rows} rows, "

@@ -127,8 +127,9 @@ def commit_rejects(coordinator: CommitCoordinator, catalog: Catalog, table: str,
 
     One extent, one snapshot, one ledger row per record key, in one CAS. Records whose key is
     already in the ledger (or repeated within `records`) are skipped: re-running after a
-    crash commits nothing twice. If a concurrent writer lands some of the keys first, the
-    extent is deleted and the rest is retried.
+    crash commits nothing twice. The first attempt commits every key without looking any up
+    (the common case: a unit seen for the first time costs no ledger reads); if the catalog
+    finds one applied, that extent is deleted and the keys still missing are retried.
     """
     if not records:
         return 0
@@ -136,8 +137,8 @@ def commit_rejects(coordinator: CommitCoordinator, catalog: Catalog, table: str,
     pending: dict[str, RejectRecord] = {}
     for r in records:
         pending.setdefault(r.key, r)
+    todo = list(pending.values())
     for _ in range(_MAX_REPLAY_ROUNDS):
-        todo = [r for k, r in pending.items() if catalog.ledger_get(k) is None]
         if not todo:
             return 0
         info = catalog.load_table(info.name)
@@ -150,5 +151,6 @@ def commit_rejects(coordinator: CommitCoordinator, catalog: Catalog, table: str,
         outcome = coordinator.run(info.name, lambda _info: spec, written=[entry])
         if outcome.replayed is None:
             return len(todo)
-        pending = {r.key: r for r in todo}  # some key landed meanwhile: drop it and retry
+        # Some key was applied before (a re-run) or meanwhile (a race): keep the missing ones.
+        todo = [r for r in todo if catalog.ledger_get(r.key) is None]
     raise CommitRetriesExhaustedError(info.name, _MAX_REPLAY_ROUNDS)

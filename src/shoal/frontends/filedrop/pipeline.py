@@ -295,14 +295,25 @@ class FileDropPipeline:
     # ---- poll loop ----------------------------------------------------------------------------
     def run(self, *, once: bool = False, interval_s: float = 10.0,
             on_summary: Callable[[ScanSummary], None] | None = None,
+            on_error: Callable[[ShoalError], None] | None = None,
             should_stop: Callable[[], bool] | None = None) -> ScanSummary:
-        """Scan once, or every `interval_s` until `should_stop()` (or Ctrl-C); the totals."""
+        """Scan once, or every `interval_s` until `should_stop()` (or Ctrl-C); the totals.
+
+        When polling with `on_error`, a scan that fails with a `ShoalError` is reported there
+        and the loop goes on (whatever that scan committed stays; the rest is retried).
+        """
         total = ScanSummary()
         while True:
-            s = self.scan()
-            _accumulate(total, s)
-            if on_summary is not None:
-                on_summary(s)
+            try:
+                s = self.scan()
+            except ShoalError as e:
+                if once or on_error is None:
+                    raise
+                on_error(e)
+            else:
+                _accumulate(total, s)
+                if on_summary is not None:
+                    on_summary(s)
             if once or (should_stop is not None and should_stop()):
                 return total
             deadline = time.monotonic() + interval_s
