@@ -234,6 +234,20 @@ def test_streamed_large_object_matches_in_memory_and_lines_count_across_chunks(t
         assert all(db.store.exists(e.object_path) for e in r.extents)
 
 
+def test_field_appearing_mid_file_evolves_and_starts_an_extent_under_the_new_version(task_env):
+    db, drop, spec = task_env
+    lines = [json.dumps({"n": i} if i < 500 else {"n": i, "region": f"r{i % 3}"}).encode()
+             for i in range(1000)]
+    drop.put("late.ndjson", b"\n".join(lines) + b"\n")
+    (r,) = process_files(spec(chunk_bytes=2048), listing(drop))
+    assert r.new_columns == ["region"] and r.rows == 1000 and r.rejects == []
+    assert sorted({e.schema_version for e in r.extents}) == [1, 2]
+    from shoal.catalog import LedgerEntry
+    db.coordinator.append("events", r.extents, ledger=[LedgerEntry(r.key, r.ack("events"))])
+    got = {x["n"]: x["region"] for x in rows(db, "events")}
+    assert got == {i: (None if i < 500 else f"r{i % 3}") for i in range(1000)}
+
+
 def test_corrupt_gzip_is_one_whole_file_reject_and_known_files_are_not_parsed(task_env):
     db, drop, spec = task_env
     good = gzip.compress(b'{"n": 1}\n' * 1000)

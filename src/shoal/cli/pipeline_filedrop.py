@@ -64,8 +64,14 @@ def filedrop_command(
             raise
     stop = threading.Event()
     if not once:
+        def request_stop(*_: object) -> None:
+            if stop.is_set():          # a second signal aborts the scan in progress
+                raise KeyboardInterrupt
+            stop.set()
+            typer.echo("stopping after the current scan (signal again to abort)", err=True)
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, request_stop)
 
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)

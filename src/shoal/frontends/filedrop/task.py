@@ -37,16 +37,22 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 import numpy as np
+import pyarrow as pa
 
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
 from shoal.errors import LineError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.ingest.rejects import RejectRecord
 from shoal.storage import ObjectInfo, ObjectStore
-from shoal.types.schema import SchemaMode
+from shoal.types.schema import Schema, SchemaMode
+
+if TYPE_CHECKING:
+    from shoal.format.base import ExtentWriter
+    from shoal.ingest.coerce import Coerced
+    from shoal.ingest.commit import CommitCoordinator
 
 LEDGER_PREFIX = "filedrop:"
 REJECT_PREFIX = "filedrop-reject:"
@@ -152,8 +158,8 @@ def _text_stream(raw: IO[bytes], head: bytes) -> IO[bytes]:
 
 
 class _FileJob:
-    def __init__(self, spec: TaskSpec, catalog: Catalog, coordinator, source: ObjectStore,
-                 obj: ObjectInfo) -> None:
+    def __init__(self, spec: TaskSpec, catalog: Catalog, coordinator: CommitCoordinator,
+                 source: ObjectStore, obj: ObjectInfo) -> None:
         self.spec = spec
         self.catalog = catalog
         self.coordinator = coordinator
@@ -249,7 +255,8 @@ class _FileJob:
                             text_bytes=text_bytes, extents=list(self.written),
                             rejects=rejects, new_columns=new_columns)
 
-    def _coerce(self, info: TableInfo, chunk: bytes, added_so_far: int):
+    def _coerce(self, info: TableInfo, chunk: bytes, added_so_far: int
+                ) -> tuple[TableInfo, Coerced, list[str]]:
         from shoal.ingest.coerce import coerce_ndjson
         from shoal.ingest.evolve import plan_evolution
 
@@ -295,19 +302,20 @@ class _FileJob:
 class _ExtentSink:
     """A file's rows as extents: a new extent per schema version and per `EXTENT_ROWS`."""
 
-    def __init__(self, coordinator, spec: TaskSpec, written: list[ManifestEntry]) -> None:
+    def __init__(self, coordinator: CommitCoordinator, spec: TaskSpec,
+                 written: list[ManifestEntry]) -> None:
         self.coordinator = coordinator
         self.spec = spec
         self.written = written
-        self.writer = None
-        self.schema = None
+        self.writer: ExtentWriter | None = None
+        self.schema: Schema | None = None
         self.rows = 0
 
-    def append(self, info: TableInfo, batch) -> None:
+    def append(self, info: TableInfo, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
-        if self.writer is not None and (self.schema.version != info.schema.version
-                                        or self.rows >= EXTENT_ROWS):
+        if self.writer is not None and self.schema is not None and (
+                self.schema.version != info.schema.version or self.rows >= EXTENT_ROWS):
             self.finish()
         if self.writer is None:
             from shoal.ingest.commit import extent_prefix
@@ -329,6 +337,7 @@ class _ExtentSink:
         except BaseException:
             writer.abort()
             raise
+        assert self.schema is not None
         self.written.append(ManifestEntry.from_write(result, schema_version=self.schema.version,
                                                      format=self.coordinator.format.name))
 
