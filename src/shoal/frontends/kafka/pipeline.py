@@ -6,6 +6,9 @@ driver (`sink.KafkaSink`: coerce, header and pseudo-columns, rejects, data + off
 catalog transaction) and watches it: progress (records/s, MB/s, lag) goes to `on_progress`
 about once a second; with `until_idle_s` the query stops once every partition is caught up
 and nothing new arrived for that long; `stop()` (another thread, a signal) stops it too.
+`foreachBatch` only collects a batch's records (Arrow) and queues them for one committer
+thread, so Spark reads batch n+1 while batch n is coerced and committed; batches commit in
+order, and after a failed commit none later does (no offset can be skipped).
 
 Where a run starts is the catalog's business, not Spark's: each run gets a fresh, throw-away
 checkpoint directory and the source starts every partition at catalog offset + 1 (low
@@ -20,6 +23,7 @@ The default group is `shoal-<table>`, the default mode `drop` (SPEC §4).
 
 from __future__ import annotations
 
+import queue
 import shutil
 import tempfile
 import threading
@@ -93,11 +97,17 @@ class PipelineProgress:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    @property
+    def active_s(self) -> float:
+        """From the query's start to the last commit that applied records."""
+        return max(self.last_record - self.started, 1e-9) if self.records else 0.0
+
     def summary(self, table: str) -> str:
-        s = max(self.elapsed, 1e-9)
+        s = max(self.active_s, 1e-9)
         return (f"kafka -> {table}: {self.records} records ({self.rows} rows, "
-                f"{self.rejects} rejected) in {s:.1f}s, {self.records / s:,.0f} records/s, "
-                f"{self.value_bytes / s / 1e6:.2f} MB/s, lag {self.lag}")
+                f"{self.rejects} rejected), {self.value_bytes / 1e6:.1f} MB in {s:.1f}s: "
+                f"{self.records / s:,.0f} records/s, {self.value_bytes / s / 1e6:.2f} MB/s; "
+                f"lag {self.lag}")
 
 
 class KafkaPipeline:
@@ -117,6 +127,7 @@ class KafkaPipeline:
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._lock = threading.Lock()
+        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=1)
         self._admin = KafkaAdmin(binding.bootstrap, binding.group, self.kafka_config)
         self.sink = KafkaSink(db.catalog, db.coordinator, table=binding.table,
                               group=binding.group, topics=binding.topics, mode=binding.mode,
@@ -136,13 +147,39 @@ class KafkaPipeline:
         return total
 
     def _batch(self, df: Any, batch_id: int) -> None:
+        """foreachBatch: hand the batch's records to the committer, then let Spark go on."""
+        if self._error is not None:
+            raise self._error
         try:
             records = df.toArrow() if hasattr(df, "toArrow") else pa.Table.from_pandas(
                 df.toPandas())
-            result = self.sink.write(records)
         except BaseException as e:
             self._error = e
             raise
+        while True:  # at most one batch waits: reading overlaps committing, memory stays bounded
+            if self._error is not None:
+                raise self._error
+            try:
+                self._queue.put(records, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def _commit_loop(self) -> None:
+        """Commit batches in order; after a failure nothing later commits (no offset gaps)."""
+        while True:
+            records = self._queue.get()
+            try:
+                if records is None or self._error is not None:
+                    return
+                self._commit(records)
+            except BaseException as e:
+                self._error = e
+            finally:
+                self._queue.task_done()
+
+    def _commit(self, records: pa.Table) -> None:
+        result = self.sink.write(records)
         with self._lock:
             p = self.progress
             p.batches += 1
@@ -164,16 +201,21 @@ class KafkaPipeline:
         spark.dataSource.register(KafkaStreamSource)
         start = {partition_key(t, p): o + 1 for (t, p), o in self.sink.committed().items()}
         checkpoint = tempfile.mkdtemp(prefix="shoal-kafka-checkpoint-")
+        max_tasks = max(1, spark.sparkContext.defaultParallelism * 2)
         df = (spark.readStream.format("shoal_kafka")
               .option("bootstrap", b.bootstrap).option("topics", ",".join(b.topics))
               .option("group", b.group).option("start_offsets", json.dumps(start))
               .option("max_records_per_partition", str(self.max_records_per_partition))
+              .option("max_tasks", str(max_tasks))
               .option("kafka_config", json.dumps(self.kafka_config)).load())
         query = (df.writeStream.foreachBatch(self._batch)
                  .trigger(processingTime=f"{int(self.trigger_s * 1000)} milliseconds")
                  .option("checkpointLocation", checkpoint)
                  .queryName(f"shoal-kafka-{b.table}").start())
         self.progress = PipelineProgress()
+        committer = threading.Thread(target=self._commit_loop, name="shoal-kafka-commit",
+                                     daemon=True)
+        committer.start()
         last_tick, last_records = time.monotonic(), 0
         try:
             while True:
@@ -204,6 +246,8 @@ class KafkaPipeline:
             try:
                 query.stop()
             finally:
+                self._queue.put(None)   # batches already read are still committed
+                committer.join()
                 shutil.rmtree(checkpoint, ignore_errors=True)
         if self._error is not None:
             raise self._error
