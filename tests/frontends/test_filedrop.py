@@ -248,6 +248,17 @@ def test_field_appearing_mid_file_evolves_and_starts_an_extent_under_the_new_ver
     assert got == {i: (None if i < 500 else f"r{i % 3}") for i in range(1000)}
 
 
+def test_a_large_file_rolls_over_several_extents(task_env, monkeypatch):
+    from shoal.frontends.filedrop import task
+
+    db, drop, spec = task_env
+    monkeypatch.setattr(task, "EXTENT_ROWS", 300)
+    drop.put("many.ndjson", b"".join(b'{"n": %d}\n' % i for i in range(1000)))
+    (r,) = process_files(spec(chunk_bytes=1024), listing(drop))
+    assert len(r.extents) >= 3 and all(e.row_count <= 300 + 100 for e in r.extents)
+    assert sum(e.row_count for e in r.extents) == 1000
+
+
 def test_corrupt_gzip_is_one_whole_file_reject_and_known_files_are_not_parsed(task_env):
     db, drop, spec = task_env
     good = gzip.compress(b'{"n": 1}\n' * 1000)

@@ -17,7 +17,7 @@ group of objects of the watched prefix. For each object it:
    names, at most `spec.evolution_cap` per file, the rest in `props`; SPEC §4) through the
    commit coordinator's schema evolution, and the chunk is coerced again against the fresh
    schema; rows go to extents written straight to the table's object store (a new extent
-   when the schema version changes or an extent reaches `EXTENT_ROWS` rows);
+   when the schema version changes or an extent reaches `EXTENT_ROWS` / `EXTENT_BYTES`);
 5. turns every rejected line into a `RejectRecord` (`filedrop-reject:{sha256}:{line}`, raw
    line, every error of that line, file, 1-based line of the decompressed file).
 
@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 
 LEDGER_PREFIX = "filedrop:"
 REJECT_PREFIX = "filedrop-reject:"
-EXTENT_ROWS = 1_000_000          # rows per extent before a file's output rolls to a new one
+EXTENT_ROWS = 1_000_000          # a file's output rolls to a new extent at this many rows
+EXTENT_BYTES = 128 << 20         # ... or this much Arrow data (the writer holds it until done)
 READ_BLOCK = 8 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -300,7 +301,7 @@ class _FileJob:
 
 
 class _ExtentSink:
-    """A file's rows as extents: a new extent per schema version and per `EXTENT_ROWS`."""
+    """A file's rows as extents: a new one per schema version, `EXTENT_ROWS`, `EXTENT_BYTES`."""
 
     def __init__(self, coordinator: CommitCoordinator, spec: TaskSpec,
                  written: list[ManifestEntry]) -> None:
@@ -310,12 +311,14 @@ class _ExtentSink:
         self.writer: ExtentWriter | None = None
         self.schema: Schema | None = None
         self.rows = 0
+        self.nbytes = 0
 
     def append(self, info: TableInfo, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
         if self.writer is not None and self.schema is not None and (
-                self.schema.version != info.schema.version or self.rows >= EXTENT_ROWS):
+                self.schema.version != info.schema.version or self.rows >= EXTENT_ROWS
+                or self.nbytes >= EXTENT_BYTES):
             self.finish()
         if self.writer is None:
             from shoal.ingest.commit import extent_prefix
@@ -324,9 +327,10 @@ class _ExtentSink:
             self.writer = self.coordinator.format.start_extent(
                 self.coordinator.store, extent_prefix(info), info.schema.arrow(),
                 block_rows=self.spec.block_rows)
-            self.rows = 0
+            self.rows = self.nbytes = 0
         self.writer.append(batch)
         self.rows += batch.num_rows
+        self.nbytes += batch.nbytes
 
     def finish(self) -> None:
         if self.writer is None:
