@@ -23,6 +23,7 @@ which a re-run skips by key. Re-scans no-op; a file changed by one byte has anot
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -180,11 +181,11 @@ class FileDropPipeline:
                 math.ceil(len(objects) / MAX_GROUP_FILES))
         n = min(n, len(objects))
         groups: list[list[ObjectInfo]] = [[] for _ in range(n)]
-        loads = [0] * n
+        heap = [(0, 0, i) for i in range(n)]       # (bytes, files, group): least loaded first
         for o in sorted(objects, key=lambda o: (-o.size, o.path)):
-            i = min(range(n), key=lambda j: (loads[j], len(groups[j])))
+            load, count, i = heapq.heappop(heap)
             groups[i].append(o)
-            loads[i] += o.size
+            heapq.heappush(heap, (load + o.size, count + 1, i))
         return [sorted(g, key=lambda o: o.path) for g in groups if g]
 
     def _run_job(self, spec: TaskSpec, group: list[ObjectInfo]) -> list[FileResult]:
