@@ -320,3 +320,27 @@ def test_server_runs_bound_sources_with_metrics(broker, spark, tmp_path):
         assert db.read("served")[0].num_rows == 299
     finally:
         db.close()
+
+
+def test_evolve_mode_runs_the_write_path_on_the_driver(broker, spark, tmp_path):
+    topic = _topic("evolve")
+    broker.create_topic(topic, 1)
+    db = shoal.connect(data_dir=str(tmp_path), spark_master="local[2]")
+    db.sql("CREATE TABLE evo (v long, tag BYTES HEADER('tag'))")
+    broker.produce(topic, [(0, b'{"v":1}', [("tag", b"x")]),
+                           (0, b'{"v":2,"color":"red"}', []),
+                           (0, b'{\n  "v": 3,\n  "color": "blue"\n}',   # pretty-printed
+                            [("tag", b"y"), ("tag", b"z")]),
+                           (0, b'{"v":4,"tag":"mine"}', [])])
+    binding = resolve_binding(db.catalog, "evo", bootstrap=broker.bootstrap, topics=[topic],
+                              mode="evolve")
+    pipeline = _run_until_idle(db, binding, idle_s=0.5)
+    assert not pipeline._staged
+    rows = db.read("evo")[0].sort_by("v").to_pydict()
+    assert rows["v"] == [1, 2, 3]
+    assert rows["color"] == [None, "red", "blue"]      # evolve: a new column
+    assert rows["tag"] == [b"x", None, b"z"]
+    rej = db.read("evo__rejects")[0].to_pylist()
+    assert [(r["offset"], r["field"]) for r in rej] == [(3, "tag")]
+    assert "Kafka header column" in rej[0]["error"]
+    db.close()

@@ -6,8 +6,11 @@ driver (`sink.KafkaSink`: coerce, header and pseudo-columns, rejects, data + off
 catalog transaction) and watches it: progress (records/s, MB/s, lag) goes to `on_progress`
 about once a second; with `until_idle_s` the query stops once every partition is caught up
 and nothing new arrived for that long; `stop()` (another thread, a signal) stops it too.
-`foreachBatch` only collects a batch's records (Arrow) and queues them for one committer
-thread, so Spark reads batch n+1 while batch n is coerced and committed; batches commit in
+By default the write path runs inside the Spark tasks (`staged.py`: each task coerces
+its records and writes one extent; `foreachBatch` collects only the small staged results);
+in mode `evolve` (the schema may change mid-batch) `foreachBatch` collects the records
+(Arrow) and the driver coerces them. Either way `foreachBatch` queues the batch for one
+committer thread, so Spark reads batch n+1 while batch n is coerced and committed; batches commit in
 order, and after a failed commit none later does (no offset can be skipped).
 
 Where a run starts is the catalog's business, not Spark's: each run gets a fresh, throw-away
@@ -35,7 +38,8 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 
 from shoal.errors import ConfigError, ShoalError
-from shoal.frontends.kafka.sink import BatchResult, KafkaSink
+from shoal.frontends.kafka.sink import BatchResult, KafkaSink, StagedBatch
+from shoal.frontends.kafka.staged import StageSpec
 from shoal.frontends.kafka.source import (DEFAULT_MAX_RECORDS_PER_PARTITION, KafkaAdmin,
                                           KafkaStreamSource, partition_key)
 from shoal.types.schema import SchemaMode
@@ -115,7 +119,8 @@ class KafkaPipeline:
                  max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION,
                  kafka_config: dict[str, Any] | None = None,
                  on_progress: Callable[[PipelineProgress], None] | None = None,
-                 on_batch: Callable[[BatchResult], None] | None = None) -> None:
+                 on_batch: Callable[[BatchResult], None] | None = None,
+                 stage_in_tasks: bool = True) -> None:
         self.db = db
         self.binding = binding
         self.trigger_s = trigger_s
@@ -123,11 +128,13 @@ class KafkaPipeline:
         self.kafka_config = dict(kafka_config or {})
         self.on_progress = on_progress
         self.on_batch = on_batch
+        # The write path runs in the Spark tasks unless the schema may change (evolve).
+        self._staged = stage_in_tasks and binding.mode != "evolve"
         self.progress = PipelineProgress()
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._lock = threading.Lock()
-        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=1)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._admin = KafkaAdmin(binding.bootstrap, binding.group, self.kafka_config)
         self.sink = KafkaSink(db.catalog, db.coordinator, table=binding.table,
                               group=binding.group, topics=binding.topics, mode=binding.mode,
@@ -151,8 +158,12 @@ class KafkaPipeline:
         if self._error is not None:
             raise self._error
         try:
-            records = df.toArrow() if hasattr(df, "toArrow") else pa.Table.from_pandas(
-                df.toPandas())
+            if self._staged:
+                import pickle
+
+                records: Any = [pickle.loads(r.payload) for r in df.collect()]
+            else:
+                records = df.toArrow()
         except BaseException as e:
             self._error = e
             raise
@@ -178,8 +189,11 @@ class KafkaPipeline:
             finally:
                 self._queue.task_done()
 
-    def _commit(self, records: pa.Table) -> None:
-        result = self.sink.write(records)
+    def _commit(self, records: pa.Table | list[StagedBatch]) -> None:
+        if isinstance(records, list):
+            result = self.sink.commit_staged(records)
+        else:
+            result = self.sink.write(records)
         with self._lock:
             p = self.progress
             p.batches += 1
@@ -207,7 +221,15 @@ class KafkaPipeline:
               .option("group", b.group).option("start_offsets", json.dumps(start))
               .option("max_records_per_partition", str(self.max_records_per_partition))
               .option("max_tasks", str(max_tasks))
-              .option("kafka_config", json.dumps(self.kafka_config)).load())
+              .option("kafka_config", json.dumps(self.kafka_config)))
+        if self._staged:
+            info = self.db.catalog.load_table(b.table)
+            spec = StageSpec(table=b.table, table_id=info.id, schema=info.schema.to_json(),
+                             mode=b.mode, group=b.group,
+                             storage_url=self.db.config.resolved_storage_url,
+                             s3_endpoint=self.db.config.s3_endpoint)
+            df = df.option("stage", spec.to_option())
+        df = df.load()
         query = (df.writeStream.foreachBatch(self._batch)
                  .trigger(processingTime=f"{int(self.trigger_s * 1000)} milliseconds")
                  .option("checkpointLocation", checkpoint)

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal.catalog.base import Catalog, SourceOffset, TableInfo
+from shoal.catalog.base import Catalog, ManifestEntry, SourceOffset, TableInfo
 from shoal.errors import InvalidSchemaError, ShoalError
 from shoal.ingest.coerce import coerce_ndjson
 from shoal.ingest.commit import CommitCoordinator, CommitSpec
@@ -64,6 +64,18 @@ class ConcurrentPipelineError(ShoalError):
         super().__init__(f'table "{table}": offsets of source "{source}" moved while this '
                          "batch was being committed; is another pipeline consuming the same "
                          "group into the same table?")
+
+
+class OffsetMismatchError(ShoalError):
+    """A staged batch does not continue the catalog's offsets (it overlaps applied records)."""
+
+    code = "kafka_offset_mismatch"
+
+    def __init__(self, table: str, topic: str, partition: int, first: int,
+                 committed: int) -> None:
+        super().__init__(f'table "{table}": staged records of {topic}[{partition}] start at '
+                         f"offset {first} but the catalog already holds up to {committed}; "
+                         "restart the pipeline (it resumes at the catalog's offsets)")
 
 
 def source_name(group: str, topic: str) -> str:
@@ -115,123 +127,96 @@ class KafkaSink:
                 out[(topic, int(part))] = off
         return out
 
-    # ---- one micro-batch --------------------------------------------------------------------
+    # ---- one micro-batch, staged on the driver ---------------------------------------------
     def write(self, records: pa.Table) -> BatchResult:
+        """Coerce and commit `records` (the driver path; every mode, `evolve` included)."""
         base = self.committed()
         total = records.num_rows
         records = _new_records(records, base)
         if records.num_rows == 0:
             return BatchResult(0, 0, 0, 0, total, None, {})
-        records = records.combine_chunks()
-        topics = records.column("topic").to_pylist()
-        parts = records.column("partition").to_pylist()
-        offsets = records.column("offset").to_pylist()
-        values = records.column("value").to_pylist()
-        value_bytes = sum(len(v) for v in values if v)
-
-        rejects: list[RejectRecord] = []
-        lines: list[bytes] = []
-        line_rec: list[int] = []    # record index of each NDJSON line
-        for i, v in enumerate(values):
-            problem = None
-            if not v or not v.strip():
-                problem = EMPTY_VALUE_ERROR
-            elif b"\n" in v:  # one line per record: a pretty-printed object is re-encoded
-                try:
-                    v = msgspec.json.encode(msgspec.json.decode(v))
-                except msgspec.DecodeError as e:
-                    problem = f"invalid JSON: {e}"
-            if problem is not None:
-                rejects.append(self._reject(topics[i], parts[i], offsets[i], values[i],
-                                            problem, None))
-            else:
-                lines.append(v)
-                line_rec.append(i)
-
         info = self.catalog.load_table(self.table)
-        batch, accepted, line_errors = self._coerce(info, lines)
-        for line_no, (field, message) in line_errors.items():
-            i = line_rec[line_no - 1]
-            rejects.append(self._reject(topics[i], parts[i], offsets[i], values[i],
-                                        message, field))
-        rows = pa.Table.from_batches([batch]) if batch.num_rows else None
-        if rows is not None:
-            take = pa.array(np.asarray(line_rec, dtype=np.int64)[accepted])
-            rows = self._fill_kafka_columns(self._schema_of(batch), rows, records.take(take))
+        evolve = self._evolve if self.mode == "evolve" else None
+        prep = prepare_records(records, info.schema, group=self.group, mode=self.mode,
+                               evolve=evolve)
+        written = []
+        if prep.rows is not None:
+            written = [self.coordinator.write_extent(info, prep.rows.to_batches(),
+                                                     schema=prep.schema)]
+        staged = StagedBatch(written[0] if written else None, prep.rejects, prep.first,
+                             prep.last, prep.records, prep.n_rows, prep.value_bytes)
+        result = self.commit_staged([staged], base=base)
+        return replace(result, skipped=total - records.num_rows)
 
-        last: dict[tuple[str, int], int] = {}
-        for t, p, o in zip(topics, parts, offsets):
-            if o > last.get((t, p), -1):
-                last[(t, p)] = o
+    def _evolve(self, unknown: list[str], schema: Schema) -> Schema:
+        plan = plan_evolution(unknown, schema, cap=self.evolution_cap)
+        if not plan.new_columns:
+            return schema
+        self.coordinator.evolve_schema(self.table, plan.new_columns, base=schema)
+        return self.catalog.load_table(self.table).schema
+
+    # ---- commit what tasks (or `write`) staged ----------------------------------------------
+    def commit_staged(self, staged: Sequence[StagedBatch], *,
+                      base: dict[tuple[str, int], int] | None = None) -> BatchResult:
+        """Commit staged extents: rejects first (by key), then data + offsets in one CAS.
+
+        A staged range entirely at or below the catalog's offset was applied before: its
+        extent is dropped. One that overlaps the catalog's offset cannot be split (its rows
+        are in one extent): the batch fails with `OffsetMismatchError`, nothing commits, and
+        a restart resumes at the catalog's offsets.
+        """
+        base = self.committed() if base is None else base
+        keep: list[StagedBatch] = []
+        drop: list[ManifestEntry] = []
+        for sb in staged:
+            old = [k for k in sb.last if base.get(k, -1) >= sb.last[k]]
+            overlap = [k for k in sb.last if k not in old and base.get(k, -1) >= sb.first[k]]
+            if overlap:
+                t, p = overlap[0]
+                self._discard([e for b in staged if b.entry for e in [b.entry]])
+                raise OffsetMismatchError(self.table, t, p, sb.first[(t, p)], base[(t, p)])
+            if old and len(old) == len(sb.last):
+                if sb.entry is not None:
+                    drop.append(sb.entry)
+                continue
+            if old:  # a task mixing applied and new ranges: never produced by the source
+                self._discard([e for b in staged if b.entry for e in [b.entry]])
+                t, p = old[0]
+                raise OffsetMismatchError(self.table, t, p, sb.first[(t, p)], base[(t, p)])
+            keep.append(sb)
+        self._discard(drop)
+        rejects = [r for sb in keep for r in sb.rejects]
         n_rejects = commit_rejects(self.coordinator, self.catalog, self.table, rejects)
-        snapshot_id = self._commit(rows, last, base)
-        if self.on_kafka_commit is not None:
+        last: dict[tuple[str, int], int] = {}
+        for sb in keep:
+            for k, o in sb.last.items():
+                last[k] = max(o, last.get(k, -1))
+        written = [sb.entry for sb in keep if sb.entry is not None]
+        n_rows = sum(sb.rows for sb in keep)
+        snapshot_id = self._commit(written, n_rows, last, base) if last else None
+        if self.on_kafka_commit is not None and last:
             try:
                 self.on_kafka_commit({k: o + 1 for k, o in last.items()})
             except Exception:  # lag tools only; the catalog holds the truth
                 pass
-        return BatchResult(records.num_rows, 0 if rows is None else rows.num_rows, n_rejects,
-                           value_bytes, total - records.num_rows, snapshot_id, last)
+        return BatchResult(sum(sb.records for sb in keep), n_rows, n_rejects,
+                           sum(sb.value_bytes for sb in keep),
+                           sum(sb.records for sb in staged) - sum(sb.records for sb in keep),
+                           snapshot_id, last)
 
-    def _schema_of(self, batch: pa.RecordBatch) -> Schema:
-        v = int((batch.schema.metadata or {}).get(b"shoal.schema_version", b"0"))
-        return self.catalog.schema_version(self.table, v)
+    def _discard(self, entries: Sequence[ManifestEntry]) -> None:
+        """Delete staged extents that will certainly not be committed (else orphan GC)."""
+        for e in entries:
+            try:
+                self.coordinator.store.delete(e.object_path)
+            except ShoalError:
+                pass
 
-    def _reject(self, topic: str, part: int, offset: int, raw: bytes | None, error: str,
-                field: str | None) -> RejectRecord:
-        return RejectRecord(
-            key=f"kafka-reject:{self.group}:{topic}:{part}:{offset}", raw=raw or b"",
-            error=f"{topic}[{part}]@{offset}: {error}", source="kafka", field=field,
-            topic=topic, partition=part, offset=offset)
-
-    def _coerce(self, info: TableInfo, lines: list[bytes]
-                ) -> tuple[pa.RecordBatch, np.ndarray, dict[int, tuple[str | None, str]]]:
-        """(rows, accepted line mask, {line: (field, message)}) of the NDJSON lines."""
-        n = len(lines)
-        body = b"\n".join(lines)
-        policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[self.mode]
-        coerced = coerce_ndjson(body, info.schema, unknown=policy,  # type: ignore[arg-type]
-                                ingest_time_ns=time.time_ns(), max_errors=max(n, 1))
-        if self.mode == "evolve" and coerced.unknown_fields:
-            plan = plan_evolution(coerced.unknown_fields, info.schema, cap=self.evolution_cap)
-            if plan.new_columns:
-                self.coordinator.evolve_schema(self.table, plan.new_columns, base=info.schema)
-                info = self.catalog.load_table(self.table)
-                coerced = coerce_ndjson(body, info.schema, unknown="props",
-                                        ingest_time_ns=time.time_ns(), max_errors=max(n, 1))
-        accepted = np.ones(n, dtype=bool)
-        if coerced.rejected_lines:
-            accepted[np.asarray(coerced.rejected_lines, dtype=np.int64) - 1] = False
-        errors: dict[int, tuple[str | None, str]] = {}
-        for e in coerced.errors:
-            prefix = f"line {e.line}: "
-            msg = e.message[len(prefix):] if e.message.startswith(prefix) else e.message
-            if e.line in errors:  # several problems on one record: one reject, every message
-                field, before = errors[e.line]
-                errors[e.line] = (field, f"{before}; {msg}")
-            else:
-                errors[e.line] = (e.field, msg)
-        for line in coerced.rejected_lines:
-            errors.setdefault(line, (None, "rejected"))
-        return coerced.batch, accepted, errors
-
-    def _fill_kafka_columns(self, schema: Schema, rows: pa.Table, recs: pa.Table) -> pa.Table:
-        for i, col in enumerate(schema.columns):
-            arr = _kafka_column(col, recs)
-            if arr is not None:
-                rows = rows.set_column(i, rows.schema.field(i), arr)
-        return rows
-
-    def _commit(self, rows: pa.Table | None, last: dict[tuple[str, int], int],
-                base: dict[tuple[str, int], int]) -> int | None:
-        info = self.catalog.load_table(self.table)
-        written = []
-        if rows is not None:
-            schema = self._schema_of(rows.to_batches()[0])
-            written = [self.coordinator.write_extent(info, rows.to_batches(), schema=schema)]
+    def _commit(self, written: list[ManifestEntry], n_rows: int,
+                last: dict[tuple[str, int], int], base: dict[tuple[str, int], int]
+                ) -> int | None:
         offsets = [SourceOffset(source_name(self.group, t), str(p), o)
                    for (t, p), o in sorted(last.items())]
-        n_rows = 0 if rows is None else rows.num_rows
 
         def build(_info: TableInfo) -> CommitSpec:
             now = self.committed()
@@ -244,6 +229,135 @@ class KafkaSink:
 
         outcome = self.coordinator.run(self.table, build, written=written)
         return None if outcome.snapshot is None else outcome.snapshot.snapshot_id
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """Records of some partitions made ready to commit: an extent already in the store."""
+
+    entry: ManifestEntry | None          # None when every record was refused
+    rejects: list[RejectRecord]
+    first: dict[tuple[str, int], int]    # first and last offset read per (topic, partition)
+    last: dict[tuple[str, int], int]
+    records: int
+    rows: int
+    value_bytes: int
+
+
+@dataclass(frozen=True)
+class Prepared:
+    rows: pa.Table | None                # shaped as `schema.arrow()`
+    schema: Schema
+    rejects: list[RejectRecord]
+    first: dict[tuple[str, int], int]
+    last: dict[tuple[str, int], int]
+    records: int
+    value_bytes: int
+
+    @property
+    def n_rows(self) -> int:
+        return 0 if self.rows is None else self.rows.num_rows
+
+
+def reject_record(group: str, topic: str, part: int, offset: int, raw: bytes | None,
+                  error: str, field: str | None) -> RejectRecord:
+    return RejectRecord(
+        key=f"kafka-reject:{group}:{topic}:{part}:{offset}", raw=raw or b"",
+        error=f"{topic}[{part}]@{offset}: {error}", source="kafka", field=field,
+        topic=topic, partition=part, offset=offset)
+
+
+def prepare_records(records: pa.Table, schema: Schema, *, group: str, mode: SchemaMode,
+                    evolve: Callable[[list[str], Schema], Schema] | None = None) -> Prepared:
+    """Kafka records -> rows shaped to `schema` (+ header and pseudo-columns) and rejects.
+
+    Pure apart from `evolve` (mode `evolve` only: adds columns, returns the new schema), so
+    it runs on the driver or inside a Spark task alike.
+    """
+    records = records.combine_chunks()
+    topics = records.column("topic").to_pylist()
+    parts = records.column("partition").to_pylist()
+    offsets = records.column("offset").to_pylist()
+    values = records.column("value").to_pylist()
+    value_bytes = sum(len(v) for v in values if v)
+    first: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], int] = {}
+    for t, p, o in zip(topics, parts, offsets):
+        k = (t, p)
+        if o > last.get(k, -1):
+            last[k] = o
+        if o < first.get(k, 1 << 62):
+            first[k] = o
+
+    rejects: list[RejectRecord] = []
+    lines: list[bytes] = []
+    line_rec: list[int] = []    # record index of each NDJSON line
+    for i, v in enumerate(values):
+        problem = None
+        if not v or not v.strip():
+            problem = EMPTY_VALUE_ERROR
+        elif b"\n" in v:  # one line per record: a pretty-printed object is re-encoded
+            try:
+                v = msgspec.json.encode(msgspec.json.decode(v))
+            except msgspec.DecodeError as e:
+                problem = f"invalid JSON: {e}"
+        if problem is not None:
+            rejects.append(reject_record(group, topics[i], parts[i], offsets[i], values[i],
+                                         problem, None))
+        else:
+            lines.append(v)
+            line_rec.append(i)
+
+    batch, schema, accepted, line_errors = _coerce(lines, schema, mode, evolve)
+    for line_no, (field, message) in line_errors.items():
+        i = line_rec[line_no - 1]
+        rejects.append(reject_record(group, topics[i], parts[i], offsets[i], values[i],
+                                     message, field))
+    rows = None
+    if batch.num_rows:
+        take = pa.array(np.asarray(line_rec, dtype=np.int64)[accepted])
+        rows = _fill_kafka_columns(schema, pa.Table.from_batches([batch]), records.take(take))
+    return Prepared(rows, schema, rejects, first, last, records.num_rows, value_bytes)
+
+
+def _coerce(lines: list[bytes], schema: Schema, mode: SchemaMode,
+            evolve: Callable[[list[str], Schema], Schema] | None
+            ) -> tuple[pa.RecordBatch, Schema, np.ndarray, dict[int, tuple[str | None, str]]]:
+    """(rows, their schema, accepted line mask, {line: (field, message)}) of the lines."""
+    n = len(lines)
+    body = b"\n".join(lines)
+    policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[mode]
+    coerced = coerce_ndjson(body, schema, unknown=policy,  # type: ignore[arg-type]
+                            ingest_time_ns=time.time_ns(), max_errors=max(n, 1))
+    if evolve is not None and coerced.unknown_fields:
+        fresh = evolve(coerced.unknown_fields, schema)
+        if fresh.version != schema.version:
+            schema = fresh
+            coerced = coerce_ndjson(body, schema, unknown="props",
+                                    ingest_time_ns=time.time_ns(), max_errors=max(n, 1))
+    accepted = np.ones(n, dtype=bool)
+    if coerced.rejected_lines:
+        accepted[np.asarray(coerced.rejected_lines, dtype=np.int64) - 1] = False
+    errors: dict[int, tuple[str | None, str]] = {}
+    for e in coerced.errors:
+        prefix = f"line {e.line}: "
+        msg = e.message[len(prefix):] if e.message.startswith(prefix) else e.message
+        if e.line in errors:  # several problems on one record: one reject, every message
+            field, before = errors[e.line]
+            errors[e.line] = (field, f"{before}; {msg}")
+        else:
+            errors[e.line] = (e.field, msg)
+    for line in coerced.rejected_lines:
+        errors.setdefault(line, (None, "rejected"))
+    return coerced.batch, schema, accepted, errors
+
+
+def _fill_kafka_columns(schema: Schema, rows: pa.Table, recs: pa.Table) -> pa.Table:
+    for i, col in enumerate(schema.columns):
+        arr = _kafka_column(col, recs)
+        if arr is not None:
+            rows = rows.set_column(i, rows.schema.field(i), arr)
+    return rows
 
 
 def _new_records(records: pa.Table, base: dict[tuple[str, int], int]) -> pa.Table:

@@ -16,7 +16,9 @@ the range's start offset and consumes up to its end offset, yielding Arrow recor
 Options: `bootstrap` (required), `topics` (comma-separated, required), `group` (names the
 reader's librdkafka client), `start_offsets` (JSON), `max_records_per_partition`
 (default 50000), `max_tasks` (Spark tasks per micro-batch, default 4: partitions share
-tasks), `kafka_config` (JSON of extra librdkafka settings).
+tasks), `kafka_config` (JSON of extra librdkafka settings), `stage` (a `staged.StageSpec`
+as JSON: each task then runs the write path itself and yields one row `payload binary`, its
+pickled `StagedBatch`, instead of the records).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ RECORD_SCHEMA = pa.schema([
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 50_000
 DEFAULT_MAX_TASKS = 4
+STAGED_DDL = "payload binary"   # with the `stage` option: one pickled StagedBatch per task
 _READ_BATCH = 10_000
 _STALL_TIMEOUT_S = 60.0
 _METADATA_TIMEOUT_S = 10.0
@@ -149,6 +152,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_per_partition = int(options.get("max_records_per_partition",
                                                  DEFAULT_MAX_RECORDS_PER_PARTITION))
         self.max_tasks = max(1, int(options.get("max_tasks", DEFAULT_MAX_TASKS)))
+        self.stage: str | None = options.get("stage")
         self._admin: KafkaAdmin | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -200,9 +204,19 @@ class KafkaStreamReader(DataSourceStreamReader):
             load[i] += r.end - r.start
         return [KafkaTask(tuple(t)) for t in tasks]
 
-    def read(self, partition: KafkaTask) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        for r in partition.ranges:
-            yield from read_range(self.bootstrap, self.group, self.extra, r)
+    def read(self, partition: KafkaTask) -> Iterator[Any]:  # type: ignore[override]
+        ranges = (read_range(self.bootstrap, self.group, self.extra, r)
+                  for r in partition.ranges)
+        if self.stage is None:
+            for batches in ranges:
+                yield from batches
+            return
+        import pickle
+
+        from shoal.frontends.kafka.staged import StageSpec, stage_task
+
+        staged = stage_task(StageSpec.from_option(self.stage), ranges)
+        yield (pickle.dumps(staged, protocol=pickle.HIGHEST_PROTOCOL),)
 
     def commit(self, end: dict[str, int]) -> None:
         pass  # progress lives in the catalog (committed by the sink with the data)
@@ -281,7 +295,7 @@ class KafkaStreamSource(DataSource):
         return "shoal_kafka"
 
     def schema(self) -> StructType | str:
-        return RECORD_DDL
+        return STAGED_DDL if "stage" in self.options else RECORD_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(dict(self.options))
