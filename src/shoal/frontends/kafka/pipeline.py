@@ -96,6 +96,9 @@ class PipelineProgress:
     started: float = field(default_factory=time.monotonic)
     last_record: float = field(default_factory=time.monotonic)
     rate: float = 0.0           # records/s over the last progress interval
+    first_commit: float | None = None   # when the first records were committed, and
+    first_records: int = 0              # how many (the rate after it is the steady rate)
+    first_bytes: int = 0
 
     @property
     def elapsed(self) -> float:
@@ -108,10 +111,16 @@ class PipelineProgress:
 
     def summary(self, table: str) -> str:
         s = max(self.active_s, 1e-9)
+        steady = ""
+        if self.first_commit is not None and self.records > self.first_records:
+            t = max(self.last_record - self.first_commit, 1e-9)
+            steady = (f" (after the first batch {(self.records - self.first_records) / t:,.0f}"
+                      f" records/s, {(self.value_bytes - self.first_bytes) / t / 1e6:.2f} "
+                      "MB/s)")
         return (f"kafka -> {table}: {self.records} records ({self.rows} rows, "
                 f"{self.rejects} rejected), {self.value_bytes / 1e6:.1f} MB in {s:.1f}s: "
-                f"{self.records / s:,.0f} records/s, {self.value_bytes / s / 1e6:.2f} MB/s; "
-                f"lag {self.lag}")
+                f"{self.records / s:,.0f} records/s, {self.value_bytes / s / 1e6:.2f} MB/s"
+                f"{steady}; lag {self.lag}")
 
 
 class KafkaPipeline:
@@ -203,6 +212,9 @@ class KafkaPipeline:
             p.value_bytes += result.value_bytes
             if result.records:
                 p.last_record = time.monotonic()
+                if p.first_commit is None:
+                    p.first_commit = p.last_record
+                    p.first_records, p.first_bytes = p.records, p.value_bytes
         if self.on_batch is not None:
             self.on_batch(result)
 
