@@ -227,7 +227,7 @@ class KafkaPipeline:
         spark.dataSource.register(KafkaStreamSource)
         start = {partition_key(t, p): o + 1 for (t, p), o in self.sink.committed().items()}
         checkpoint = tempfile.mkdtemp(prefix="shoal-kafka-checkpoint-")
-        max_tasks = max(1, spark.sparkContext.defaultParallelism * 2)
+        max_tasks = max(1, spark.sparkContext.defaultParallelism)  # one task per core
         df = (spark.readStream.format("shoal_kafka")
               .option("bootstrap", b.bootstrap).option("topics", ",".join(b.topics))
               .option("group", b.group).option("start_offsets", json.dumps(start))
