@@ -1,11 +1,15 @@
 """The Kafka pipeline's sink: one micro-batch of Kafka records -> the shared write path.
 
-`KafkaSink.write(records)` takes the records of one Spark micro-batch (`RECORD_SCHEMA` of
-`source.py`, any order, possibly with records the catalog already holds) and commits them
-exactly once:
+Two entry points share every rule below. `prepare_records()` (pure: runs on the driver or
+inside a Spark task, see `staged.py`) does steps 2-3; `KafkaSink.commit_staged()` does
+steps 4-5 for extents already written (one per task). `KafkaSink.write(records)` does it all
+on the driver for the records of one micro-batch (`RECORD_SCHEMA` of `source.py`, any order,
+possibly with records the catalog already holds); it is the path of mode `evolve`. Together
+they commit each record exactly once:
 
 1. Records at or below the catalog's offset of their partition are dropped (already applied:
-   a replayed batch after a crash or a Spark retry).
+   a replayed batch after a crash or a Spark retry); a staged extent wholly below it is
+   deleted, one that straddles it fails the batch (`OffsetMismatchError`).
 2. Each value is one JSON object coerced against the table schema by `coerce_ndjson` in
    partial mode; unknown fields follow the pipeline's mode (`drop` by default for Kafka;
    `evolve` adds columns like the REST path; `reject` refuses the record). An empty value
