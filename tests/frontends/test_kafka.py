@@ -344,3 +344,51 @@ def test_evolve_mode_runs_the_write_path_on_the_driver(broker, spark, tmp_path):
     assert [(r["offset"], r["field"]) for r in rej] == [(3, "tag")]
     assert "Kafka header column" in rej[0]["error"]
     db.close()
+
+
+# ---- the sink's exactly-once rules, without Spark or a broker ------------------------------------
+
+def _records(rows: list[tuple[int, int, bytes]], topic: str = "t") -> pa.Table:
+    from shoal.frontends.kafka.source import RECORD_SCHEMA
+    return pa.Table.from_pylist(
+        [{"topic": topic, "partition": p, "offset": o, "timestamp": 1_700_000_000_000,
+          "key": None, "value": v, "headers": [{"key": "h", "value": b"%d" % o}]}
+         for p, o, v in rows], schema=RECORD_SCHEMA)
+
+
+def test_sink_replay_crash_between_commits_and_racing_pipelines(tmp_path):
+    from shoal.frontends.kafka import ConcurrentPipelineError, KafkaSink
+    from shoal.frontends.kafka.sink import OffsetMismatchError, StagedBatch, prepare_records
+    from shoal.ingest.rejects import commit_rejects
+
+    db = shoal.connect(data_dir=str(tmp_path))
+    db.sql("CREATE TABLE s (v long, h BYTES HEADER('h'))")
+    sink = KafkaSink(db.catalog, db.coordinator, table="s", group="g", topics=["t"])
+    batch = _records([(0, 0, b'{"v":0}'), (0, 1, b'{"v":"x"}'), (1, 0, b'{"v":10}')])
+
+    # A crash after the rejects landed but before the data: the re-run skips them by key.
+    prep = prepare_records(batch, db.catalog.load_table("s").schema, group="g", mode="drop")
+    assert commit_rejects(db.coordinator, db.catalog, "s", prep.rejects) == 1
+    r = sink.write(batch)
+    assert (r.rows, r.rejects, r.offsets) == (2, 0, {("t", 0): 1, ("t", 1): 0})
+    assert db.read("s__rejects")[0].num_rows == 1
+
+    # The same batch again (a replay): nothing is applied twice.
+    again = sink.write(_records([(0, 1, b'{"v":"x"}'), (0, 2, b'{"v":2}'), (1, 0, b'{"v":10}')]))
+    assert (again.records, again.rows, again.skipped) == (1, 1, 2)
+    assert sorted(db.read("s")[0].column("v").to_pylist()) == [0, 2, 10]
+    assert db.read("s")[0].sort_by("v").column("h").to_pylist() == [b"0", b"2", b"0"]
+
+    # Another pipeline moved the offsets since this one read them: nothing commits.
+    stale = {("t", 0): 2, ("t", 1): 0}
+    other = KafkaSink(db.catalog, db.coordinator, table="s", group="g", topics=["t"])
+    other.write(_records([(0, 3, b'{"v":3}')]))
+    with pytest.raises(ConcurrentPipelineError, match="another pipeline"):
+        sink.commit_staged([StagedBatch(None, [], {("t", 0): 3}, {("t", 0): 3}, 1, 0, 7)],
+                           base=stale)
+    # A staged extent straddling the catalog's offset cannot be split: refused.
+    with pytest.raises(OffsetMismatchError, match=r"t\[0\] start at offset 2"):
+        sink.commit_staged([StagedBatch(None, [], {("t", 0): 2}, {("t", 0): 5}, 4, 0, 28)])
+    assert sorted(db.read("s")[0].column("v").to_pylist()) == [0, 2, 3, 10]
+    assert db.catalog.source_offsets("kafka:g:t") == {"0": 3, "1": 0}
+    db.close()
