@@ -392,3 +392,24 @@ def test_sink_replay_crash_between_commits_and_racing_pipelines(tmp_path):
     assert sorted(db.read("s")[0].column("v").to_pylist()) == [0, 2, 3, 10]
     assert db.catalog.source_offsets("kafka:g:t") == {"0": 3, "1": 0}
     db.close()
+
+
+def test_records_deleted_by_retention_before_read_are_reported(broker, spark, tmp_path):
+    if broker.proc is None:
+        pytest.skip("relies on the mock cluster's ~5 MB per-partition retention")
+    topic = _topic("retention")
+    broker.create_topic(topic, 1)
+    db = shoal.connect(data_dir=str(tmp_path), spark_master="local[2]")
+    db.sql("CREATE TABLE rt (v long, pad string)")
+    binding = resolve_binding(db.catalog, "rt", bootstrap=broker.bootstrap, topics=[topic])
+    broker.produce(topic, [(0, b'{"v":%d}' % i, []) for i in range(10)])
+    _run_until_idle(db, binding, idle_s=0.3)
+    pad = "x" * 2000
+    broker.produce(topic, [(0, b'{"v":%d,"pad":"%s"}' % (i, pad.encode()), [])
+                           for i in range(10, 4010)])     # ~8 MB: the oldest are deleted
+    pipeline = _run_until_idle(db, binding, idle_s=0.3)
+    lost = pipeline.progress.lost
+    assert lost > 0 and "records lost to retention" in pipeline.progress.summary("rt")
+    rows = db.read("rt")[0].column("v").to_pylist()
+    assert len(rows) == 4010 - lost and sorted(rows)[10] == 10 + lost
+    db.close()

@@ -18,6 +18,10 @@ checkpoint directory and the source starts every partition at catalog offset + 1
 watermark when the catalog has none). So a crash at any point (SIGKILL included) loses
 nothing and repeats nothing: what the catalog committed is exactly what is visible.
 
+A partition whose low watermark passed catalog offset + 1 lost records to Kafka's retention
+before they were read: the run starts at the low watermark, logs a warning and reports the
+count in its summary (`PipelineProgress.lost`).
+
 The binding (`resolve_binding`): topics, bootstrap, group and mode come from the arguments,
 else from the table's properties `kafka_topic` (comma-separated), `kafka_bootstrap`,
 `kafka_group`, `kafka_mode`, else (bootstrap) the configuration `SHOAL_KAFKA_BOOTSTRAP`.
@@ -26,6 +30,7 @@ The default group is `shoal-<table>`, the default mode `drop` (SPEC §4).
 
 from __future__ import annotations
 
+import logging
 import queue
 import shutil
 import tempfile
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
     from shoal.client import Shoal
 
 MODES: tuple[SchemaMode, ...] = ("drop", "evolve", "reject")
+log = logging.getLogger("shoal.kafka")
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ class PipelineProgress:
     first_commit: float | None = None   # when the first records were committed, and
     first_records: int = 0              # how many (the rate after it is the steady rate)
     first_bytes: int = 0
+    lost: int = 0               # records deleted by retention before they were read
 
     @property
     def elapsed(self) -> float:
@@ -120,7 +127,9 @@ class PipelineProgress:
         return (f"kafka -> {table}: {self.records} records ({self.rows} rows, "
                 f"{self.rejects} rejected), {self.value_bytes / 1e6:.1f} MB in {s:.1f}s: "
                 f"{self.records / s:,.0f} records/s, {self.value_bytes / s / 1e6:.2f} MB/s"
-                f"{steady}; lag {self.lag}")
+                f"{steady}; lag {self.lag}"
+                + (f"; {self.lost} records lost to retention before shoal read them"
+                   if self.lost else ""))
 
 
 class KafkaPipeline:
@@ -161,6 +170,16 @@ class KafkaPipeline:
             nxt = max(done.get((t, p), low - 1) + 1, low)
             total += max(0, high - nxt)
         return total
+
+    def retention_gaps(self) -> dict[tuple[str, int], int]:
+        """Per partition the catalog knows, records Kafka deleted before they were read
+        (its low watermark passed catalog offset + 1): they cannot be ingested any more."""
+        gaps: dict[tuple[str, int], int] = {}
+        for (t, p), off in self.sink.committed().items():
+            low, _high = self._admin.watermarks(t, p)
+            if low > off + 1:
+                gaps[(t, p)] = low - off - 1
+        return gaps
 
     def _batch(self, df: Any, batch_id: int) -> None:
         """foreachBatch: hand the batch's records to the committer, then let Spark go on."""
@@ -226,6 +245,12 @@ class KafkaPipeline:
         spark = self.db.query_engine.spark
         spark.dataSource.register(KafkaStreamSource)
         start = {partition_key(t, p): o + 1 for (t, p), o in self.sink.committed().items()}
+        self.progress = PipelineProgress()
+        gaps = self.retention_gaps()
+        self.progress.lost = sum(gaps.values())
+        for (t, p), n in sorted(gaps.items()):
+            log.warning("kafka %s[%d]: %d records were deleted by retention before shoal "
+                        "read them", t, p, n)
         checkpoint = tempfile.mkdtemp(prefix="shoal-kafka-checkpoint-")
         max_tasks = max(1, spark.sparkContext.defaultParallelism)  # one task per core
         df = (spark.readStream.format("shoal_kafka")
@@ -246,7 +271,6 @@ class KafkaPipeline:
                  .trigger(processingTime=f"{int(self.trigger_s * 1000)} milliseconds")
                  .option("checkpointLocation", checkpoint)
                  .queryName(f"shoal-kafka-{b.table}").start())
-        self.progress = PipelineProgress()
         committer = threading.Thread(target=self._commit_loop, name="shoal-kafka-commit",
                                      daemon=True)
         committer.start()
