@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import shoal
-from shoal.cli.ingest import iter_chunks
+from shoal.ingest.chunks import iter_chunks
 
 SHOAL = [sys.executable, "-m", "shoal.cli.main"]
 

@@ -14,35 +14,15 @@ from __future__ import annotations
 import gzip
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Annotated
 
 import typer
 
 from shoal.errors import LineError, PayloadError
+from shoal.ingest.chunks import iter_chunks
 
 IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
-
-
-def iter_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
-    """(chunk, number of lines before it); chunks end at a newline (except the last)."""
-    carry = b""
-    lines_before = 0
-    while True:
-        block = stream.read(chunk_bytes)
-        if not block:
-            break
-        cut = block.rfind(b"\n")  # the carry never holds a newline
-        if cut < 0:
-            carry += block
-            continue
-        chunk = b"".join((carry, memoryview(block)[:cut + 1]))  # one copy of the block
-        carry = block[cut + 1:]
-        yield chunk, lines_before
-        lines_before += chunk.count(b"\n")
-    if carry.strip():
-        yield carry, lines_before
 
 
 def _open(path: str) -> tuple[IO[bytes], int | None]:

@@ -35,7 +35,7 @@ import hashlib
 import io
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Literal
 
@@ -45,6 +45,7 @@ import pyarrow as pa
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
 from shoal.errors import LineError
 from shoal.frontends.filedrop.source import DropSource
+from shoal.ingest.chunks import iter_chunks
 from shoal.ingest.rejects import RejectRecord
 from shoal.storage import ObjectInfo, ObjectStore
 from shoal.types.schema import Schema, SchemaMode
@@ -132,26 +133,6 @@ def process_files(spec: TaskSpec, objects: Sequence[ObjectInfo]) -> list[FileRes
 
 # -- reading --------------------------------------------------------------------------------
 
-def iter_line_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
-    """(chunk, lines before it): chunks of about `chunk_bytes` cut after a newline."""
-    carry = b""
-    lines_before = 0
-    while True:
-        block = stream.read(chunk_bytes)
-        if not block:
-            break
-        cut = block.rfind(b"\n")
-        if cut < 0:
-            carry += block
-            continue
-        chunk = carry + block[:cut + 1]
-        carry = block[cut + 1:]
-        yield chunk, lines_before
-        lines_before += chunk.count(b"\n")
-    if carry.strip():
-        yield carry, lines_before
-
-
 def _text_stream(raw: IO[bytes], head: bytes) -> IO[bytes]:
     if head.startswith(GZIP_MAGIC):
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
@@ -232,7 +213,7 @@ class _FileJob:
         rows = lines = text_bytes = 0
         info = self.catalog.load_table(self.spec.table)
         try:
-            for chunk, before in iter_line_chunks(text, self.spec.chunk_bytes):
+            for chunk, before in iter_chunks(text, self.spec.chunk_bytes):
                 info, coerced, added = self._coerce(info, chunk, len(new_columns))
                 new_columns.extend(added)
                 out.append(info, coerced.batch)
