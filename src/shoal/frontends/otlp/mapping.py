@@ -22,7 +22,7 @@ shoal's `real` holds finite numbers only. Integer metric values are stored as `r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,19 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
+def _scoped(resources: Any, scopes_field: str, items_field: str
+            ) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every item of a request (log record, span, metric) with its scope context:
+    (service_name, resource JSON, scope name, scope version), computed once per resource."""
+    for r in resources:
+        res_attrs = r.resource.attributes
+        svc, res = service_name(res_attrs), attributes_json(res_attrs)
+        for s in getattr(r, scopes_field):
+            context = (svc, res, s.scope.name or None, s.scope.version or None)
+            for item in getattr(s, items_field):
+                yield context, item
+
+
 def map_request(signal: Signal, request: Any) -> Mapped:
     if signal == "logs":
         return map_logs(request)
@@ -84,33 +97,26 @@ _LOG_COLUMNS = ("_timestamp", "observed_timestamp", "service_name", "severity_nu
 def map_logs(request: Any) -> Mapped:
     rows: list[tuple[Any, ...]] = []
     rejected: list[LineError] = []
-    n = 0
-    for rl in request.resource_logs:
-        res_attrs = rl.resource.attributes
-        svc = service_name(res_attrs)
-        res = attributes_json(res_attrs)
-        for sl in rl.scope_logs:
-            scope_name, scope_version = sl.scope.name or None, sl.scope.version or None
-            for lr in sl.log_records:
-                n += 1
-                tid, sid = lr.trace_id, lr.span_id
-                if tid and len(tid) != 16:
-                    _reject(rejected, n, "log record", "trace_id",
-                            f"trace_id must be 16 bytes, got {len(tid)}")
-                    continue
-                if sid and len(sid) != 8:
-                    _reject(rejected, n, "log record", "span_id",
-                            f"span_id must be 8 bytes, got {len(sid)}")
-                    continue
-                observed = lr.observed_time_unix_nano or None
-                rows.append((
-                    lr.time_unix_nano or observed, observed, svc, lr.severity_number or None,
-                    lr.severity_text or None,
-                    body_text(lr.body) if lr.HasField("body") else None,
-                    lr.event_name or None,
-                    None if tid == _ZERO_TRACE else hex_id(tid),
-                    None if sid == _ZERO_SPAN else hex_id(sid),
-                    lr.flags, attributes_json(lr.attributes), res, scope_name, scope_version))
+    records = _scoped(request.resource_logs, "scope_logs", "log_records")
+    for n, ((svc, res, scope_name, scope_version), lr) in enumerate(records, 1):
+        tid, sid = lr.trace_id, lr.span_id
+        if tid and len(tid) != 16:
+            _reject(rejected, n, "log record", "trace_id",
+                    f"trace_id must be 16 bytes, got {len(tid)}")
+            continue
+        if sid and len(sid) != 8:
+            _reject(rejected, n, "log record", "span_id",
+                    f"span_id must be 8 bytes, got {len(sid)}")
+            continue
+        observed = lr.observed_time_unix_nano or None
+        rows.append((
+            lr.time_unix_nano or observed, observed, svc, lr.severity_number or None,
+            lr.severity_text or None,
+            body_text(lr.body) if lr.HasField("body") else None,
+            lr.event_name or None,
+            None if tid == _ZERO_TRACE else hex_id(tid),
+            None if sid == _ZERO_SPAN else hex_id(sid),
+            lr.flags, attributes_json(lr.attributes), res, scope_name, scope_version))
     return Mapped(_batch(LOGS_SCHEMA, _LOG_COLUMNS, rows), rejected)
 
 
@@ -156,29 +162,22 @@ def _span_problem(sp: Any) -> tuple[str, str] | None:
 def map_spans(request: Any) -> Mapped:
     rows: list[tuple[Any, ...]] = []
     rejected: list[LineError] = []
-    n = 0
-    for rs in request.resource_spans:
-        res_attrs = rs.resource.attributes
-        svc = service_name(res_attrs)
-        res = attributes_json(res_attrs)
-        for ss in rs.scope_spans:
-            scope_name, scope_version = ss.scope.name or None, ss.scope.version or None
-            for sp in ss.spans:
-                n += 1
-                problem = _span_problem(sp)
-                if problem is not None:
-                    _reject(rejected, n, "span", *problem)
-                    continue
-                start, end = sp.start_time_unix_nano, sp.end_time_unix_nano
-                status = sp.status
-                rows.append((
-                    start or None, sp.trace_id.hex(), sp.span_id.hex(),
-                    hex_id(sp.parent_span_id), sp.trace_state or None, svc, sp.name,
-                    _KIND.get(sp.kind) or str(sp.kind), end or None,
-                    end - start if start and end else None,
-                    _STATUS.get(status.code) or str(status.code), status.message or None,
-                    sp.flags, attributes_json(sp.attributes), _events(sp.events),
-                    _links(sp.links), res, scope_name, scope_version))
+    spans = _scoped(request.resource_spans, "scope_spans", "spans")
+    for n, ((svc, res, scope_name, scope_version), sp) in enumerate(spans, 1):
+        problem = _span_problem(sp)
+        if problem is not None:
+            _reject(rejected, n, "span", *problem)
+            continue
+        start, end = sp.start_time_unix_nano, sp.end_time_unix_nano
+        status = sp.status
+        rows.append((
+            start or None, sp.trace_id.hex(), sp.span_id.hex(),
+            hex_id(sp.parent_span_id), sp.trace_state or None, svc, sp.name,
+            _KIND.get(sp.kind) or str(sp.kind), end or None,
+            end - start if start and end else None,
+            _STATUS.get(status.code) or str(status.code), status.message or None,
+            sp.flags, attributes_json(sp.attributes), _events(sp.events),
+            _links(sp.links), res, scope_name, scope_version))
     return Mapped(_batch(SPANS_SCHEMA, _SPAN_COLUMNS, rows), rejected)
 
 
@@ -237,31 +236,24 @@ def map_metrics(request: Any) -> Mapped:
     rows: list[tuple[Any, ...]] = []
     rejected: list[LineError] = []
     n = 0
-    for rm in request.resource_metrics:
-        res_attrs = rm.resource.attributes
-        svc = service_name(res_attrs)
-        res = attributes_json(res_attrs)
-        for sm in rm.scope_metrics:
-            scope_name, scope_version = sm.scope.name or None, sm.scope.version or None
-            for m in sm.metrics:
-                kind = m.WhichOneof("data")
-                if kind is None:
-                    continue
-                data = getattr(m, kind)
-                temporality = (_TEMPORALITY.get(data.aggregation_temporality)
-                               if kind in ("sum", "histogram", "exponential_histogram")
-                               else None)
-                monotonic = data.is_monotonic if kind == "sum" else None
-                point = _POINTS[kind]
-                head = (svc, m.name, m.description or None, m.unit or None, kind, temporality,
-                        monotonic)
-                tail = (res, scope_name, scope_version)
-                for p in data.data_points:
-                    n += 1
-                    if not m.name:
-                        _reject(rejected, n, "data point", "name", "the metric has no name")
-                        continue
-                    rows.append((p.time_unix_nano or None, p.start_time_unix_nano or None)
-                                + head + point(p) + (p.flags, attributes_json(p.attributes))
-                                + tail)
+    for (svc, res, scope_name, scope_version), m in _scoped(request.resource_metrics,
+                                                            "scope_metrics", "metrics"):
+        kind = m.WhichOneof("data")
+        if kind is None:
+            continue
+        data = getattr(m, kind)
+        temporality = (_TEMPORALITY.get(data.aggregation_temporality)
+                       if kind in ("sum", "histogram", "exponential_histogram") else None)
+        monotonic = data.is_monotonic if kind == "sum" else None
+        point = _POINTS[kind]
+        head = (svc, m.name, m.description or None, m.unit or None, kind, temporality,
+                monotonic)
+        tail = (res, scope_name, scope_version)
+        for p in data.data_points:
+            n += 1
+            if not m.name:
+                _reject(rejected, n, "data point", "name", "the metric has no name")
+                continue
+            rows.append((p.time_unix_nano or None, p.start_time_unix_nano or None)
+                        + head + point(p) + (p.flags, attributes_json(p.attributes)) + tail)
     return Mapped(_batch(METRICS_SCHEMA, _METRIC_COLUMNS, rows), rejected)
