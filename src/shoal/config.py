@@ -40,6 +40,10 @@ class Config:
     otlp_metrics_table: str = "otel_metrics"
     # Kafka (SPEC §7.3): bootstrap servers for pipelines whose table binding names none.
     kafka_bootstrap: str | None = None
+    # `shoal serve` runs the maintenance scheduler + a worker, and the Kafka pipelines of
+    # bound tables (SHOAL_MAINTENANCE / SHOAL_PIPELINES = false to leave them to others).
+    maintenance: bool = True
+    pipelines: bool = True
 
     @property
     def data_path(self) -> Path:
@@ -60,11 +64,20 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port"})
+_BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
 def _coerce(name: str, value: Any) -> Any:
     if value is None:
         return None
+    if name in _BOOL_FIELDS:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
     if name in _INT_FIELDS:
         try:
             return int(value)

@@ -145,6 +145,10 @@ def start_server(data_dir: str | Path | None = None, *, catalog_url: str | None 
     # OTLP/gRPC is off unless the test asks for it (`env` or `--otlp-grpc-port`): the
     # default port 4317 is one for the whole machine, and test servers run side by side.
     child_env["SHOAL_OTLP_GRPC_PORT"] = "0"
+    # Background maintenance and bound Kafka pipelines are off unless asked for: they would
+    # change extent counts under tests that assert them.
+    child_env["SHOAL_MAINTENANCE"] = "false"
+    child_env["SHOAL_PIPELINES"] = "false"
     if catalog_url is not None:
         child_env["SHOAL_CATALOG_URL"] = catalog_url
     if storage_url is not None:

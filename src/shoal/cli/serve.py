@@ -58,7 +58,8 @@ def serve(ctx: typer.Context,
     db = Shoal(cfg)
     try:
         app = create_app(db, config=cfg, tokens=tokens, close_db=True, warm_spark=warm_spark,
-                         otlp_grpc_port=cfg.otlp_grpc_port)
+                         otlp_grpc_port=cfg.otlp_grpc_port, maintenance=cfg.maintenance,
+                         pipelines=cfg.pipelines)
         server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port,
                                                log_level=log_level.lower(), lifespan="on",
                                                proxy_headers=False))

@@ -54,7 +54,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                tokens: TokenTable | None = None, worker_threads: int = 256,
                close_db: bool = False, sweep_ledger: bool = True,
                warm_spark: bool = False, otlp_grpc_port: int | None = None,
-               maintenance: bool | None = None) -> FastAPI:
+               maintenance: bool | None = None, pipelines: bool | None = None) -> FastAPI:
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
@@ -63,8 +63,10 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
     (its `bound_port` once started). `maintenance` runs the maintenance scheduler and a
-    worker in the background (`shoal.server.maintenance`); None follows `warm_spark`, i.e.
-    on for `shoal serve`, off for apps that tests build.
+    worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka
+    pipelines of bound tables (`shoal.server.pipelines`). None follows `warm_spark`, i.e. on
+    for `shoal serve` (which passes the config's `maintenance` and `pipelines`), off for
+    apps that tests build.
     """
     from shoal.frontends.otlp import OtlpSink, OtlpTables
     from shoal.frontends.otlp import http as otlp_http
@@ -133,8 +135,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.include_router(otlp_http.router)
     start_maintenance, stop_maintenance = install_maintenance(
         app, db, enabled=warm_spark if maintenance is None else maintenance)
-    start_pipelines, stop_pipelines = install_pipelines(app, db, config=config,
-                                                        enabled=warm_spark)
+    start_pipelines, stop_pipelines = install_pipelines(
+        app, db, config=config, enabled=warm_spark if pipelines is None else pipelines)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
     app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])
