@@ -415,3 +415,139 @@ def test_ledger_sweep_keeps_filedrop_keys(catalog):
     assert catalog.sweep_ledger(0.0) == 2
     assert catalog.ledger_get("filedrop:" + "ab" * 32) is not None
     assert catalog.ledger_get("req-1") is None
+
+
+# -- a file-drop source bound to a table: the CLI's `--table` alone, and `shoal serve` -------
+
+def test_binding_from_table_properties_flags_override_and_no_path_is_one_line_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from shoal.cli.main import app
+    from shoal.frontends.filedrop import resolve_binding
+
+    (tmp_path / "drop").mkdir()
+    (tmp_path / "other").mkdir()
+    data = str(tmp_path / "data")
+    db = Shoal(Config(data_dir=data))
+    try:
+        db.sql(f"CREATE TABLE bound (n long) WITH (filedrop_path = '{tmp_path / 'drop'}', "
+               "filedrop_interval = 2.5, filedrop_mode = 'drop')")
+        db.sql("CREATE TABLE plain (n long)")
+        b = resolve_binding(db.catalog, "bound")
+        assert (b.source.url, b.interval_s, b.mode) == (f"file://{tmp_path / 'drop'}", 2.5,
+                                                        "drop")
+        b = resolve_binding(db.catalog, "bound", path=str(tmp_path / "other"), interval_s=1,
+                            mode="reject")
+        assert (b.source.url, b.interval_s, b.mode) == (f"file://{tmp_path / 'other'}", 1.0,
+                                                        "reject")
+        assert resolve_binding(db.catalog, "plain", path=str(tmp_path / "drop")).interval_s == 10
+        assert resolve_binding(db.catalog, "plain", path=str(tmp_path / "drop")).mode is None
+    finally:
+        db.close()
+
+    out = CliRunner().invoke(app, ["--data-dir", data, "pipeline", "filedrop",
+                                   "--table", "plain", "--once"])
+    assert out.exit_code == 1
+    assert out.stderr.strip().splitlines() == [
+        'error: no file-drop path for table "plain": pass --path or bind one with '
+        "CREATE TABLE ... WITH (filedrop_path='...')"]
+    out = CliRunner().invoke(app, ["--data-dir", data, "pipeline", "filedrop",
+                                   "--table", "bound", "--mode", "sideways"])
+    assert out.exit_code == 1
+    assert out.stderr.strip() == "error: --mode 'sideways': expected evolve, drop or reject"
+
+
+def test_cli_table_only_uses_the_binding(tmp_path, spark):
+    """`shoal pipeline filedrop --table t --once` in-process (the Spark session is the run's)."""
+    from typer.testing import CliRunner
+
+    from shoal.cli.main import app
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "a.ndjson").write_bytes(b'{"n": 1, "extra": "x"}\n{"n": 2}\n')
+    (drop / "b.ndjson.gz").write_bytes(gzip.compress(b'{"n": 3}\n{"n": "three"}\n'))
+    data = str(tmp_path / "data")
+    db = Shoal(Config(data_dir=data))
+    db.sql(f"CREATE TABLE bound (n long) WITH (filedrop_path = '{drop}', filedrop_mode = 'drop')")
+    db.close()
+    out = CliRunner().invoke(app, ["--data-dir", data, "pipeline", "filedrop",
+                                   "--table", "bound", "--once"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip().splitlines()[-1].startswith(
+        "filedrop -> bound: 2 object(s), 2 new file(s), 3 rows, 1 line(s) rejected"), out.stdout
+    db = Shoal(Config(data_dir=data))
+    try:
+        assert sorted(r["n"] for r in rows(db, "bound")) == [1, 2, 3]
+        assert "extra" not in db.catalog.load_table("bound").schema.names  # filedrop_mode
+        assert [(r["file"], r["line"]) for r in rows(db, "bound__rejects")] == [
+            (str(drop / "b.ndjson.gz"), 2)]
+    finally:
+        db.close()
+
+
+def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path, spark):
+    import time
+
+    import httpx
+
+    from shoal.server import create_app
+    from shoal.server.pipelines import FileDropSupervisor
+    from tests.support.server import serve_app
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    first = b'{"n": 1}\n{"n": 2}\nnot json\n'
+    second = gzip.compress(b'{"n": 3}\n', mtime=0)
+    (drop / "a.ndjson").write_bytes(first)
+    (drop / "b.ndjson.gz").write_bytes(second)
+    db = Shoal(Config(data_dir=str(tmp_path / "data"), spark_master="local[2]"))
+    app = create_app(db, config=db.config, sweep_ledger=False, pipelines=True)
+    sup = FileDropSupervisor(db, rescan_s=0.3)
+    app.state.filedrop_pipelines = sup
+
+    def metrics(url: str) -> dict[str, float]:
+        found = {}
+        for line in httpx.get(f"{url}/metrics").text.splitlines():
+            if line.startswith("shoal_filedrop_") and '{table="served"}' in line:
+                name, value = line.split('{table="served"} ')
+                found[name] = float(value)
+        return found
+
+    def until(url: str, cond) -> dict[str, float]:  # noqa: ANN001
+        deadline = time.monotonic() + 60
+        m = metrics(url)
+        while not cond(m):
+            assert time.monotonic() < deadline, m
+            time.sleep(0.2)
+            m = metrics(url)
+        return m
+
+    try:
+        with serve_app(app) as url:
+            # Bound after the server started: the next rescan picks it up.
+            r = httpx.post(f"{url}/v1/query", json={
+                "sql": f"CREATE TABLE served (n long) WITH (filedrop_path = '{drop}', "
+                       "filedrop_interval = 0.2)"})
+            assert r.status_code == 200, r.text
+            m = until(url, lambda m: m.get("shoal_filedrop_files_total") == 2)
+            assert m["shoal_filedrop_rows_total"] == 2 + 1
+            assert m["shoal_filedrop_rejects_total"] == 1
+            assert m["shoal_filedrop_bytes_total"] == len(first) + len(second)
+            assert m["shoal_filedrop_scans_total"] >= 1
+            assert m["shoal_filedrop_pipeline_up"] == 1
+            assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3]
+
+            (drop / "c.ndjson").write_bytes(b'{"n": 4}\n')   # polled at its interval
+            m = until(url, lambda m: m.get("shoal_filedrop_files_total") == 3)
+            assert m["shoal_filedrop_rows_total"] == 4
+            assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3, 4]
+            assert sup.running() == ["served"]
+        # Shutdown: the loop has ended, and a file dropped now stays unread.
+        assert sup.running() == []
+        (drop / "d.ndjson").write_bytes(b'{"n": 5}\n')
+        time.sleep(0.6)
+        assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3, 4]
+        assert [r["line"] for r in rows(db, "served__rejects")] == [3]
+    finally:
+        db.close()

@@ -1,4 +1,8 @@
-"""`shoal pipeline filedrop --path <dir|s3://bucket/prefix> --table t [--once]` (SPEC §7.4).
+"""`shoal pipeline filedrop [--path <dir|s3://bucket/prefix>] --table t [--once]` (SPEC §7.4).
+
+Without `--path` the table's binding is used (`WITH (filedrop_path='...')`, and
+`filedrop_interval`, `filedrop_mode`); flags override the properties
+(`shoal.frontends.filedrop.binding`). Neither giving a path is a one-line error.
 
 Scans the prefix for NDJSON objects (`.gz` too), ingests each new one exactly once through
 Spark tasks (ledger key `filedrop:{sha256}`), routes bad lines to `<table>__rejects`, and
@@ -20,22 +24,25 @@ import typer
 
 from shoal.cli.main import one_line_errors
 from shoal.cli.pipeline import pipeline_app
-from shoal.errors import ConfigError
+from shoal.errors import ConfigError, TableNotFoundError
 
 
 @pipeline_app.command("filedrop")
 @one_line_errors
 def filedrop_command(
     ctx: typer.Context,
-    path: Annotated[str, typer.Option(
-        "--path", help="Watched directory, or s3://bucket/prefix (SHOAL_S3_ENDPOINT applies)")],
     table: Annotated[str, typer.Option("--table", "-t", help="Target table")],
+    path: Annotated[str | None, typer.Option(
+        "--path", help="Watched directory, or s3://bucket/prefix (SHOAL_S3_ENDPOINT applies); "
+                       "default: the table's filedrop_path")] = None,
     once: Annotated[bool, typer.Option(
         "--once", help="Process what is there now and exit")] = False,
-    interval: Annotated[float, typer.Option(
-        "--interval", help="Seconds between scans when polling")] = 10.0,
+    interval: Annotated[float | None, typer.Option(
+        "--interval", help="Seconds between scans when polling (default: the table's "
+                           "filedrop_interval, else 10)")] = None,
     mode: Annotated[str | None, typer.Option(
-        help="evolve, drop or reject (default: the table's mode; new tables: evolve)")] = None,
+        help="evolve, drop or reject (default: the table's filedrop_mode, else its mode; "
+             "new tables: evolve)")] = None,
     create: Annotated[bool, typer.Option(
         "--create", help="Create the table (evolve mode, no columns) if it does not exist")
     ] = False,
@@ -47,21 +54,28 @@ def filedrop_command(
 ) -> None:
     """Ingest NDJSON files dropped into a directory or S3 prefix, exactly once."""
     from shoal.cli.main import connect_or_exit
-    from shoal.frontends.filedrop import DropSource, FileDropPipeline, ScanProgress, ScanSummary
+    from shoal.frontends.filedrop import FileDropPipeline, ScanProgress, ScanSummary
+    from shoal.frontends.filedrop.binding import resolve_binding
 
     if mode is not None and mode not in ("evolve", "drop", "reject"):
         raise ConfigError(f"--mode {mode!r}: expected evolve, drop or reject")
-    if interval <= 0 or chunk_mb <= 0:
+    if (interval is not None and interval <= 0) or chunk_mb <= 0:
         raise ConfigError("--interval and --chunk-mb must be positive")
     cfg = ctx.obj
-    source = DropSource.parse(path, s3_endpoint=cfg.s3_endpoint)
     db = connect_or_exit(ctx)
-    if not create:
+    try:  # the table and its binding: fail in one line before Spark starts
         try:
-            db.catalog.load_table(table)  # fail in one line before Spark starts
-        except BaseException:
-            db.close()
-            raise
+            db.catalog.load_table(table)
+            exists = True
+        except TableNotFoundError:
+            if not create:
+                raise
+            exists = False
+        binding = resolve_binding(db.catalog, table, path=path, interval_s=interval,
+                                  mode=mode, s3_endpoint=cfg.s3_endpoint, table_exists=exists)
+    except BaseException:
+        db.close()
+        raise
     stop = threading.Event()
     if not once:
         def request_stop(*_: object) -> None:
@@ -100,10 +114,10 @@ def filedrop_command(
 
         spark = spark_session(cfg.spark_master)
         pipeline = FileDropPipeline.from_client(
-            db, spark, source, table, mode=mode, create=create,  # type: ignore[arg-type]
+            db, spark, binding.source, table, mode=binding.mode, create=create,
             min_age_s=min_age, chunk_bytes=chunk_mb << 20, on_progress=on_progress)
         with progress:
-            total = pipeline.run(once=once, interval_s=interval, on_summary=on_summary,
+            total = pipeline.run(once=once, interval_s=binding.interval_s, on_summary=on_summary,
                                  on_error=lambda e: typer.echo(f"error: {e}", err=True),
                                  should_stop=stop.is_set)
         if not once:
