@@ -5,8 +5,9 @@ file's rows land once, the copy no-ops, the bad line is in `<table>__rejects` wi
 line; a second scan (same process, and a fresh pipeline that only has the ledger) changes
 nothing; a file changed by one byte ingests again. Ground truth: the generated rows, read back
 through the catalog with pyarrow (no Spark on the read side). Plus the task's edge cases
-without Spark (corrupt gzip, streaming large objects, chunk boundaries, modes) and the CLI
-through a real process.
+without Spark (corrupt gzip, streaming large objects, chunk boundaries, modes), the CLI
+through a real process, and a source bound to a table (`WITH (filedrop_path=...)`): the CLI
+with `--table` alone, and `shoal serve` running it with Prometheus metrics.
 """
 
 from __future__ import annotations
@@ -506,21 +507,21 @@ def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path,
     sup = FileDropSupervisor(db, rescan_s=0.3)
     app.state.filedrop_pipelines = sup
 
-    def metrics(url: str) -> dict[str, float]:
+    def metrics(url: str, table: str = "served") -> dict[str, float]:
         found = {}
         for line in httpx.get(f"{url}/metrics").text.splitlines():
-            if line.startswith("shoal_filedrop_") and '{table="served"}' in line:
-                name, value = line.split('{table="served"} ')
+            if line.startswith("shoal_filedrop_") and f'{{table="{table}"}}' in line:
+                name, value = line.split(f'{{table="{table}"}} ')
                 found[name] = float(value)
         return found
 
-    def until(url: str, cond) -> dict[str, float]:  # noqa: ANN001
+    def until(url: str, cond, table: str = "served") -> dict[str, float]:  # noqa: ANN001
         deadline = time.monotonic() + 60
-        m = metrics(url)
+        m = metrics(url, table)
         while not cond(m):
             assert time.monotonic() < deadline, m
             time.sleep(0.2)
-            m = metrics(url)
+            m = metrics(url, table)
         return m
 
     try:
@@ -542,12 +543,28 @@ def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path,
             m = until(url, lambda m: m.get("shoal_filedrop_files_total") == 3)
             assert m["shoal_filedrop_rows_total"] == 4
             assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3, 4]
+
+            # A changed binding restarts the loop on the new path; a removed one retires it.
+            moved = tmp_path / "moved"
+            moved.mkdir()
+            db.catalog.set_properties("served", {"filedrop_path": str(moved)})
+            (moved / "e.ndjson").write_bytes(b'{"n": 6}\n')
+            until(url, lambda m: m.get("shoal_filedrop_files_total") == 4)
+            assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3, 4, 6]
+            (tmp_path / "gone").mkdir()
+            (tmp_path / "gone" / "g.ndjson").write_bytes(b'{"n": 7}\n')
+            db.sql(f"CREATE TABLE gone (n long) WITH (filedrop_path = '{tmp_path / 'gone'}', "
+                   "filedrop_interval = 0.2)")
+            until(url, lambda m: m.get("shoal_filedrop_files_total") == 1, "gone")
+            assert sup.running() == ["gone", "served"]
+            db.catalog.set_properties("gone", {"filedrop_path": None})
+            until(url, lambda m: m == {}, "gone")
             assert sup.running() == ["served"]
         # Shutdown: the loop has ended, and a file dropped now stays unread.
         assert sup.running() == []
-        (drop / "d.ndjson").write_bytes(b'{"n": 5}\n')
+        (moved / "d.ndjson").write_bytes(b'{"n": 5}\n')
         time.sleep(0.6)
-        assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3, 4]
+        assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3, 4, 6]
         assert [r["line"] for r in rows(db, "served__rejects")] == [3]
     finally:
         db.close()
