@@ -236,7 +236,10 @@ class FileDropPipeline:
                 self._seen[(r.path, r.size, r.mtime_ns)] = r.sha256
             if r.status == "known":
                 self._done.add(r.sha256)
-                summary.known += 1
+                if r.sha256 in in_scan:   # a copy whose twin this scan committed first
+                    summary.duplicates += 1
+                else:
+                    summary.known += 1
             elif r.sha256 in self._done or r.sha256 in in_scan:
                 self._delete(r.extents)
                 summary.duplicates += 1
