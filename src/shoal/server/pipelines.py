@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -147,37 +148,6 @@ class KafkaSupervisor:
                 if pipeline is not None:
                     pipeline.close()
             self._stop.wait(self.restart_delay_s)
-
-
-class KafkaPipelineCollector(Collector):
-    def __init__(self, supervisor: Callable[[], KafkaSupervisor | None]) -> None:
-        self._supervisor = supervisor
-
-    def describe(self) -> Iterator[Metric]:
-        return iter(())
-
-    def collect(self) -> Iterator[Metric]:
-        sup = self._supervisor()
-        states = [] if sup is None else list(sup.states.values())
-        counters = [("records", "Kafka records applied (rows + rejects)"),
-                    ("rows", "Rows committed from Kafka"),
-                    ("rejects", "Kafka records sent to the reject table"),
-                    ("value_bytes", "Bytes of the Kafka record values applied")]
-        for attr, doc in counters:
-            fam = CounterMetricFamily(f"shoal_kafka_{attr}", doc, labels=["table"])
-            for s in states:
-                fam.add_metric([s.table], getattr(s, attr))
-            yield fam
-        lag = GaugeMetricFamily("shoal_kafka_lag", "Kafka records not yet in the catalog",
-                                labels=["table"])
-        up = GaugeMetricFamily("shoal_kafka_pipeline_up", "1 while the table's pipeline runs",
-                               labels=["table"])
-        for s in states:
-            if s.lag is not None:
-                lag.add_metric([s.table], s.lag)
-            up.add_metric([s.table], 1 if s.up else 0)
-        yield lag
-        yield up
 
 
 @dataclass
@@ -332,9 +302,16 @@ class FileDropSupervisor:
                     self.states.pop(table, None)
 
 
-class FileDropCollector(Collector):
-    def __init__(self, supervisor: Callable[[], FileDropSupervisor | None]) -> None:
-        self._supervisor = supervisor
+class PipelineCollector(Collector):
+    """Per-table metrics of one kind of pipeline, read from its supervisor's states at scrape
+    time: `shoal_<kind>_<name>_total` counters and `shoal_<kind>_<name>` gauges (a gauge whose
+    value is None for a table is left out for it)."""
+
+    def __init__(self, kind: str, supervisor: Callable[[], Any],
+                 counters: Sequence[tuple[str, str]],
+                 gauges: Sequence[tuple[str, str, Callable[[Any], float | None]]]) -> None:
+        self._kind, self._supervisor = kind, supervisor
+        self._counters, self._gauges = counters, gauges
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -342,24 +319,42 @@ class FileDropCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         sup = self._supervisor()
         states = [] if sup is None else list(sup.states.values())
-        counters = [("files", "New files committed by the file-drop pipeline"),
-                    ("rows", "Rows committed from dropped files"),
-                    ("rejects", "Lines of dropped files sent to the reject table"),
-                    ("bytes", "Bytes of dropped files read (as stored)"),
-                    ("duplicates", "Dropped files identical to one already ingested"),
-                    ("scans", "File-drop scans completed"),
-                    ("scan_errors", "File-drop scans that failed")]
-        for attr, doc in counters:
-            fam = CounterMetricFamily(f"shoal_filedrop_{attr}", doc, labels=["table"])
+        for attr, doc in self._counters:
+            fam = CounterMetricFamily(f"shoal_{self._kind}_{attr}", doc, labels=["table"])
             for s in states:
                 fam.add_metric([s.table], getattr(s, attr))
             yield fam
-        up = GaugeMetricFamily("shoal_filedrop_pipeline_up",
-                               "1 while the table's file-drop loop runs and its last scan "
-                               "succeeded", labels=["table"])
-        for s in states:
-            up.add_metric([s.table], 1 if s.up else 0)
-        yield up
+        for name, doc, value in self._gauges:
+            gauge = GaugeMetricFamily(f"shoal_{self._kind}_{name}", doc, labels=["table"])
+            for s in states:
+                v = value(s)
+                if v is not None:
+                    gauge.add_metric([s.table], v)
+            yield gauge
+
+
+def kafka_collector(supervisor: Callable[[], KafkaSupervisor | None]) -> PipelineCollector:
+    return PipelineCollector("kafka", supervisor, [
+        ("records", "Kafka records applied (rows + rejects)"),
+        ("rows", "Rows committed from Kafka"),
+        ("rejects", "Kafka records sent to the reject table"),
+        ("value_bytes", "Bytes of the Kafka record values applied")], [
+        ("lag", "Kafka records not yet in the catalog", lambda s: s.lag),
+        ("pipeline_up", "1 while the table's pipeline runs", lambda s: 1 if s.up else 0)])
+
+
+def filedrop_collector(supervisor: Callable[[], FileDropSupervisor | None]
+                       ) -> PipelineCollector:
+    return PipelineCollector("filedrop", supervisor, [
+        ("files", "New files committed by the file-drop pipeline"),
+        ("rows", "Rows committed from dropped files"),
+        ("rejects", "Lines of dropped files sent to the reject table"),
+        ("bytes", "Bytes of dropped files read (as stored)"),
+        ("duplicates", "Dropped files identical to one already ingested"),
+        ("scans", "File-drop scans completed"),
+        ("scan_errors", "File-drop scans that failed")], [
+        ("pipeline_up", "1 while the table's file-drop loop runs and its last scan succeeded",
+         lambda s: 1 if s.up else 0)])
 
 
 def install_pipelines(app: FastAPI, db: Shoal, *, config: Config, enabled: bool
@@ -369,8 +364,8 @@ def install_pipelines(app: FastAPI, db: Shoal, *, config: Config, enabled: bool
                                  if enabled else None)
     app.state.filedrop_pipelines = FileDropSupervisor(db) if enabled else None
     registry = app.state.shoal.metrics.registry
-    registry.register(KafkaPipelineCollector(lambda: app.state.kafka_pipelines))
-    registry.register(FileDropCollector(lambda: app.state.filedrop_pipelines))
+    registry.register(kafka_collector(lambda: app.state.kafka_pipelines))
+    registry.register(filedrop_collector(lambda: app.state.filedrop_pipelines))
 
     def start() -> None:
         if app.state.kafka_pipelines is not None:
