@@ -55,8 +55,26 @@ class Converted:
     present: np.ndarray | None   # bool per row: key present (raw columns only)
 
 
-def _np_bool(arr: pa.Array) -> np.ndarray:
-    return np.asarray(arr.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+def _np_bool(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean array as numpy bools, null as False (unpacks the bitmaps: several times
+    faster than `fill_null` + `to_numpy` on the small arrays of a REST body)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n, off = len(arr), arr.offset
+    if n == 0:
+        return np.zeros(0, bool)
+    validity, data = arr.buffers()[:2]
+    out = _bits(data, off, n)
+    if arr.null_count and validity is not None:
+        out &= _bits(validity, off, n)
+    return out
+
+
+def _bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    """Bits offset .. offset+n of an Arrow bitmap (LSB first) as numpy bools."""
+    skip, bit = divmod(offset, 8)
+    raw = np.frombuffer(buf, np.uint8, count=(bit + n + 7) // 8, offset=skip)
+    return np.unpackbits(raw, bitorder="little", count=bit + n)[bit:].view(bool)
 
 
 def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
