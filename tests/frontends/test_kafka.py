@@ -413,3 +413,36 @@ def test_records_deleted_by_retention_before_read_are_reported(broker, spark, tm
     rows = db.read("rt")[0].column("v").to_pylist()
     assert len(rows) == 4010 - lost and sorted(rows)[10] == 10 + lost
     db.close()
+
+
+def test_transactional_topic_ends_on_a_marker_and_still_goes_idle(broker, spark, tmp_path):
+    """A transactional producer leaves a commit marker after its records: the last offset
+    below the high watermark holds no record. The pipeline must read up to the marker
+    without stalling, report lag 0 and stop once idle; a second transaction lands too."""
+    from confluent_kafka import Producer
+
+    topic = _topic("txn")
+    broker.create_topic(topic, 2)
+    db = shoal.connect(data_dir=str(tmp_path), spark_master="local[2]")
+    db.sql("CREATE TABLE tx (i long)")
+    binding = resolve_binding(db.catalog, "tx", bootstrap=broker.bootstrap, topics=[topic])
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 3,
+                         "transactional.id": f"shoal-test-{topic}"})
+    producer.init_transactions(30)
+
+    def transaction(values: range) -> None:
+        producer.begin_transaction()
+        for i in values:
+            producer.produce(topic, value=b'{"i":%d}' % i, partition=i % 2)
+        producer.commit_transaction(30)
+
+    transaction(range(0, 20))
+    t0 = time.monotonic()
+    first = _run_until_idle(db, binding, idle_s=0.3)
+    assert time.monotonic() - t0 < 40, "the pipeline waited for the commit marker"
+    assert first.progress.lag == 0
+    transaction(range(20, 30))
+    second = _run_until_idle(db, binding, idle_s=0.3)
+    assert second.progress.lag == 0
+    assert sorted(db.read("tx")[0].column("i").to_pylist()) == list(range(30))
+    db.close()

@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
 MODES: tuple[SchemaMode, ...] = ("drop", "evolve", "reject")
 log = logging.getLogger("shoal.kafka")
+# A partition this few offsets behind the catalog is probed for records before its gap counts
+# as lag: a transactional producer leaves a commit marker (no record) after each transaction.
+_PROBE_GAP = 64
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,8 @@ class KafkaPipeline:
         self._lock = threading.Lock()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._admin = KafkaAdmin(binding.bootstrap, binding.group, self.kafka_config)
+        # Per partition, the last small gap probed for records: (start, end, has records).
+        self._gaps: dict[tuple[str, int], tuple[int, int, bool]] = {}
         self.sink = KafkaSink(db.catalog, db.coordinator, table=binding.table,
                               group=binding.group, topics=binding.topics, mode=binding.mode,
                               on_kafka_commit=self._admin.commit)
@@ -168,8 +173,18 @@ class KafkaPipeline:
         for t, p in self._admin.partitions(self.binding.topics):
             low, high = self._admin.watermarks(t, p)
             nxt = max(done.get((t, p), low - 1) + 1, low)
-            total += max(0, high - nxt)
+            gap = max(0, high - nxt)
+            if 0 < gap <= _PROBE_GAP and not self._gap_has_records(t, p, nxt, high):
+                gap = 0   # only transaction markers (or compacted records) are left
+            total += gap
         return total
+
+    def _gap_has_records(self, topic: str, part: int, start: int, end: int) -> bool:
+        cached = self._gaps.get((topic, part))
+        if cached is None or cached[:2] != (start, end):
+            cached = (start, end, self._admin.has_records(topic, part, start, end))
+            self._gaps[(topic, part)] = cached
+        return cached[2]
 
     def retention_gaps(self) -> dict[tuple[str, int], int]:
         """Per partition the catalog knows, records Kafka deleted before they were read

@@ -82,8 +82,10 @@ class KafkaAdmin:
         from confluent_kafka import Consumer
 
         self.group = group
-        self._consumer = Consumer({**client_config(bootstrap, extra), "group.id": group,
+        self._config = client_config(bootstrap, extra)
+        self._consumer = Consumer({**self._config, "group.id": group,
                                    "enable.auto.commit": False})
+        self._probe: Any = None
 
     def partitions(self, topics: Sequence[str]) -> list[tuple[str, int]]:
         """Every partition of `topics` (a topic missing from the cluster has none)."""
@@ -109,6 +111,36 @@ class KafkaAdmin:
             raise KafkaSourceError(
                 f"kafka watermarks of {topic}[{partition}]: {e}") from None
 
+    def has_records(self, topic: str, partition: int, start: int, end: int) -> bool:
+        """Whether offsets [start, end) hold any record: False when they are only control
+        records (transaction markers) or compacted/aborted away. Reads at most one record."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if self._probe is None:
+            from confluent_kafka import Consumer
+
+            self._probe = Consumer({**self._config, "group.id": f"{self.group}-probe",
+                                    "enable.auto.commit": False,
+                                    "enable.partition.eof": True})
+        self._probe.assign([TopicPartition(topic, partition, start)])
+        try:
+            deadline = time.monotonic() + _METADATA_TIMEOUT_S
+            while time.monotonic() < deadline:
+                m = self._probe.poll(0.5)
+                if m is None:
+                    continue
+                err = m.error()
+                if err is None:
+                    return m.offset() < end
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if m.offset() >= end:
+                        return False
+                    continue
+                raise KafkaSourceError(f"kafka {topic}[{partition}]: {err.str()}")
+            return True  # no answer: assume records are there (lag stays visible)
+        finally:
+            self._probe.unassign()
+
     def commit(self, next_offsets: dict[tuple[str, int], int]) -> None:
         """Commit `next_offsets` (Kafka's convention: the next offset to read) for lag tools."""
         from confluent_kafka import TopicPartition
@@ -120,6 +152,8 @@ class KafkaAdmin:
 
     def close(self) -> None:
         self._consumer.close()
+        if self._probe is not None:
+            self._probe.close()
 
 
 @dataclass(frozen=True)
@@ -234,7 +268,7 @@ def read_range(bootstrap: str, group: str, extra: dict[str, Any], r: KafkaRange
 
     consumer = Consumer({**client_config(bootstrap, extra), "group.id": f"{group}-reader",
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
-                         "enable.partition.eof": False, "fetch.max.bytes": 64 << 20,
+                         "enable.partition.eof": True, "fetch.max.bytes": 64 << 20,
                          "max.partition.fetch.bytes": 16 << 20})
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
@@ -255,6 +289,12 @@ def read_range(bootstrap: str, group: str, extra: dict[str, Any], r: KafkaRange
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
+                        # The fetch reached the end of the partition: offsets up to there
+                        # that gave no record hold none (transaction markers, compacted or
+                        # aborted records), so a range ending on them is complete.
+                        if m.offset() >= r.end:
+                            nxt = r.end
+                            break
                         continue
                     raise KafkaSourceError(f"kafka {r.topic}[{r.partition}]: {err.str()}")
                 off = m.offset()
