@@ -10,9 +10,7 @@ it prints `PAUSED <stage> <json>` there and sleeps, so the test can SIGKILL it e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,13 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     import shoal
     from shoal.maintenance.service import build_worker
     from shoal.maintenance.worker import WorkerSettings
+    from tests.support.writer import pause_hook
 
-    def hook(stage: str, **info: object) -> None:
-        if stage == args.pause_at:
-            print(f"PAUSED {stage} {json.dumps(info)}", flush=True)
-            while True:
-                time.sleep(60)
-
+    hook = pause_hook(args.pause_at)
     db = shoal.connect(data_dir=args.data_dir, catalog_url=args.catalog,
                        spark_master="local[1]")
     worker = build_worker(db, name=args.name, on_stage=hook,

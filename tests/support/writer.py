@@ -35,6 +35,17 @@ def spawn(catalog_url: str, store_url: str, *args: str, table: str = "t",
         env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def pause_hook(pause_at: str | None):
+    """A stage hook that, at stage `pause_at`, prints `PAUSED <stage> <json info>` and sleeps
+    forever, so a test can SIGKILL the process exactly there (None: never pauses)."""
+    def hook(stage: str, **info: object) -> None:
+        if stage == pause_at:
+            print(f"PAUSED {stage} {json.dumps(info)}", flush=True)
+            while True:
+                time.sleep(60)
+    return hook
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--catalog", required=True)
@@ -54,12 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from shoal.storage import open_store
     from shoal.types import Column, parse_type
 
-    def hook(stage: str, **info: object) -> None:
-        if stage == args.pause_at:
-            print(f"PAUSED {stage} {json.dumps(info)}", flush=True)
-            while True:
-                time.sleep(60)
-
+    hook = pause_hook(args.pause_at)
     catalog = open_catalog(args.catalog)
     coord = CommitCoordinator(catalog, open_store(args.store), TlmFormat(), on_stage=hook)
     base = catalog.load_table(args.table).schema
