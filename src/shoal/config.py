@@ -44,6 +44,23 @@ class Config:
     # bound tables (SHOAL_MAINTENANCE / SHOAL_PIPELINES = false to leave them to others).
     maintenance: bool = True
     pipelines: bool = True
+    # Where bound pipelines may read from or connect to (SPEC §8, §11): comma-separated
+    # directories / `s3://bucket/prefix` prefixes (the data directory is always allowed) and
+    # `host` or `host:port` entries (none by default). The operator's own flags and
+    # configuration (e.g. `--path`, SHOAL_KAFKA_BOOTSTRAP) are trusted as they are.
+    allowed_paths: str | None = None
+    allowed_hosts: str | None = None
+    # The HTTP edge: extra names the server answers to in `Host` (loopback names always),
+    # and origins granted CORS (none by default: a browser page elsewhere gets nothing).
+    http_hosts: str | None = None
+    cors_origins: str | None = None
+    # Bounded cost of a request: query wall time, result rows and bytes, queries running at
+    # once (more get 429 + Retry-After), and the time a client may take to send a body.
+    query_timeout_s: float = 300.0
+    query_max_rows: int = 1_000_000
+    query_max_bytes: int = 256 << 20
+    query_concurrency: int = 4
+    body_timeout_s: float = 60.0
 
     @property
     def data_path(self) -> Path:
@@ -63,7 +80,9 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
-_INT_FIELDS = frozenset({"port", "otlp_grpc_port"})
+_INT_FIELDS = frozenset({"port", "otlp_grpc_port", "query_max_rows", "query_max_bytes",
+                         "query_concurrency"})
+_FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
@@ -78,6 +97,14 @@ def _coerce(name: str, value: Any) -> Any:
         if text in _TRUE or text in _FALSE:
             return text in _TRUE
         raise ConfigError(f"{name} must be true or false, got {value!r}")
+    if name in _FLOAT_FIELDS:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} must be a number, got {value!r}") from None
+        if not number > 0:
+            raise ConfigError(f"{name} must be positive, got {value!r}")
+        return number
     if name in _INT_FIELDS:
         try:
             return int(value)

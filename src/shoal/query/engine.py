@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from sqlglot import exp
 
 from shoal.errors import QueryError, ShoalError, TableNotFoundError
 from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
+from shoal.query.guard import SPARK_HARDENING, classify
 from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.scan import ScanStats
 from shoal.query.scanspec import FooterCache, build_scan_spec
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 _session_lock = threading.Lock()
 _view_ids = itertools.count(1)
-_EXPLAIN_RE = re.compile(r"^\s*EXPLAIN\s+(.*)$", re.IGNORECASE | re.DOTALL)
 
 
 def spark_session(master: str = "local[*]", *, processing_log: str | None = None
@@ -70,8 +69,10 @@ def spark_session(master: str = "local[*]", *, processing_log: str | None = None
                                                                "2g"))
                  .config("spark.python.worker.reuse", "true")
                  .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                 .config("spark.sql.execution.pythonUDF.arrow.enabled", "true")
-                 .getOrCreate())
+                 .config("spark.sql.execution.pythonUDF.arrow.enabled", "true"))
+        for key, value in SPARK_HARDENING.items():
+            spark = spark.config(key, value)
+        spark = spark.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         # PySpark logs every failed statement with its JVM stack; shoal reports the error.
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
@@ -136,14 +137,17 @@ class QueryEngine:
 
     # ---- entry points --------------------------------------------------------------------
     def execute(self, sql: str, *, prune: bool = True) -> QueryResult:
+        """Answer one statement: shoal's DDL, `EXPLAIN <select>` or a SELECT; anything
+        else is refused by `shoal.query.guard` before an engine sees it."""
         from shoal.query.ddl import execute_ddl, parse_ddl
 
-        ddl = parse_ddl(sql)
-        if ddl is not None:
+        statement = classify(sql)
+        if statement.kind in ("ddl", "admin_ddl"):
+            ddl = parse_ddl(sql)
+            assert ddl is not None
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
-        m = _EXPLAIN_RE.match(sql)
-        if m:
-            return self._explain(m.group(1), prune=prune)
+        if statement.kind == "explain":
+            return self._explain(statement.body, prune=prune)
         df, stats, done = self._plan(sql, prune=prune)
         try:
             table = _collect(df)
@@ -208,9 +212,7 @@ class QueryEngine:
         ctes = {c.alias_or_name.lower() for c in analysis.tree.find_all(exp.CTE)}
         found = {r.table for r in analysis.refs}
         for name in referenced_tables(analysis.tree) - found - ctes:
-            # a Spark view of the caller's own may be meant, but only if Spark runs already
-            if self._spark is None or not self._spark.catalog.tableExists(name):
-                raise TableNotFoundError(name)
+            raise TableNotFoundError(name)      # queries see shoal tables and CTEs only
 
     def _explain(self, sql: str, *, prune: bool) -> QueryResult:
         _, stats, done = self._plan(sql, prune=prune)

@@ -41,6 +41,7 @@ from shoal.errors import QueryError
 from shoal.format.base import (And, BlockPredicate, DynamicPathExists, Equals, InSet, Or,
                                StringHas, TimeRange)
 from shoal.format.tokens import MIN_TOKEN_LEN
+from shoal.query.guard import MAX_SQL_DEPTH, SqlTooDeepError, check_query
 from shoal.query.scanspec import TIMESTAMP_NS
 from shoal.types.columns import ColumnType
 
@@ -92,6 +93,8 @@ class Analysis:
 def parse(sql: str) -> exp.Expression:
     try:
         trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
+    except RecursionError:
+        raise SqlTooDeepError(MAX_SQL_DEPTH) from None
     except ParseError as e:
         err = e.errors[0] if e.errors else {}
         where = (f" at line {err.get('line')}, col {err.get('col')}"
@@ -106,6 +109,7 @@ def analyze(sql: str, table_columns: Mapping[str, Mapping[str, ColumnType]]) -> 
     """Scans of every shoal table referenced by `sql`. `table_columns`: table name ->
     column name -> type, for every shoal table (others are left to Spark)."""
     tree = parse(sql)
+    check_query(tree)          # the allow-list, before anything else walks the tree
     _rewrite_functions(tree)
     analysis = Analysis(tree)
     mentioned = _mentioned_names(tree)

@@ -6,20 +6,22 @@ JSON in the `X-Shoal-Stats` header; anything else gives the JSON document
 `{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. `?prune=false` reads
 every extent (for checking that pruning never changes an answer).
 
-Scopes: SELECT/EXPLAIN/DESCRIBE/SHOW need `query`; CREATE/ALTER need `admin`. The statement
-runs in a worker thread on the server's one warm Spark session.
+Scopes: SELECT/EXPLAIN/DESCRIBE/SHOW need `query`; CREATE/ALTER need `admin`, decided on the
+statement's tokens (`shoal.query.guard.classify`), so a leading comment hides nothing.
+Anything but those statements is refused by the guard (400 `forbidden_query`). The
+statement runs in a worker thread on the server's one warm Spark session.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from shoal.query.guard import classify
 from shoal.server.auth import bearer_token, require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
@@ -27,7 +29,6 @@ from shoal.server.state import server_state
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MAX_QUERY_BYTES = 1 << 20
-_ADMIN_RE = re.compile(r"^\s*(CREATE|ALTER)\b", re.IGNORECASE)
 
 router = APIRouter(tags=["query"])
 
@@ -56,7 +57,8 @@ async def query(request: Request,
     state = server_state(request)
     state.check_accepting()
     sql = _statement(await read_body(request, limit=MAX_QUERY_BYTES))
-    if state.tokens.enabled and _ADMIN_RE.match(sql):
+    # Decided on the tokens of the statement, so no comment or white space can hide DDL.
+    if classify(sql).kind == "admin_ddl" and state.tokens.enabled:
         state.tokens.allows(bearer_token(request), "admin")
 
     from shoal.query.results import answer_document, arrow_stream
