@@ -157,6 +157,13 @@ _FORBIDDEN_NODES: dict[type[exp.Expression], str] = {
     exp.Into: "SELECT ... INTO",
 }
 
+# Leading words of Spark statements other than queries: refused by name.
+_STATEMENT_WORDS = frozenset("""
+SET RESET ADD LIST CACHE UNCACHE CLEAR REFRESH USE INSERT MERGE UPDATE DELETE DROP TRUNCATE
+LOAD MSCK ANALYZE CREATE ALTER REPLACE DESCRIBE DESC SHOW EXECUTE DECLARE CALL BEGIN COMMENT
+GRANT REVOKE REPAIR EXPORT IMPORT
+""".split())
+
 StatementKind = Literal["select", "explain", "ddl", "admin_ddl"]
 
 
@@ -173,6 +180,10 @@ class ForbiddenQueryError(QueryError):
         where = f" (line {line}, column {column})" if line is not None else ""
         super().__init__(f"not allowed in a query: {what}{where}; queries read shoal tables "
                          "only")
+
+
+class SqlSyntaxError(QueryError):
+    code = "sql_syntax"
 
 
 class SqlTooDeepError(QueryError):
@@ -243,7 +254,10 @@ def classify(sql: str) -> Statement:
     if word in ("SELECT", "WITH", "FROM", "VALUES", "(", "TABLE"):
         return Statement("select", sql)
     line, col = position(sql, first.start)
-    raise ForbiddenQueryError(f"{word} statements", line=line, column=col)
+    if word in _STATEMENT_WORDS:
+        raise ForbiddenQueryError(f"{word} statements", line=line, column=col)
+    raise SqlSyntaxError(f"SQL syntax error at line {line}, col {col}: expected SELECT, WITH, "
+                         f"EXPLAIN or shoal's DDL, found {first.text!r}")
 
 
 def check_nesting(sql: str, tokens: Iterable[Token]) -> None:

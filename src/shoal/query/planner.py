@@ -41,7 +41,7 @@ from shoal.errors import QueryError
 from shoal.format.base import (And, BlockPredicate, DynamicPathExists, Equals, InSet, Or,
                                StringHas, TimeRange)
 from shoal.format.tokens import MIN_TOKEN_LEN
-from shoal.query.guard import MAX_SQL_DEPTH, SqlTooDeepError, check_query
+from shoal.query.guard import MAX_SQL_DEPTH, SqlSyntaxError, SqlTooDeepError, check_query
 from shoal.query.scanspec import TIMESTAMP_NS
 from shoal.types.columns import ColumnType
 
@@ -50,10 +50,6 @@ DEFAULT_BYTE_ORDER = "BIG_ENDIAN"
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9]+$")
 _PATH_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _US = 1_000
-
-
-class SqlSyntaxError(QueryError):
-    code = "sql_syntax"
 
 
 @dataclass
