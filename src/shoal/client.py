@@ -23,6 +23,7 @@ from shoal.config import Config, load_config
 from shoal.format.base import BlockPredicate, SegmentFormat
 from shoal.ingest.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
+from shoal.locations import LocationPolicy
 from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, Schema, SchemaMode
 
@@ -66,6 +67,10 @@ class Shoal:
     def create_table(self, name: str, columns: Sequence[Column], *,
                      mode: SchemaMode = "evolve",
                      properties: dict[str, Any] | None = None) -> TableInfo:
+        """Create a table; properties that bind a path or host must lie inside the allowed
+        locations (`shoal.locations`)."""
+        if properties:
+            LocationPolicy.from_config(self.config).check_properties(properties)
         return self.catalog.create_table(name, Schema.create(columns), mode=mode,
                                          properties=properties)
 

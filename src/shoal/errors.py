@@ -22,6 +22,20 @@ class ConfigError(ShoalError):
     code = "config_error"
 
 
+class LocationNotAllowedError(ShoalError):
+    """A table property (or binding) naming a path or host outside the allowed locations
+    (`SHOAL_ALLOWED_PATHS` / `SHOAL_ALLOWED_HOSTS`): 403 at the HTTP edge."""
+
+    code = "location_not_allowed"
+
+    def __init__(self, what: str, value: str, setting: str) -> None:
+        self.what = what
+        self.value = value
+        self.setting = setting
+        super().__init__(f"{what} {value!r} is outside the locations this server allows "
+                         f"(the data directory and {setting})")
+
+
 class NotFoundError(ShoalError):
     code = "not_found"
 

@@ -429,7 +429,7 @@ def test_binding_from_table_properties_flags_override_and_no_path_is_one_line_er
     (tmp_path / "drop").mkdir()
     (tmp_path / "other").mkdir()
     data = str(tmp_path / "data")
-    db = Shoal(Config(data_dir=data))
+    db = Shoal(Config(data_dir=data, allowed_paths=str(tmp_path)))
     try:
         db.sql(f"CREATE TABLE bound (n long) WITH (filedrop_path = '{tmp_path / 'drop'}', "
                "filedrop_interval = 2.5, filedrop_mode = 'drop')")
@@ -469,11 +469,17 @@ def test_cli_table_only_uses_the_binding(tmp_path, spark):
     (drop / "a.ndjson").write_bytes(b'{"n": 1, "extra": "x"}\n{"n": 2}\n')
     (drop / "b.ndjson.gz").write_bytes(gzip.compress(b'{"n": 3}\n{"n": "three"}\n'))
     data = str(tmp_path / "data")
-    db = Shoal(Config(data_dir=data))
+    db = Shoal(Config(data_dir=data, allowed_paths=str(tmp_path)))
     db.sql(f"CREATE TABLE bound (n long) WITH (filedrop_path = '{drop}', filedrop_mode = 'drop')")
     db.close()
+    # The binding is checked again when it runs: outside the allowed paths, nothing is read.
     out = CliRunner().invoke(app, ["--data-dir", data, "pipeline", "filedrop",
                                    "--table", "bound", "--once"])
+    assert out.exit_code == 1
+    assert "outside the locations this server allows" in out.stderr
+    out = CliRunner().invoke(app, ["--data-dir", data, "pipeline", "filedrop",
+                                   "--table", "bound", "--once"],
+                             env={"SHOAL_ALLOWED_PATHS": str(tmp_path)})
     assert out.exit_code == 0, out.output
     assert out.stdout.strip().splitlines()[-1].startswith(
         "filedrop -> bound: 2 object(s), 2 new file(s), 3 rows, 1 line(s) rejected"), out.stdout
@@ -502,7 +508,8 @@ def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path,
     second = gzip.compress(b'{"n": 3}\n', mtime=0)
     (drop / "a.ndjson").write_bytes(first)
     (drop / "b.ndjson.gz").write_bytes(second)
-    db = Shoal(Config(data_dir=str(tmp_path / "data"), spark_master="local[2]"))
+    db = Shoal(Config(data_dir=str(tmp_path / "data"), spark_master="local[2]",
+                      allowed_paths=str(tmp_path)))
     app = create_app(db, config=db.config, sweep_ledger=False, pipelines=True)
     sup = FileDropSupervisor(db, rescan_s=0.3)
     app.state.filedrop_pipelines = sup

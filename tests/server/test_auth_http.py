@@ -83,7 +83,8 @@ def test_insufficient_scope_is_403(auth_server, table):
 def test_auth_is_checked_before_the_body(auth_server, table):
     """An unauthenticated caller gets 401, not a body error: bad JSON, huge Content-Length."""
     with auth_server.client() as c:
-        r = c.post("/v1/tables", content=b"{not json")
+        r = c.post("/v1/tables", content=b"{not json",
+                   headers={"Content-Type": "application/json"})
         assert r.status_code == 401
         r = c.post(f"/v1/ingest/{table}", content=b"x" * (1 << 20))
         assert r.status_code == 401

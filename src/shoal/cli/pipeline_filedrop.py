@@ -56,6 +56,7 @@ def filedrop_command(
     from shoal.cli.main import connect_or_exit
     from shoal.frontends.filedrop import FileDropPipeline, ScanProgress, ScanSummary
     from shoal.frontends.filedrop.binding import resolve_binding
+    from shoal.locations import LocationPolicy
 
     if mode is not None and mode not in ("evolve", "drop", "reject"):
         raise ConfigError(f"--mode {mode!r}: expected evolve, drop or reject")
@@ -72,7 +73,8 @@ def filedrop_command(
                 raise
             exists = False
         binding = resolve_binding(db.catalog, table, path=path, interval_s=interval,
-                                  mode=mode, s3_endpoint=cfg.s3_endpoint, table_exists=exists)
+                                  mode=mode, s3_endpoint=cfg.s3_endpoint, table_exists=exists,
+                                  locations=LocationPolicy.from_config(cfg))
     except BaseException:
         db.close()
         raise

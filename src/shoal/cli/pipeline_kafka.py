@@ -48,11 +48,13 @@ def kafka(
     """Consume Kafka topics into a table, exactly once (offsets commit with the data)."""
     from shoal.cli.main import _connect
     from shoal.frontends.kafka import KafkaPipeline, resolve_binding
+    from shoal.locations import LocationPolicy
 
     db = _connect(ctx)
     binding = resolve_binding(db.catalog, table, bootstrap=bootstrap, topics=topic or (),
                               group=group, mode=mode,
-                              default_bootstrap=db.config.kafka_bootstrap)
+                              default_bootstrap=db.config.kafka_bootstrap,
+                              locations=LocationPolicy.from_config(db.config))
     tty = sys.stderr.isatty()
 
     def show(p) -> None:  # type: ignore[no-untyped-def]

@@ -251,7 +251,7 @@ def classify(sql: str) -> Statement:
             line, col = position(sql, nxt.start)
             raise ForbiddenQueryError(f"EXPLAIN {nxt.text.upper()}", line=line, column=col)
         return Statement("explain", sql[nxt.start:])
-    if word in ("SELECT", "WITH", "FROM", "VALUES", "(", "TABLE"):
+    if word in ("SELECT", "WITH", "FROM", "("):
         return Statement("select", sql)
     line, col = position(sql, first.start)
     if word in _STATEMENT_WORDS:

@@ -40,6 +40,7 @@ from shoal.config import Config
 from shoal.ingest.ledger import LedgerSweeper
 from shoal.server import ingest, query, tables
 from shoal.server.auth import TokenTable, load_tokens
+from shoal.server.edge import EdgeMiddleware
 from shoal.server.errors import NotReadyError, install_error_handlers
 from shoal.server.maintenance import install_maintenance
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
@@ -128,7 +129,10 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
     install_error_handlers(app)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(EdgeMiddleware, **EdgeMiddleware.options(
+        auth_enabled=state.tokens.enabled, http_hosts=config.http_hosts,
+        cors_origins=config.cors_origins))
+    app.add_middleware(MetricsMiddleware, metrics=metrics)   # outermost: counts refusals too
     app.include_router(tables.router)
     app.include_router(ingest.router)
     app.include_router(query.router)

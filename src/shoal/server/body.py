@@ -7,7 +7,8 @@
   gzip bomb costs the server `limit` bytes of memory and a 413, nothing more.
   Concatenated gzip members (what `cat a.gz b.gz` gives) are decoded in sequence.
 
-Both raise `PayloadTooLargeError` (413); bad gzip is a `BadRequestError` (400 `bad_payload`).
+Both raise `PayloadTooLargeError` (413); bad gzip is a `BadRequestError` (400 `bad_payload`);
+a body not received within the app's `body_timeout_s` is a `RequestTimeoutError` (408).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from __future__ import annotations
 import zlib
 from typing import Literal
 
+import anyio
 from fastapi import Request
 
 from shoal.errors import PayloadTooLargeError
-from shoal.server.errors import BadRequestError, UnsupportedEncodingError
+from shoal.server.errors import BadRequestError, RequestTimeoutError, UnsupportedEncodingError
 
 Encoding = Literal["identity", "gzip"]
 
@@ -32,7 +34,20 @@ def content_encoding(header: str | None) -> Encoding:
     raise UnsupportedEncodingError(value)
 
 
-async def read_body(request: Request, *, limit: int) -> bytes:
+async def read_body(request: Request, *, limit: int, timeout_s: float | None = None) -> bytes:
+    """The body, at most `limit` bytes, received within `timeout_s` (default: the app's
+    `body_timeout_s`); a client that sends slower gets 408 instead of holding a worker."""
+    if timeout_s is None:
+        state = getattr(request.app.state, "shoal", None)
+        timeout_s = state.config.body_timeout_s if state is not None else 60.0
+    with anyio.move_on_after(timeout_s) as scope:
+        body = await _read(request, limit)
+    if scope.cancelled_caught:
+        raise RequestTimeoutError(timeout_s)
+    return body
+
+
+async def _read(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         try:

@@ -27,7 +27,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shoal.errors import (AlreadyExistsError, BackpressureError, CommitRetriesExhaustedError,
-                          IncompatibleSchemaChangeError, InvalidSchemaError, NotFoundError,
+                          IncompatibleSchemaChangeError, InvalidSchemaError,
+                          LocationNotAllowedError, NotFoundError,
                           PayloadError, PayloadTooLargeError, QueryError, SchemaConflictError,
                           SchemaError, ShoalError)
 
@@ -85,6 +86,16 @@ class BadRequestError(HttpEdgeError):
         super().__init__(message)
 
 
+class RequestTimeoutError(HttpEdgeError):
+    """The client did not send its body within the server's `body_timeout_s` (408)."""
+
+    code = "request_timeout"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(f"the request body did not arrive within {seconds:g} s")
+
+
 class UnsupportedEncodingError(HttpEdgeError):
     code = "unsupported_encoding"
 
@@ -96,8 +107,10 @@ class UnsupportedEncodingError(HttpEdgeError):
 STATUS_BY_CLASS: dict[type[BaseException], int] = {
     UnauthorizedError: 401,
     ForbiddenError: 403,
+    LocationNotAllowedError: 403,
     NotReadyError: 503,
     BadRequestError: 400,
+    RequestTimeoutError: 408,
     UnsupportedEncodingError: 415,
     NotFoundError: 404,
     AlreadyExistsError: 409,
@@ -152,6 +165,8 @@ def headers_for(exc: ShoalError) -> dict[str, str]:
         return {"Retry-After": retry_after(exc.retry_after_s)}
     if isinstance(exc, CommitRetriesExhaustedError):
         return {"Retry-After": "1"}
+    if isinstance(exc, RequestTimeoutError):
+        return {"Connection": "close"}     # the rest of the body is never read
     if isinstance(exc, UnauthorizedError):
         value = 'Bearer realm="shoal"'
         if exc.token_given:

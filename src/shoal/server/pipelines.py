@@ -49,6 +49,7 @@ from prometheus_client.registry import Collector
 from shoal.client import Shoal
 from shoal.config import Config
 from shoal.errors import ShoalError, TableNotFoundError
+from shoal.locations import LocationPolicy
 
 log = logging.getLogger("shoal.kafka")
 fd_log = logging.getLogger("shoal.filedrop")
@@ -127,8 +128,9 @@ class KafkaSupervisor:
         while not self._stop.is_set():
             pipeline = None
             try:
-                binding = resolve_binding(self.db.catalog, table,
-                                          default_bootstrap=self.default_bootstrap)
+                binding = resolve_binding(
+                    self.db.catalog, table, default_bootstrap=self.default_bootstrap,
+                    locations=LocationPolicy.from_config(self.db.config))
                 pipeline = KafkaPipeline(self.db, binding, trigger_s=self.trigger_s,
                                          on_batch=on_batch,
                                          on_progress=lambda p: setattr(state, "lag", p.lag))
@@ -233,7 +235,8 @@ class FileDropSupervisor:
                 return None
         except TableNotFoundError:
             return None
-        return resolve_binding(self.db.catalog, table, s3_endpoint=self.db.config.s3_endpoint)
+        return resolve_binding(self.db.catalog, table, s3_endpoint=self.db.config.s3_endpoint,
+                               locations=LocationPolicy.from_config(self.db.config))
 
     def _run_table(self, table: str) -> None:
         from shoal.frontends.filedrop import FileDropPipeline, ScanSummary

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from shoal.errors import ConfigError
+from shoal.locations import LocationPolicy
 from shoal.frontends.filedrop.source import DropSource
 from shoal.types.schema import SchemaMode
 
@@ -49,13 +50,18 @@ def is_bound(properties: dict[str, Any]) -> bool:
 
 def resolve_binding(catalog: Catalog | None, table: str, *, path: str | None = None,
                     interval_s: float | None = None, mode: str | None = None,
-                    s3_endpoint: str | None = None, table_exists: bool = True
-                    ) -> FileDropBinding:
-    """Arguments first, then the table's `filedrop_*` properties, then the defaults."""
+                    s3_endpoint: str | None = None, table_exists: bool = True,
+                    locations: LocationPolicy | None = None) -> FileDropBinding:
+    """Arguments first, then the table's `filedrop_*` properties, then the defaults.
+
+    A path taken from the table's properties must be allowed by `locations` (when given);
+    `path` is the operator's own."""
     props: dict[str, Any] = {}
     if table_exists and catalog is not None:
         props = dict(catalog.load_table(table).properties)
     chosen_path = (path or "").strip() or str(props.get(PATH_PROPERTY) or "").strip()
+    if not (path or "").strip() and chosen_path and locations is not None:
+        locations.check_path(chosen_path, what=PATH_PROPERTY)
     if not chosen_path:
         raise ConfigError(f'no file-drop path for table "{table}": pass --path or bind one '
                           "with CREATE TABLE ... WITH (filedrop_path='...')")

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 
 from shoal.errors import ConfigError, ShoalError
+from shoal.locations import LocationPolicy
 from shoal.frontends.kafka.sink import BatchResult, KafkaSink, StagedBatch
 from shoal.frontends.kafka.staged import StageSpec
 from shoal.frontends.kafka.source import (DEFAULT_MAX_RECORDS_PER_PARTITION, KafkaAdmin,
@@ -71,9 +72,12 @@ class KafkaBinding:
 
 def resolve_binding(catalog: Catalog, table: str, *, bootstrap: str | None = None,
                     topics: Sequence[str] = (), group: str | None = None,
-                    mode: str | None = None, default_bootstrap: str | None = None
-                    ) -> KafkaBinding:
-    """Arguments first, then the table's `kafka_*` properties, then the configuration."""
+                    mode: str | None = None, default_bootstrap: str | None = None,
+                    locations: LocationPolicy | None = None) -> KafkaBinding:
+    """Arguments first, then the table's `kafka_*` properties, then the configuration.
+
+    A bootstrap taken from the table's properties must be allowed by `locations` (when
+    given); the arguments and the configuration are the operator's own."""
     props = catalog.load_table(table).properties
     topic_list = [t.strip() for t in topics if t.strip()]
     if not topic_list:
@@ -83,6 +87,8 @@ def resolve_binding(catalog: Catalog, table: str, *, bootstrap: str | None = Non
         raise ConfigError(f'no Kafka topic for table "{table}": pass --topic or bind one with '
                           "CREATE TABLE ... WITH (kafka_topic='...')")
     server = bootstrap or props.get("kafka_bootstrap") or default_bootstrap
+    if not bootstrap and props.get("kafka_bootstrap") and locations is not None:
+        locations.check_hosts(str(props["kafka_bootstrap"]), what="kafka_bootstrap")
     if not server:
         raise ConfigError(f'no Kafka bootstrap servers for table "{table}": pass --bootstrap, '
                           "set SHOAL_KAFKA_BOOTSTRAP or the table property kafka_bootstrap")
