@@ -108,6 +108,15 @@ def test_sql_ddl_ingest_and_select_in_every_format(tmp_path):
     assert '"extents_read": 1' in out.stderr and "bytes_read" in out.stderr
     missing = run(*data, "sql", "SELECT * FROM nope", cwd=tmp_path)
     assert missing.returncode == 1 and 'table "nope" does not exist' in missing.stderr
+    marker = tmp_path / "pwned"
+    for attack in (f"SELECT TRANSFORM(1) USING 'touch {marker}' AS (o string)",
+                   "SELECT reflect('java.lang.System', 'getenv', 'HOME')",
+                   f"SELECT * FROM text.`{tmp_path / 'shoal.toml'}`", "SET x = 1"):
+        refused = run(*data, "sql", attack, cwd=tmp_path)
+        assert refused.returncode == 1, attack
+        assert refused.stderr.startswith("error: not allowed in a query"), refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert not marker.exists()
 
 
 def test_sql_csv_and_table_output(tmp_path):
