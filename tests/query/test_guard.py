@@ -130,3 +130,19 @@ def test_function_lists_match_the_spark_we_ship(spark):
     assert ALLOWED_FUNCTIONS - shoal_own <= builtins
     unreviewed = builtins - ALLOWED_FUNCTIONS - DENIED_FUNCTIONS
     assert not unreviewed, sorted(unreviewed)
+
+
+def test_spark_itself_refuses_what_the_guard_refuses_first(spark, tmp_path):
+    """Defence in depth: the hardened session refuses file relations and does not expand
+    `${env:...}`, even for a statement that never passed the guard."""
+    from pyspark.errors import AnalysisException
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret\n")
+    for key, value in {"spark.sql.runSQLOnFiles": "false",
+                       "spark.sql.variable.substitute": "false",
+                       "spark.sql.scripting.enabled": "false"}.items():
+        assert spark.conf.get(key) == value
+    with pytest.raises(AnalysisException):
+        spark.sql(f"SELECT * FROM text.`{secret}`").collect()
+    assert spark.sql("SELECT '${env:HOME}' AS v").collect()[0].v == "${env:HOME}"
