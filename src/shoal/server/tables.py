@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shoal.errors import InvalidSchemaError
+from shoal.maintenance.policy import parse_duration
 from shoal.server.auth import require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
@@ -127,6 +128,11 @@ async def create_table(request: Request) -> dict[str, Any]:
             raise BadRequestError("retention must not be empty", code="invalid_schema",
                                   details=[{"line": None, "field": "retention",
                                             "message": "must not be empty"}])
+        try:
+            parse_duration(req.retention)
+        except InvalidSchemaError as e:
+            raise BadRequestError(str(e), code=e.code, details=[
+                {"line": None, "field": "retention", "message": str(e)}]) from None
         properties["retention"] = req.retention.strip()
     columns = _columns(req.columns)
 
