@@ -10,10 +10,11 @@ documented media type (`content_type_conformance`), a body that fits the documen
 `Retry-After`, `WWW-Authenticate`). Operations with a `{table}` path are fuzzed on random
 names and on an existing table, so success answers are checked too.
 
-Deterministic: Hypothesis runs derandomized with no example database, so CI sees the same
-requests every run. /v1/query runs a handful of generated cases (its examples include one
-SELECT through Spark). Every failure is collected and reported together, with a curl line
-to reproduce it.
+Deterministic: Hypothesis runs derandomized, with no example database and without the
+constants it would harvest from whatever modules are imported, so every run (alone or in
+the whole suite) sends the same requests. /v1/query runs a handful of generated cases
+(its examples include one SELECT through Spark). Every failure is collected and reported
+together, with a curl line to reproduce it.
 """
 
 from __future__ import annotations
@@ -143,6 +144,18 @@ def _examples(op: Any) -> Iterator[Any]:
         for example in content.get("examples", {}).values():
             yield op.Case(body=example["value"], media_type=media_type,
                           path_parameters=path)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def same_cases_whatever_ran_before() -> Iterator[None]:
+    """Hypothesis mixes in constants harvested from the local modules imported so far, so
+    what it generates would depend on which tests ran first (and on the server's lazy
+    imports mid-run). Without them, a given document always gives the same requests."""
+    from hypothesis.internal.conjecture import providers
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(providers, "_get_local_constants", providers.Constants)
+        yield
 
 
 @pytest.fixture(scope="module")
