@@ -179,4 +179,5 @@ def test_openapi_lists_the_contract(http):
     assert {"/v1/tables", "/v1/tables/{table}", "/v1/tables/{table}/columns",
             "/v1/ingest/{table}", "/healthz", "/readyz", "/metrics"} <= set(doc["paths"])
     body = doc["paths"]["/v1/tables"]["post"]["requestBody"]["content"]["application/json"]
-    assert "$ref" not in str(body) and "columns" in body["schema"]["properties"]
+    assert body["schema"] == {"$ref": "#/components/schemas/CreateTableRequest"}
+    assert "columns" in doc["components"]["schemas"]["CreateTableRequest"]["properties"]

@@ -60,6 +60,8 @@ def test_invalid_definitions_are_400_invalid_schema(http, table_name):
         ({"name": "Bad-Name", "columns": []}, None),
         ({"name": table_name, "columns": [{"name": "props", "type": "string"}]}, "props"),
         ({"name": table_name, "columns": [], "mode": "sometimes"}, None),
+        ({"name": table_name, "columns": [], "retention": "a week"}, "retention"),
+        ({"name": table_name, "columns": [], "retention": "0d"}, "retention"),
         ({"name": table_name, "columns": [{"name": "h", "type": "string", "header": "*"}]},
          "h"),
     ]

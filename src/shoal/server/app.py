@@ -44,6 +44,7 @@ from shoal.server.edge import EdgeMiddleware
 from shoal.server.errors import NotReadyError, install_error_handlers
 from shoal.server.maintenance import install_maintenance
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
+from shoal.server.openapi import install_openapi
 from shoal.server.pipelines import install_pipelines
 from shoal.server.state import ServerState, server_state
 
@@ -144,6 +145,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
     app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])
+    install_openapi(app)    # /openapi.json: the real bodies, answers and errors
     return app
 
 

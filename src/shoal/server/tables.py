@@ -7,7 +7,7 @@ the describe document of `shoal.catalog.describe`.
 
 Catalog work runs in worker threads, never on the event loop. The body is read by hand
 (capped at `MAX_DEFINITION_BYTES`) rather than by FastAPI, which would buffer and decode it
-before the auth dependency runs.
+before the auth dependency runs; the OpenAPI document describes it (`shoal.server.openapi`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shoal.errors import InvalidSchemaError
+from shoal.maintenance.policy import parse_duration
 from shoal.server.auth import require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
@@ -96,27 +97,7 @@ async def _definition(request: Request, model: type[M]) -> M:
     return _parse(model, doc)
 
 
-def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
-    """OpenAPI for a body read by hand: the model's JSON schema, `$defs` inlined."""
-    schema = model.model_json_schema()
-    defs = schema.pop("$defs", {})
-
-    def inline(node: Any) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref", "")
-            if ref.startswith("#/$defs/"):
-                return inline(defs[ref.removeprefix("#/$defs/")])
-            return {k: inline(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [inline(v) for v in node]
-        return node
-
-    return {"requestBody": {"required": True,
-                            "content": {"application/json": {"schema": inline(schema)}}}}
-
-
-@router.post("", status_code=201, dependencies=[Depends(require_scope("admin"))],
-             openapi_extra=_body_doc(CreateTableRequest))
+@router.post("", status_code=201, dependencies=[Depends(require_scope("admin"))])
 async def create_table(request: Request) -> dict[str, Any]:
     """Create a table; 201 with its describe document."""
     req = await _definition(request, CreateTableRequest)
@@ -127,6 +108,11 @@ async def create_table(request: Request) -> dict[str, Any]:
             raise BadRequestError("retention must not be empty", code="invalid_schema",
                                   details=[{"line": None, "field": "retention",
                                             "message": "must not be empty"}])
+        try:
+            parse_duration(req.retention)
+        except InvalidSchemaError as e:
+            raise BadRequestError(str(e), code=e.code, details=[
+                {"line": None, "field": "retention", "message": str(e)}]) from None
         properties["retention"] = req.retention.strip()
     columns = _columns(req.columns)
 
@@ -148,8 +134,7 @@ def describe_table(request: Request, table: str) -> dict[str, Any]:
     return server_state(request).db.describe(table)
 
 
-@router.post("/{table}/columns", dependencies=[Depends(require_scope("admin"))],
-             openapi_extra=_body_doc(AddColumnsRequest))
+@router.post("/{table}/columns", dependencies=[Depends(require_scope("admin"))])
 async def add_columns(request: Request, table: str) -> dict[str, Any]:
     """Add nullable columns or widen existing ones; 200 with the new describe document."""
     req = await _definition(request, AddColumnsRequest)

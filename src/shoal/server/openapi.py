@@ -1,0 +1,449 @@
+"""The server's OpenAPI document: what every route really takes, answers and refuses.
+
+FastAPI's generated document cannot tell the truth about this server: most routes read
+their bodies by hand (after authentication, under a byte cap), bad input is a 400 where
+FastAPI would say 422, every error shares one document, and OTLP speaks protobuf. So the
+document is written here and installed by `install_openapi(app)` (called by `create_app`):
+`app.openapi()`, served at `GET /openapi.json`, returns `openapi_document(app)`.
+
+Contract:
+- Every route FastAPI lists for the app appears. A route described in `_operations()` gets
+  its hand-written entry; any other keeps FastAPI's generated one, flagged
+  `x-shoal-undocumented: true` (a test refuses the flag, so no route goes undocumented).
+- Request bodies: JSON schemas of the wire models (`shoal.server.tables`' pydantic models,
+  hand-written schemas elsewhere); NDJSON (`application/x-ndjson`, one JSON object per line,
+  gzip with `Content-Encoding`) for `/v1/ingest/{table}`; OTLP protobuf or OTLP/JSON.
+- Answers: every status a route can give, each with its media type and schema. Errors are
+  the shared document `{"error": {"code", "message", "details": [{"line", "field",
+  "message"}]}}` (OTLP routes: a `google.rpc.Status` in the request's encoding, or the shared
+  document for refusals made before the OTLP handler runs). `Retry-After` (whole seconds)
+  comes with every 429 and 503, `WWW-Authenticate` with every 401 and with the 403 of a
+  token that lacks the route's scope.
+- No operation documents a 500: a 500 is a bug, whatever the input. A method a path does
+  not serve is a 405 with the shared error document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from shoal.server.tables import AddColumnsRequest, CreateTableRequest
+
+Schema = dict[str, Any]
+Operation = dict[str, Any]
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+NDJSON = "application/x-ndjson"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+IDENTIFIER = "^[a-z_][a-z0-9_]*$"
+# Visible ASCII, no white space at either end (the server takes 1-256 printable characters,
+# and HTTP strips white space around a header value).
+IDEMPOTENCY_KEY = "^[!-~]([ -~]*[!-~])?$"
+TYPE_NAMES = ("bool", "boolean", "int", "integer", "int32", "long", "bigint", "int64", "real",
+              "double", "float64", "string", "text", "varchar", "timestamp", "datetime",
+              "dynamic", "json", "bytes", "binary", "array<struct<key string, value bytes>>")
+
+
+# ---- the document --------------------------------------------------------------------------
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve `openapi_document(app)` at `/openapi.json` (built on first use, then kept)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = openapi_document(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    generated = get_openapi(title=app.title, version=app.version, routes=app.routes)
+    described = _operations()
+    paths: dict[str, dict[str, Operation]] = {}
+    for path, ops in generated["paths"].items():
+        for method, op in ops.items():
+            mine = described.get((method.upper(), path))
+            if mine is None:
+                op = {**op, "x-shoal-undocumented": True}
+            paths.setdefault(path, {})[method] = mine or op
+    paths["/openapi.json"] = {"get": _openapi_json()}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": app.title, "version": app.version, "description": _INFO},
+        "paths": paths,
+        "components": {"schemas": _schemas(), "responses": _error_responses(),
+                       "headers": _headers(),
+                       "securitySchemes": {"bearer": {
+                           "type": "http", "scheme": "bearer",
+                           "description": "A token of SHOAL_TOKENS or the tokens file, with "
+                                          "its scopes (ingest, query, admin; admin implies "
+                                          "the others). Without configured tokens the "
+                                          "server binds to loopback only and needs none."}}},
+    }
+
+
+_INFO = """\
+shoal's HTTP API: table management, NDJSON ingest, SQL queries, OTLP/HTTP, maintenance
+status and operational endpoints.
+
+Every error is `{"error": {"code", "message", "details": [{"line", "field", "message"}]}}`
+(OTLP routes answer a `google.rpc.Status` instead, in the request's encoding). Statuses:
+400 bad input (the message and `details` name line and field), 401 missing or unknown
+bearer token, 403 a token without the route's scope (`forbidden`), a browser `Origin` that
+is not allowed (`forbidden_origin`) or a `Host` that is neither loopback nor configured
+(`forbidden_host`), 404 unknown table or path, 405 a method the path does not serve, 408
+a request body that arrives too slowly (`request_timeout`), 409 a schema conflict or an
+idempotency key first used on another table, 413 a body over the cap, 415 an unsupported
+`Content-Type` or `Content-Encoding`, 429 backpressure or too many queries and 503 not
+ready or engine unavailable (both with `Retry-After`, in seconds).
+"""
+
+
+# ---- schemas -------------------------------------------------------------------------------
+
+def _nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _obj(properties: dict[str, Schema], *, optional: tuple[str, ...] = (),
+         closed: bool = True, **extra: Any) -> Schema:
+    """An object with `properties`, all required but `optional`."""
+    out: Schema = {"type": "object", "properties": properties,
+                   "required": [k for k in properties if k not in optional]}
+    if closed:
+        out["additionalProperties"] = False
+    return {**out, **extra}
+
+
+INT: Schema = {"type": "integer"}
+COUNT: Schema = {"type": "integer", "minimum": 0}
+STR: Schema = {"type": "string"}
+BOOL: Schema = {"type": "boolean"}
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _wire_models() -> dict[str, Schema]:
+    """The table-definition models of `shoal.server.tables`, with the rules the server
+    checks after pydantic (names, type names, modes, retention) written into the schema."""
+    out: dict[str, Schema] = {}
+    for model in (CreateTableRequest, AddColumnsRequest):
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        out.update(schema.pop("$defs", {}))
+        out[model.__name__] = schema
+    column = out["ColumnSpec"]["properties"]
+    column["name"] |= {"pattern": IDENTIFIER, "description": "not `_timestamp` nor `props`"}
+    column["type"] = {"title": "Type", "description": "a type name (any case) or vector(N)",
+                      "anyOf": [{"enum": list(TYPE_NAMES)},
+                                {"type": "string", "pattern": "^vector\\([1-9][0-9]{0,3}\\)$"}]}
+    create = out["CreateTableRequest"]["properties"]
+    create["name"] |= {"pattern": IDENTIFIER}
+    create["mode"] |= {"enum": ["evolve", "drop", "reject"]}
+    create["retention"] = _nullable({"type": "string", "description": "e.g. 30s, 15m, 12h, 7d",
+                                     "pattern": "^[1-9][0-9]{0,5}[smhdw]$"}) | {"default": None}
+    out["AddColumnsRequest"]["properties"]["columns"] |= {"minItems": 1}
+    return out
+
+
+def _schemas() -> dict[str, Schema]:
+    detail = _obj({"line": _nullable({"type": "integer", "minimum": 1}),
+                   "field": _nullable(STR), "message": STR})
+    column = _obj({"name": STR, "type": STR, "nullable": BOOL, "header": _nullable(STR),
+                   "default": {}}, optional=("default",))
+    scan = {"extents_considered": COUNT, "extents_pruned": COUNT, "extents_read": COUNT,
+            "blocks_considered": COUNT, "blocks_pruned": COUNT, "blocks_read": COUNT,
+            "bytes_read": COUNT}
+    unit = _obj({"id": INT, "kind": STR, "table": _nullable(STR), "state": STR,
+                 "attempts": COUNT, "worker": _nullable(STR),
+                 "lease_expires_at": _nullable({"type": "number"}),
+                 "created_at": {"type": "number"}, "updated_at": {"type": "number"},
+                 "result": _nullable({"type": "object"})})
+    int64 = {"anyOf": [COUNT, {"type": "string", "pattern": "^[0-9]+$"}]}
+    return {
+        **_wire_models(),
+        "ErrorDetail": detail,
+        "Error": _obj({"error": _obj({
+            "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$",
+                     "description": "snake_case, e.g. bad_request, invalid_schema, "
+                                    "bad_payload, table_not_found, forbidden_origin"},
+            "message": STR, "details": {"type": "array", "items": _ref("ErrorDetail")}})}),
+        "Table": _obj({"name": STR, "schema_version": {"type": "integer", "minimum": 1},
+                       "mode": {"enum": ["evolve", "drop", "reject"]},
+                       "retention": _nullable(STR),
+                       "columns": {"type": "array", "items": column},
+                       "snapshot_id": INT, "row_count": COUNT, "extent_count": COUNT,
+                       "properties": {"type": "object"}}),
+        "TableList": _obj({"tables": {"type": "array", "items": _ref("Table")}}),
+        "IngestAck": _obj({
+            "table": STR, "snapshot_id": INT, "rows": COUNT, "replayed": BOOL,
+            "new_columns": {"type": "array", "items": STR},
+            "rejected": {"type": "array", "items": _ref("ErrorDetail"),
+                         "description": "the refused lines (partial=true), capped"},
+            "extent_ids": {"type": "array", "items": STR},
+            "rejected_count": {**COUNT, "description": "all refused lines, past the cap"}},
+            optional=("rejected_count",)),
+        "QueryRequest": {
+            "type": "object",
+            "properties": {"sql": {"type": "string", "minLength": 1,
+                                   "description": "SELECT, WITH, EXPLAIN or shoal's DDL"},
+                           "kql": {"type": "string",
+                                   "description": "a later wave: answers 400 not_implemented"}},
+            "anyOf": [{"required": ["sql"]}, {"required": ["kql"]}]},
+        "QueryStats": _obj({**scan, "scans": {"type": "array", "items": _obj(
+            {"table": STR, "alias": STR, "snapshot_id": INT, "pushed": _nullable(STR),
+             **scan})}}, closed=False),
+        "QueryAnswer": _obj({
+            "columns": {"type": "array", "items": _obj({"name": STR, "type": STR})},
+            "rows": {"type": "array", "items": {"type": "array"}},
+            "stats": _ref("QueryStats")}),
+        "MaintenanceUnit": unit,
+        "MaintenanceStatus": _obj({
+            "counts": {"type": "object", "additionalProperties": COUNT,
+                       "required": ["pending", "running", "done", "failed"]},
+            "last": {"type": "object", "additionalProperties": unit},
+            "units": {"type": "array", "items": unit},
+            "service": _nullable(_obj({"running": BOOL, "worker": STR}))}),
+        "OtlpStatus": {"type": "object", "description": "google.rpc.Status (OTLP/JSON)",
+                       "properties": {"code": INT, "message": STR,
+                                      "details": {"type": "array"}}},
+        "OtlpExportResponse": {
+            "type": "object", "description": "Export*ServiceResponse (OTLP/JSON)",
+            "properties": {"partialSuccess": {"type": "object", "properties": {
+                "rejectedLogRecords": int64, "rejectedSpans": int64,
+                "rejectedDataPoints": int64, "errorMessage": STR}}}},
+    }
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+# status -> (component name, what it means here)
+_ERRORS: dict[int, tuple[str, str]] = {
+    400: ("BadRequest", "Bad input: parameters, body, lines (with line and field), SQL."),
+    401: ("Unauthorized", "No bearer token, or one the server does not know."),
+    403: ("Forbidden", "A token without the route's scope (`forbidden`), a browser Origin "
+                       "that is not allowed (`forbidden_origin`) or a Host that is neither "
+                       "loopback nor configured (`forbidden_host`)."),
+    404: ("NotFound", "Unknown table."),
+    408: ("RequestTimeout", "The body did not arrive in time (`request_timeout`)."),
+    409: ("Conflict", "A schema conflict, an existing table, or an idempotency key first "
+                      "used on another table."),
+    413: ("PayloadTooLarge", "The body is over the cap (before or after gzip decoding)."),
+    415: ("UnsupportedMediaType", "An unsupported Content-Type or Content-Encoding."),
+    429: ("TooManyRequests", "Backpressure or too many concurrent queries; retry after "
+                             "Retry-After seconds."),
+    503: ("ServiceUnavailable", "Not ready (starting, stopping, catalog or engine "
+                                "unavailable); retry after Retry-After seconds."),
+}
+
+
+def _headers() -> dict[str, Any]:
+    return {
+        "RetryAfter": {"description": "seconds to wait before retrying", "required": True,
+                       "schema": {"type": "integer", "minimum": 1}},
+        "WWWAuthenticate": {"description": "the bearer challenge", "required": True,
+                            "schema": {"type": "string", "pattern": "^Bearer "}},
+        "WWWAuthenticateScope": {"description": "the bearer challenge naming the missing "
+                                                "scope, when a token lacks it",
+                                 "schema": {"type": "string", "pattern": "^Bearer "}},
+    }
+
+
+def _error_headers(status: int) -> dict[str, Any]:
+    name = {429: "RetryAfter", 503: "RetryAfter", 401: "WWWAuthenticate",
+            403: "WWWAuthenticateScope"}.get(status)
+    header = {429: "Retry-After", 503: "Retry-After"}.get(status, "WWW-Authenticate")
+    return {header: {"$ref": f"#/components/headers/{name}"}} if name else {}
+
+
+def _error_responses() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for status, (name, description) in _ERRORS.items():
+        headers = _error_headers(status)
+        out[name] = {"description": description,
+                     "content": {JSON: {"schema": _ref("Error")}},
+                     **({"headers": headers} if headers else {})}
+        out[f"Otlp{name}"] = {
+            "description": description + " A google.rpc.Status in the request's encoding "
+                                         "(the shared error document for refusals made "
+                                         "before the OTLP handler runs).",
+            "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+                        JSON: {"schema": {"anyOf": [_ref("OtlpStatus"), _ref("Error")]}}},
+            **({"headers": headers} if headers else {})}
+    return out
+
+
+def _responses(success: dict[str, Any], *statuses: int, otlp: bool = False
+               ) -> dict[str, Any]:
+    prefix = "Otlp" if otlp else ""
+    out = dict(success)
+    for status in sorted(statuses):
+        out[str(status)] = {"$ref": f"#/components/responses/{prefix}{_ERRORS[status][0]}"}
+    return out
+
+
+# What refuses a request before its handler runs: the Host/Origin checks (403), and the
+# bearer token of a route with a scope (401/403).
+OPEN = (403,)
+AUTH = (400, 401, 403)
+BODY = (408, 413, 415)      # a body read under a cap and a deadline, of a checked type
+
+
+# ---- operations ----------------------------------------------------------------------------
+
+def _ok(schema: Schema, description: str, *, status: str = "200",
+        media: str = JSON) -> dict[str, Any]:
+    return {status: {"description": description, "content": {media: {"schema": schema}}}}
+
+
+def _json_body(schema: Schema, **examples: Any) -> dict[str, Any]:
+    content: dict[str, Any] = {"schema": schema}
+    if examples:
+        content["examples"] = {k: {"value": v} for k, v in examples.items()}
+    return {"required": True, "content": {JSON: content}}
+
+
+def _op(op_id: str, summary: str, tag: str, responses: dict[str, Any], *,
+        scope: str | None, parameters: list[dict[str, Any]] | None = None,
+        body: dict[str, Any] | None = None) -> Operation:
+    out: Operation = {"operationId": op_id, "summary": summary, "tags": [tag],
+                      "security": [{"bearer": []}, {}] if scope else []}
+    if scope:
+        out["x-shoal-scope"] = scope
+        out["description"] = f"Needs the `{scope}` scope when tokens are configured."
+    if parameters:
+        out["parameters"] = parameters
+    if body:
+        out["requestBody"] = body
+    out["responses"] = responses
+    return out
+
+
+NDJSON_BODY = ("One JSON object per line (the schema's array items, each on its own line; "
+               "blank lines are skipped); `_timestamp` is the event time. Gzip with "
+               "Content-Encoding: gzip.")
+TABLE_PATH = {"name": "table", "in": "path", "required": True,
+              "schema": {"type": "string", "pattern": IDENTIFIER},
+              "description": "the table name (any other name is an unknown table)"}
+IDEMPOTENCY_HEADER = {
+    "name": "X-Idempotency-Key", "in": "header", "required": False,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 256,
+               "pattern": IDEMPOTENCY_KEY},
+    "description": "a retry with the same key answers the first ack (`replayed: true`) "
+                   "and writes nothing; a key first used on another table is a 409"}
+ENCODING_HEADER = {"name": "Content-Encoding", "in": "header", "required": False,
+                   "schema": {"enum": ["identity", "gzip", "x-gzip"]},
+                   "description": "gzip bodies are decoded under the same cap"}
+
+
+def _operations() -> dict[tuple[str, str], Operation]:
+    table = _ok(_ref("Table"), "the describe document")
+    ops: dict[tuple[str, str], Operation] = {
+        ("POST", "/v1/tables"): _op(
+            "create_table", "Create a table", "tables", scope="admin",
+            body=_json_body(_ref("CreateTableRequest"), logs={
+                "name": "logs", "columns": [{"name": "service", "type": "string"},
+                                            {"name": "status", "type": "int"}],
+                "retention": "7d"}),
+            responses=_responses(_ok(_ref("Table"), "created: the describe document",
+                                     status="201"), *AUTH, *BODY, 409)),
+        ("GET", "/v1/tables"): _op(
+            "list_tables", "List tables", "tables", scope="query",
+            responses=_responses(_ok(_ref("TableList"), "every table"), *AUTH)),
+        ("GET", "/v1/tables/{table}"): _op(
+            "describe_table", "Describe a table", "tables", scope="query",
+            parameters=[TABLE_PATH], responses=_responses(table, *AUTH, 404)),
+        ("POST", "/v1/tables/{table}/columns"): _op(
+            "add_columns", "Add nullable columns or widen existing ones", "tables",
+            scope="admin", parameters=[TABLE_PATH],
+            body=_json_body(_ref("AddColumnsRequest"),
+                            region={"columns": [{"name": "region", "type": "string"}]}),
+            responses=_responses(table, *AUTH, *BODY, 404, 409, 503)),
+        ("POST", "/v1/ingest/{table}"): _op(
+            "ingest", "Ingest NDJSON rows", "ingest", scope="ingest",
+            parameters=[
+                TABLE_PATH,
+                {"name": "mode", "in": "query", "required": False,
+                 "schema": {"enum": ["evolve", "drop", "reject"]},
+                 "description": "the schema mode for this batch (default: the table's)"},
+                {"name": "partial", "in": "query", "required": False,
+                 "schema": {"type": "boolean", "default": False},
+                 "description": "write the good lines and report the bad ones"},
+                IDEMPOTENCY_HEADER, ENCODING_HEADER],
+            body={"required": True, "description": NDJSON_BODY, "content": {NDJSON: {
+                "schema": {"type": "array", "items": {
+                    "type": "object", "propertyNames": {"pattern": IDENTIFIER},
+                    "description": "a record; in evolve mode a new field becomes a column, "
+                                   "so its name must be identifier-safe"}},
+                "examples": {"two": {"value": [{"service": "api", "status": 200},
+                                               {"service": "web", "status": 503}]}}}}},
+            responses=_responses(_ok(_ref("IngestAck"), "the rows are committed"),
+                                 *AUTH, *BODY, 404, 409, 429, 503)),
+        ("POST", "/v1/query"): _op(
+            "query", "Run one SQL statement", "query", scope="query",
+            parameters=[{"name": "prune", "in": "query", "required": False,
+                         "schema": {"type": "boolean", "default": True},
+                         "description": "false reads every extent"}],
+            body=_json_body(_ref("QueryRequest"), show={"sql": "SHOW TABLES"},
+                            select={"sql": "SELECT 1 AS one"}),
+            responses=_responses({"200": {
+                "description": "the answer; DDL (CREATE/ALTER) needs the admin scope",
+                "content": {JSON: {"schema": _ref("QueryAnswer")},
+                            ARROW_STREAM: {"schema": {
+                                "type": "string", "format": "binary",
+                                "description": "an Arrow IPC stream, for Accept: " + ARROW_STREAM
+                            }}},
+                "headers": {"X-Shoal-Stats": {
+                    "description": "the stats (JSON, without scans) of an Arrow answer",
+                    "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
+        ("GET", "/v1/maintenance"): _op(
+            "maintenance_status", "Maintenance work units and their results", "maintenance",
+            scope="admin",
+            parameters=[{"name": "limit", "in": "query", "required": False,
+                         "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                    "default": 50}},
+                        {"name": "table", "in": "query", "required": False, "schema": STR}],
+            responses=_responses(_ok(_ref("MaintenanceStatus"), "the status"), *AUTH, 404)),
+        ("GET", "/healthz"): _op(
+            "healthz", "Liveness", "ops", scope=None,
+            responses=_responses(_ok(_obj({"status": {"const": "ok"}}), "alive"), *OPEN)),
+        ("GET", "/readyz"): _op(
+            "readyz", "Readiness: accepting work and the catalog answers", "ops", scope=None,
+            responses=_responses(_ok(_obj({"status": {"const": "ready"}}), "ready"),
+                                 *OPEN, 503)),
+        ("GET", "/metrics"): _op(
+            "metrics", "Prometheus metrics", "ops", scope=None,
+            responses=_responses(_ok(STR, "Prometheus text exposition format 0.0.4",
+                                     media="text/plain"), *OPEN)),
+    }
+    for signal, path in (("logs", "/v1/logs"), ("traces", "/v1/traces"),
+                         ("metrics", "/v1/metrics")):
+        ops[("POST", path)] = _otlp(signal)
+    return ops
+
+
+def _otlp(signal: str) -> Operation:
+    top = {"logs": "resourceLogs", "traces": "resourceSpans",
+           "metrics": "resourceMetrics"}[signal]
+    body = {"required": True, "content": {
+        PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+        JSON: {"schema": {"type": "object", "properties": {
+            top: {"type": "array", "items": {"type": "object"}}}}}}}
+    ok = {"200": {"description": "Export*ServiceResponse in the request's encoding, with "
+                                 "partialSuccess when records were refused",
+                  "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+                              JSON: {"schema": _ref("OtlpExportResponse")}}}}
+    return _op(f"otlp_export_{signal}", f"OTLP/HTTP export of {signal}", "otlp",
+               scope="ingest", parameters=[IDEMPOTENCY_HEADER, ENCODING_HEADER], body=body,
+               responses=_responses(ok, *AUTH, *BODY, 409, 429, 503, otlp=True))
+
+
+def _openapi_json() -> Operation:
+    return _op("openapi", "This document", "ops", scope=None,
+               responses=_responses(_ok({"type": "object"}, "the OpenAPI document"), *OPEN))
