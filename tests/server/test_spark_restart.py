@@ -2,7 +2,8 @@
 query slots get correct answers or 429s (never a 5xx, never a dead engine); a result beyond
 the driver's bound is a 400; SIGKILL of the server's Spark JVM fails the query in flight
 with 503, turns `/readyz` 503, and the server restarts Spark by itself: ready again, and the
-next query answers."""
+next query answers. A JVM that stops answering (SIGSTOP) is found by the supervisor's probe
+(default timeout: 20 s) and restarted the same way."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from tests.support.server import ServerHandle, start_server
 
 NUMS = 3000
 BLOB_LEN = 200_000
+pytestmark = pytest.mark.slow
+
 CAP_BYTES = 1 << 20                 # the server's byte cap; Spark collects at most twice that
 
 
@@ -181,3 +184,22 @@ def int_from_bytes_works(http: httpx.Client) -> bool:
     """shoal's own functions are registered in the new session too."""
     r = http.post("/v1/query", json={"sql": "SELECT int_from_bytes(X'0000002A') AS v"})
     return r.status_code == 200 and r.json()["rows"] == [[42]]
+
+
+def test_a_wedged_spark_jvm_is_restarted(server):
+    [jvm] = java_children(server.proc.pid)
+    restarts = metric(server.url, "shoal_spark_restarts")
+    os.kill(jvm, signal.SIGSTOP)        # alive, but answers nothing
+    try:
+        wait_for(lambda: status(server.url, "/readyz") == 503, "/readyz to say not ready")
+        wait_for(lambda: status(server.url, "/readyz") == 200, "/readyz to be ready again")
+    finally:
+        if Path(f"/proc/{jvm}").exists():
+            os.kill(jvm, signal.SIGCONT)
+    [again] = java_children(server.proc.pid)
+    assert again != jvm
+    assert metric(server.url, "shoal_spark_restarts") == restarts + 1
+    with httpx.Client(base_url=server.url, timeout=120) as http:
+        r = http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM nums"})
+        assert r.status_code == 200, r.text
+        assert r.json()["rows"] == [[NUMS]]

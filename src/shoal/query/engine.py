@@ -271,7 +271,7 @@ class QueryEngine:
             assert ddl is not None
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
         limits = limits or QueryLimits()
-        with _Run(self.spark, self._generation, limits.timeout_s) as run:
+        with _Run(limits.timeout_s) as run:
             if statement.kind == "explain":
                 return self._explain(statement.body, prune=prune, run=run)
             df, stats, done = self._plan(sql, prune=prune, run=run)
@@ -296,7 +296,8 @@ class QueryEngine:
                                  for name, info in known.items()})
         self._check_tables(analysis)
         spark = self.spark
-        run = run or _Run(spark, self._generation, None)
+        run = run or _Run(None)
+        run.attach(spark, self._generation)
         stats = QueryStats()
         views: list[str] = []
         accumulators: list[tuple[Any, ScanStats]] = []
@@ -374,34 +375,40 @@ class QueryEngine:
 
 
 class _Run:
-    """One statement's Spark work on the calling thread: its job tag, the watchdog that
-    cancels the tag at the deadline, and what tells a dead engine from a bad statement."""
+    """One statement's Spark work on the calling thread: the watchdog that cancels it at the
+    deadline (counted from the start, planning included), its job tag (added once the
+    statement reaches Spark), and what tells a dead engine from a bad statement."""
 
-    def __init__(self, spark: SparkSession, generation: int, timeout_s: float | None) -> None:
-        self.spark = spark
-        self.generation = generation
-        self.proc = spark_process()
+    def __init__(self, timeout_s: float | None) -> None:
         self.timeout_s = timeout_s
         self.tag = f"shoal-query-{uuid.uuid4().hex}"
+        self.spark: SparkSession | None = None
+        self.generation: int | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.timed_out = threading.Event()
         self._finished = threading.Event()
 
     def __enter__(self) -> _Run:
+        if self.timeout_s is not None:
+            threading.Thread(target=self._watch, name=f"shoal-deadline-{self.tag[-8:]}",
+                             daemon=True).start()
+        return self
+
+    def attach(self, spark: SparkSession, generation: int) -> None:
+        """The statement reaches Spark: tag the jobs this thread starts from now on."""
+        self.spark, self.generation, self.proc = spark, generation, spark_process()
         if self.timeout_s is None:
-            return self
+            return
         try:
-            sc = self.spark.sparkContext
+            sc = spark.sparkContext
             sc.addJobTag(self.tag)
             sc.setInterruptOnCancel(True)
         except Exception as e:
             raise self.failure(e) from e
-        threading.Thread(target=self._watch, name=f"shoal-deadline-{self.tag[-8:]}",
-                         daemon=True).start()
-        return self
 
     def __exit__(self, *_exc: object) -> None:
         self._finished.set()
-        if self.timeout_s is None:
+        if self.timeout_s is None or self.spark is None:
             return
         try:
             sc = self.spark.sparkContext
@@ -418,11 +425,13 @@ class _Run:
         log.info("query %s passed its %gs limit; cancelling its Spark jobs", self.tag,
                  self.timeout_s)
         while True:
-            try:
-                self.spark.sparkContext.cancelJobsWithTag(self.tag)
-            except Exception as e:  # noqa: BLE001 - a dead engine fails the query anyway
-                log.warning("could not cancel query %s: %s", self.tag, _spark_message(e))
-                return
+            spark = self.spark
+            if spark is not None:
+                try:
+                    spark.sparkContext.cancelJobsWithTag(self.tag)
+                except Exception as e:  # noqa: BLE001 - a dead engine fails the query anyway
+                    log.warning("could not cancel query %s: %s", self.tag, _spark_message(e))
+                    return
             if self._finished.wait(CANCEL_REPEAT_S):
                 return
 
@@ -440,7 +449,7 @@ class _Run:
         gone = _engine_gone(e)
         if self.proc is not None and self.proc.poll() is not None:
             gone = f"the Spark JVM exited (status {self.proc.returncode})"
-        elif self.generation != _generation:
+        elif self.generation is not None and self.generation != _generation:
             gone = "the Spark session was restarted during the query"
         if gone:
             return EngineUnavailableError(gone)

@@ -72,7 +72,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                warm_spark: bool = False, otlp_grpc_port: int | None = None,
                maintenance: bool | None = None, pipelines: bool | None = None,
                spark_probe_interval_s: float = 5.0,
-               spark_probe_timeout_s: float = 30.0) -> FastAPI:
+               spark_probe_timeout_s: float = 20.0) -> FastAPI:
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off

@@ -37,7 +37,7 @@ EngineRef = Callable[[], "QueryEngine | None"]   # the engine, or None if never 
 
 class SparkSupervisor:
     def __init__(self, engine: EngineRef, *, interval_s: float = 5.0,
-                 probe_timeout_s: float = 30.0, retry_after_s: float = 5.0) -> None:
+                 probe_timeout_s: float = 20.0, retry_after_s: float = 5.0) -> None:
         if not interval_s > 0 or not probe_timeout_s > 0:
             raise ValueError("interval_s and probe_timeout_s must be positive")
         self._engine = engine
