@@ -252,3 +252,39 @@ class DdlSyntaxError(QueryError):
         self.found = found
         super().__init__(
             f"DDL syntax error at line {line}, col {column}: expected {expected}, found {found}")
+
+
+class QueryTimeoutError(QueryError):
+    """A statement ran longer than the configured limit; its Spark jobs were cancelled."""
+
+    code = "query_timeout"
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        super().__init__(f"the query ran longer than the limit of {limit_s:g} s "
+                         "(query_timeout_s) and was cancelled")
+
+
+class ResultTooLargeError(QueryError):
+    """Spark refused to collect a result larger than the driver's bound
+    (`spark.driver.maxResultSize`, derived from the byte cap of answers)."""
+
+    code = "result_too_large"
+
+    def __init__(self, limit: str) -> None:
+        self.limit = limit
+        super().__init__(f"the result is larger than the {limit} Spark may collect for one "
+                         "query (spark.driver.maxResultSize); add a LIMIT or select fewer or "
+                         "smaller columns")
+
+
+class EngineUnavailableError(ShoalError):
+    """The query engine (the Spark session) is dead, wedged or restarting; retry later."""
+
+    code = "engine_unavailable"
+    retryable = True
+
+    def __init__(self, reason: str, *, retry_after_s: float = 5.0) -> None:
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+        super().__init__(f"the query engine is unavailable: {reason}; retry shortly")

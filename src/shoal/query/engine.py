@@ -11,6 +11,24 @@ blocks that survived stages 1 and 2; the statement is rewritten to read those vi
 handed to Spark, which applies every filter (stage 3). `EXPLAIN <select>` plans the scans
 and reports them without running Spark. `prune=False` reads every extent (for checking
 that pruning never changes an answer).
+
+Bounded cost (`limits=QueryLimits(...)`, what the server passes; the Python API passes none
+and keeps Spark's behaviour): the statement's Spark jobs carry a job tag on the calling
+thread (PySpark pins Python threads to JVM threads, and the threads Spark starts for a
+collection inherit the tag); a watchdog cancels the tag at `timeout_s` (interrupting tasks)
+and keeps cancelling until the statement returns, which then raises `QueryTimeoutError`. A
+cancelled job fails its caller at once, whatever its tasks still do. `max_rows` limits the
+DataFrame to `max_rows + 1` rows before collecting, so Spark never collects more; the answer
+is then cut to both caps (`QueryResult.truncated` names the cap). `max_result_bytes` (set by
+the server before the session starts) becomes `spark.driver.maxResultSize`: a collection
+beyond it fails as `ResultTooLargeError` instead of filling the driver.
+
+Session lifecycle: `spark_session` starts the process's session once; `discard_spark_session`
+kills its JVM and forgets PySpark's cached gateway, context and session, so the next call
+starts a fresh one (a generation counter tells engines their cached session is gone).
+`QueryEngine.restart` does both; `spark_alive` and `ping` let a supervisor (the server's)
+notice a dead or wedged JVM. A statement whose Spark fails because the JVM is gone (or was
+replaced meanwhile) raises `EngineUnavailableError`, not a query error.
 """
 
 from __future__ import annotations
@@ -18,17 +36,22 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
+import subprocess
 import sys
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from sqlglot import exp
 
-from shoal.errors import QueryError, ShoalError, TableNotFoundError
+from shoal.errors import (EngineUnavailableError, QueryError, QueryTimeoutError,
+                          ResultTooLargeError, ShoalError, TableNotFoundError)
 from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
 from shoal.query.guard import SPARK_HARDENING, classify
+from shoal.query.limits import QueryLimits, cap_table
 from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.scan import ScanStats
 from shoal.query.scanspec import FooterCache, build_scan_spec
@@ -38,20 +61,32 @@ if TYPE_CHECKING:
 
     from shoal.client import Shoal
 
+log = logging.getLogger("shoal.query")
+
 _session_lock = threading.Lock()
+_generation = 0             # bumped by every discard_spark_session (under _session_lock)
 _view_ids = itertools.count(1)
+# A cancelled statement is cancelled again at this interval until it returns: a job that
+# started just after a cancellation must not escape it.
+CANCEL_REPEAT_S = 0.25
 
 
-def spark_session(master: str = "local[*]", *, processing_log: str | None = None
-                  ) -> SparkSession:
+def spark_session(master: str = "local[*]", *, processing_log: str | None = None,
+                  max_result_bytes: int | None = None) -> SparkSession:
     """The process's Spark session (started on first use), with shoal's DataSource and
-    functions registered."""
+    functions registered. `max_result_bytes` becomes `spark.driver.maxResultSize` when this
+    call starts the session (a running session keeps its own)."""
+    return _session(master, processing_log, max_result_bytes)[0]
+
+
+def _session(master: str, processing_log: str | None, max_result_bytes: int | None
+             ) -> tuple[SparkSession, int]:
     from pyspark.sql import SparkSession
 
     with _session_lock:
         active = SparkSession.getActiveSession()
         if active is not None and getattr(active, "_shoal_ready", False):
-            return active
+            return active, _generation
         # Python workers must run this interpreter (it has shoal and its dependencies).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -70,6 +105,8 @@ def spark_session(master: str = "local[*]", *, processing_log: str | None = None
                  .config("spark.python.worker.reuse", "true")
                  .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                  .config("spark.sql.execution.pythonUDF.arrow.enabled", "true"))
+        if max_result_bytes is not None:
+            spark = spark.config("spark.driver.maxResultSize", f"{max_result_bytes}b")
         for key, value in SPARK_HARDENING.items():
             spark = spark.config(key, value)
         spark = spark.getOrCreate()
@@ -80,7 +117,59 @@ def spark_session(master: str = "local[*]", *, processing_log: str | None = None
         spark.dataSource.register(ShoalDataSource)
         _register_functions(spark, processing_log)
         spark._shoal_ready = True  # type: ignore[attr-defined]
-        return spark
+        return spark, _generation
+
+
+def spark_process() -> subprocess.Popen[bytes] | None:
+    """The JVM this process launched for Spark (None before Spark starts, or when PySpark
+    connected to a gateway it did not launch)."""
+    from pyspark import SparkContext
+
+    return getattr(SparkContext._gateway, "proc", None)
+
+
+def spark_generation() -> int:
+    return _generation
+
+
+def discard_spark_session(*, wait_s: float = 30.0) -> None:
+    """Kill this process's Spark JVM (if it still runs) and forget PySpark's cached gateway,
+    context and sessions, so that the next `spark_session` launches a fresh JVM. Engines
+    holding the old session notice through the generation counter."""
+    global _generation
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession, SQLContext
+
+    with _session_lock:
+        _generation += 1
+        gateway = SparkContext._gateway
+        context = SparkContext._active_spark_context
+        proc = getattr(gateway, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.kill()     # a wedged JVM would not stop gracefully; its workers follow it
+            try:
+                proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                log.error("the Spark JVM (pid %s) did not exit after SIGKILL", proc.pid)
+        if context is not None:
+            server = getattr(context, "_accumulatorServer", None)
+            if server is not None:
+                try:
+                    server.shutdown()
+                except Exception as e:  # noqa: BLE001 - best effort on a dead context
+                    log.warning("could not stop the accumulator server: %s", e)
+            context._jsc = None
+        if gateway is not None:
+            try:
+                gateway.close()
+            except Exception as e:  # noqa: BLE001 - the JVM end is gone already
+                log.warning("could not close the Spark gateway: %s", e)
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+        SQLContext._instantiatedContext = None
 
 
 def _register_functions(spark: SparkSession, processing_log: str | None) -> None:
@@ -116,29 +205,64 @@ class QueryResult:
     table: pa.Table
     stats: QueryStats
     kind: str = "select"            # select | ddl | explain
+    truncated: str | None = None    # the cap that cut the answer (`shoal.query.limits`)
 
 
 class QueryEngine:
     def __init__(self, db: Shoal) -> None:
         self.db = db
         self.footers = FooterCache()
+        # `spark.driver.maxResultSize` of a session this engine starts (None: Spark's own).
+        self.max_result_bytes: int | None = None
         self._spark: SparkSession | None = None
+        self._generation = -1
 
     @property
     def spark(self) -> SparkSession:
-        if self._spark is None:
-            log = os.path.join(self.db.config.data_dir, "processing.log")
-            self._spark = spark_session(self.db.config.spark_master, processing_log=log)
+        if self._spark is None or self._generation != _generation:
+            self._spark, self._generation = self._start()
         return self._spark
+
+    def _start(self) -> tuple[SparkSession, int]:
+        log_path = os.path.join(self.db.config.data_dir, "processing.log")
+        try:
+            return _session(self.db.config.spark_master, log_path, self.max_result_bytes)
+        except ShoalError:
+            raise
+        except Exception as e:
+            raise EngineUnavailableError(f"Spark did not start: {_spark_message(e)}") from e
+
+    @property
+    def session_started(self) -> bool:
+        """True once this engine has had a Spark session (a supervisor watches it then)."""
+        return self._spark is not None
+
+    def spark_alive(self) -> bool:
+        """Whether the Spark JVM still runs (a cheap check of the process; no round trip)."""
+        proc = spark_process()
+        return proc is None or proc.poll() is None
+
+    def ping(self) -> None:
+        """A cheap round trip through the JVM and Spark's SQL front end (runs no job);
+        raises when the session does not answer."""
+        self.spark.sql("SELECT 1").collect()
 
     def warm_up(self) -> None:
         """Start Spark and run a trivial query so the first real one is fast."""
-        self.spark.sql("SELECT 1").collect()
+        self.ping()
+
+    def restart(self) -> None:
+        """Discard the process's Spark session (killing its JVM if it still runs) and start
+        a fresh one, with shoal's DataSource and functions registered again."""
+        discard_spark_session()     # bumps the generation: `spark` starts a fresh session
+        self.warm_up()
 
     # ---- entry points --------------------------------------------------------------------
-    def execute(self, sql: str, *, prune: bool = True) -> QueryResult:
+    def execute(self, sql: str, *, prune: bool = True,
+                limits: QueryLimits | None = None) -> QueryResult:
         """Answer one statement: shoal's DDL, `EXPLAIN <select>` or a SELECT; anything
-        else is refused by `shoal.query.guard` before an engine sees it."""
+        else is refused by `shoal.query.guard` before an engine sees it. `limits` bound the
+        Spark work and the answer (see the module docstring)."""
         from shoal.query.ddl import execute_ddl, parse_ddl
 
         statement = classify(sql)
@@ -146,14 +270,16 @@ class QueryEngine:
             ddl = parse_ddl(sql)
             assert ddl is not None
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
-        if statement.kind == "explain":
-            return self._explain(statement.body, prune=prune)
-        df, stats, done = self._plan(sql, prune=prune)
-        try:
-            table = _collect(df)
-        finally:
-            done()
-        return QueryResult(table, stats)
+        limits = limits or QueryLimits()
+        with _Run(limits.timeout_s) as run:
+            if statement.kind == "explain":
+                return self._explain(statement.body, prune=prune, run=run)
+            df, stats, done = self._plan(sql, prune=prune, run=run)
+            try:
+                table, truncated = self._collect(df, limits, run)
+            finally:
+                done()
+        return QueryResult(table, stats, truncated=truncated)
 
     def dataframe(self, sql: str, *, prune: bool = True) -> tuple[DataFrame, QueryStats]:
         """A Spark DataFrame for a SELECT (its scans are planned now; bytes_read of the
@@ -162,18 +288,21 @@ class QueryEngine:
         return df, stats
 
     # ---- planning ------------------------------------------------------------------------
-    def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False):
+    def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False,
+              run: _Run | None = None):
         catalog = self.db.catalog
         known = {t.name: t for t in catalog.list_tables()}
         analysis = analyze(sql, {name: {c.name: c.type for c in info.schema.columns}
                                  for name, info in known.items()})
         self._check_tables(analysis)
         spark = self.spark
+        run = run or _Run(None)
+        run.attach(spark, self._generation)
         stats = QueryStats()
         views: list[str] = []
         accumulators: list[tuple[Any, ScanStats]] = []
-        parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
         try:
+            parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
             for ref in analysis.refs:
                 snapshot_id = resolve_snapshot(catalog, ref.table, ref.version, ref.timestamp)
                 spec, scan_stats = build_scan_spec(
@@ -196,7 +325,7 @@ class QueryEngine:
             raise
         except Exception as e:      # Spark's analysis errors: the user's statement is wrong
             self._drop(views)
-            raise QueryError(_spark_message(e)) from e
+            raise run.failure(e) from e
         planned_bytes = [s.bytes_read for _, s in accumulators]
 
         def done() -> None:
@@ -214,8 +343,8 @@ class QueryEngine:
         for name in referenced_tables(analysis.tree) - found - ctes:
             raise TableNotFoundError(name)      # queries see shoal tables and CTEs only
 
-    def _explain(self, sql: str, *, prune: bool) -> QueryResult:
-        _, stats, done = self._plan(sql, prune=prune)
+    def _explain(self, sql: str, *, prune: bool, run: _Run) -> QueryResult:
+        _, stats, done = self._plan(sql, prune=prune, run=run)
         done()
         rows = [{"table": s["table"], "alias": s["alias"], "snapshot_id": s["snapshot_id"],
                  "pushed": s["pushed"], **s["stats"].to_json()} for s in stats.scans]
@@ -223,17 +352,129 @@ class QueryEngine:
                            kind="explain")
 
     def _drop(self, views: list[str]) -> None:
-        if self._spark is None:
+        if self._spark is None or not views:
             return
-        for v in views:
-            self._spark.catalog.dropTempView(v)
+        try:
+            for v in views:
+                self._spark.catalog.dropTempView(v)
+        except Exception as e:  # noqa: BLE001 - a dead session takes its views with it
+            log.warning("could not drop temporary views %s: %s", views, _spark_message(e))
+
+    def _collect(self, df: DataFrame, limits: QueryLimits, run: _Run
+                 ) -> tuple[pa.Table, str | None]:
+        try:
+            if limits.max_rows is not None:
+                df = df.limit(limits.max_rows + 1)    # Spark never collects more than that
+            run.check()
+            table = df.toArrow()
+        except ShoalError:
+            raise
+        except Exception as e:
+            raise run.failure(e) from e
+        return cap_table(table, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
 
 
-def _collect(df: DataFrame) -> pa.Table:
-    try:
-        return df.toArrow()
-    except Exception as e:
-        raise QueryError(_spark_message(e)) from e
+class _Run:
+    """One statement's Spark work on the calling thread: the watchdog that cancels it at the
+    deadline (counted from the start, planning included), its job tag (added once the
+    statement reaches Spark), and what tells a dead engine from a bad statement."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.tag = f"shoal-query-{uuid.uuid4().hex}"
+        self.spark: SparkSession | None = None
+        self.generation: int | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.timed_out = threading.Event()
+        self._finished = threading.Event()
+
+    def __enter__(self) -> _Run:
+        if self.timeout_s is not None:
+            threading.Thread(target=self._watch, name=f"shoal-deadline-{self.tag[-8:]}",
+                             daemon=True).start()
+        return self
+
+    def attach(self, spark: SparkSession, generation: int) -> None:
+        """The statement reaches Spark: tag the jobs this thread starts from now on."""
+        self.spark, self.generation, self.proc = spark, generation, spark_process()
+        if self.timeout_s is None:
+            return
+        try:
+            sc = spark.sparkContext
+            sc.addJobTag(self.tag)
+            sc.setInterruptOnCancel(True)
+        except Exception as e:
+            raise self.failure(e) from e
+
+    def __exit__(self, *_exc: object) -> None:
+        self._finished.set()
+        if self.timeout_s is None or self.spark is None:
+            return
+        try:
+            sc = self.spark.sparkContext
+            sc.removeJobTag(self.tag)       # the thread is reused for other statements
+            sc.setInterruptOnCancel(False)
+        except Exception as e:  # noqa: BLE001 - the engine may be gone; nothing to untag
+            log.debug("could not clear job tag %s: %s", self.tag, _spark_message(e))
+
+    def _watch(self) -> None:
+        assert self.timeout_s is not None
+        if self._finished.wait(self.timeout_s):
+            return
+        self.timed_out.set()
+        log.info("query %s passed its %gs limit; cancelling its Spark jobs", self.tag,
+                 self.timeout_s)
+        while True:
+            spark = self.spark
+            if spark is not None:
+                try:
+                    spark.sparkContext.cancelJobsWithTag(self.tag)
+                except Exception as e:  # noqa: BLE001 - a dead engine fails the query anyway
+                    log.warning("could not cancel query %s: %s", self.tag, _spark_message(e))
+                    return
+            if self._finished.wait(CANCEL_REPEAT_S):
+                return
+
+    def check(self) -> None:
+        """Raise if the deadline passed (before starting a job that nothing would cancel)."""
+        if self.timed_out.is_set():
+            assert self.timeout_s is not None
+            raise QueryTimeoutError(self.timeout_s)
+
+    def failure(self, e: BaseException) -> ShoalError:
+        """The shoal error for an exception out of Spark during this statement."""
+        if self.timed_out.is_set():
+            assert self.timeout_s is not None
+            return QueryTimeoutError(self.timeout_s)
+        gone = _engine_gone(e)
+        if self.proc is not None and self.proc.poll() is not None:
+            gone = f"the Spark JVM exited (status {self.proc.returncode})"
+        elif self.generation is not None and self.generation != _generation:
+            gone = "the Spark session was restarted during the query"
+        if gone:
+            return EngineUnavailableError(gone)
+        text = str(e)
+        match = _MAX_RESULT.search(text)
+        if match:
+            return ResultTooLargeError(match.group(1))
+        return QueryError(_spark_message(e))
+
+
+_MAX_RESULT = re.compile(r"bigger than spark\.driver\.maxResultSize \(([^)]*)\)")
+_DEAD_CONTEXT = ("SparkContext was shut down", "stopped SparkContext",
+                 "SparkContext has been shutdown")
+
+
+def _engine_gone(e: BaseException) -> str | None:
+    """Why `e` says the engine itself is gone (not the statement wrong), or None."""
+    from py4j.protocol import Py4JNetworkError
+
+    if isinstance(e, (Py4JNetworkError, ConnectionError, EOFError)):
+        return f"lost the connection to Spark ({type(e).__name__})"
+    text = str(e)
+    if any(marker in text for marker in _DEAD_CONTEXT):
+        return "the Spark context was shut down"
+    return None
 
 
 def _spark_message(e: Exception) -> str:

@@ -3,10 +3,20 @@
 Routes (SPEC §11): `/v1/tables...` (tables.py), `/v1/ingest/{table}` (ingest.py), OTLP/HTTP
 `/v1/logs`, `/v1/traces`, `/v1/metrics` (`shoal.frontends.otlp.http`), and the open
 operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
-catalog answers a cheap query and the server is not shutting down; else 503 + Retry-After)
-and `GET /metrics` (Prometheus text of this app's own registry).
+catalog answers a cheap query, the server is not shutting down and, once the server has had
+a Spark session, that session is alive; else 503 + Retry-After) and `GET /metrics`
+(Prometheus text of this app's own registry, plus `shoal_queries_running` and
+`shoal_spark_restarts`).
 
-Lifespan: at startup the default worker-thread limiter is raised to `worker_threads`
+The query lane's bounds come from `config`: `query_concurrency` slots (`state.QuerySlots`),
+`query_timeout_s` / `query_max_rows` / `query_max_bytes` (`QueryLimits`, passed to the
+engine by `/v1/query`), and `spark.driver.maxResultSize` = `RESULT_SIZE_FACTOR` x
+`query_max_bytes` for a session this server starts. A `SparkSupervisor`
+(`shoal.server.spark_health`) watches the session every `spark_probe_interval_s` and
+restarts it when its JVM dies or stops answering.
+
+Lifespan: the Spark supervisor runs from startup to shutdown. At startup the default
+worker-thread limiter is raised to `worker_threads`
 (anyio's default of 40 would queue the 41st concurrent ingest behind the others, and starve
 every other `def` endpoint meanwhile). At shutdown the app stops accepting ingest (503) and,
 with `close_db=True`, closes `db`, which flushes the staging buffer. Uvicorn runs the
@@ -33,11 +43,13 @@ import anyio
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 
 from shoal.client import Shoal
 from shoal.config import Config
+from shoal.errors import ConfigError, EngineUnavailableError
 from shoal.ingest.ledger import LedgerSweeper
+from shoal.query.limits import QueryLimits
 from shoal.server import ingest, query, tables
 from shoal.server.auth import TokenTable, load_tokens
 from shoal.server.edge import EdgeMiddleware
@@ -46,17 +58,23 @@ from shoal.server.maintenance import install_maintenance
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
 from shoal.server.openapi import install_openapi
 from shoal.server.pipelines import install_pipelines
-from shoal.server.state import ServerState, server_state
+from shoal.server.spark_health import SparkSupervisor
+from shoal.server.state import QuerySlots, ServerState, server_state
 
 READY_PROBE_KEY = "shoal-readyz-probe"   # looked up, never written: an indexed point read
 READY_TIMEOUT_S = 5.0
+# spark.driver.maxResultSize over query_max_bytes: answers between the two are cut to the
+# byte cap (`truncated`); beyond it Spark refuses to collect (400 `result_too_large`).
+RESULT_SIZE_FACTOR = 2
 
 
 def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                tokens: TokenTable | None = None, worker_threads: int = 256,
                close_db: bool = False, sweep_ledger: bool = True,
                warm_spark: bool = False, otlp_grpc_port: int | None = None,
-               maintenance: bool | None = None, pipelines: bool | None = None) -> FastAPI:
+               maintenance: bool | None = None, pipelines: bool | None = None,
+               spark_probe_interval_s: float = 5.0,
+               spark_probe_timeout_s: float = 20.0) -> FastAPI:
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
@@ -68,7 +86,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka
     pipelines of bound tables (`shoal.server.pipelines`). None follows `warm_spark`, i.e. on
     for `shoal serve` (which passes the config's `maintenance` and `pipelines`), off for
-    apps that tests build.
+    apps that tests build. `spark_probe_interval_s` / `spark_probe_timeout_s`: how often
+    the Spark supervisor checks the session, and how long its probe may take.
     """
     from shoal.frontends.otlp import OtlpSink, OtlpTables
     from shoal.frontends.otlp import http as otlp_http
@@ -76,9 +95,20 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
     metrics = ServerMetrics(lambda: db.write_path.buffer)
+    limits = _query_limits(config)
+    engine = db.query_engine
+    engine.max_result_bytes = RESULT_SIZE_FACTOR * config.query_max_bytes
+    supervisor = SparkSupervisor(lambda: engine, interval_s=spark_probe_interval_s,
+                                 probe_timeout_s=spark_probe_timeout_s)
     state = ServerState(db=db, config=config,
                         tokens=load_tokens(config) if tokens is None else tokens,
-                        metrics=metrics, max_body_bytes=max_body_bytes)
+                        metrics=metrics, max_body_bytes=max_body_bytes,
+                        query_slots=QuerySlots(config.query_concurrency),
+                        query_limits=limits, spark=supervisor)
+    Gauge("shoal_queries_running", "Statements running on the query engine",
+          registry=metrics.registry).set_function(lambda: state.query_slots.running)
+    Gauge("shoal_spark_restarts", "Spark sessions restarted by the supervisor",
+          registry=metrics.registry).set_function(lambda: supervisor.restarts)
     otlp_sink = OtlpSink(db.write_path, OtlpTables.from_config(config))
     otlp_grpc = None
     if otlp_grpc_port:
@@ -98,6 +128,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, worker_threads)
         state.accepting = True
+        supervisor.start()
         # Idempotency keys expire: an hourly sweep deletes ledger rows older than 25 h.
         sweeper = LedgerSweeper(db.catalog).start() if sweep_ledger else None
         if otlp_grpc is not None:
@@ -122,6 +153,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                 await anyio.to_thread.run_sync(otlp_grpc.stop)
             if sweeper is not None:
                 sweeper.stop()
+            await anyio.to_thread.run_sync(supervisor.stop)
             if close_db:
                 await anyio.to_thread.run_sync(db.close)
 
@@ -149,15 +181,29 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     return app
 
 
+def _query_limits(config: Config) -> QueryLimits:
+    if config.query_concurrency < 1:
+        raise ConfigError(f"query_concurrency must be at least 1, got {config.query_concurrency}")
+    for name in ("query_max_rows", "query_max_bytes"):
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name} must be at least 1, got {getattr(config, name)}")
+    return QueryLimits(timeout_s=config.query_timeout_s, max_rows=config.query_max_rows,
+                       max_bytes=config.query_max_bytes)
+
+
 async def healthz() -> dict[str, Any]:
     """Liveness: the process runs its event loop."""
     return {"status": "ok"}
 
 
 async def readyz(request: Request) -> dict[str, Any]:
-    """Readiness: accepting work and the catalog answers within `READY_TIMEOUT_S`."""
+    """Readiness: accepting work, the Spark session (once started) alive and not being
+    restarted, and the catalog answers within `READY_TIMEOUT_S`."""
     state = server_state(request)
     state.check_accepting()
+    reason = state.spark.unavailable()
+    if reason is not None:
+        raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
     with anyio.move_on_after(READY_TIMEOUT_S) as scope:
         try:
             await anyio.to_thread.run_sync(state.db.catalog.ledger_get, READY_PROBE_KEY,

@@ -27,8 +27,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shoal.errors import (AlreadyExistsError, BackpressureError, CommitRetriesExhaustedError,
-                          IncompatibleSchemaChangeError, InvalidSchemaError,
-                          LocationNotAllowedError, NotFoundError,
+                          EngineUnavailableError, IncompatibleSchemaChangeError,
+                          InvalidSchemaError, LocationNotAllowedError, NotFoundError,
                           PayloadError, PayloadTooLargeError, QueryError, SchemaConflictError,
                           SchemaError, ShoalError)
 
@@ -96,6 +96,18 @@ class RequestTimeoutError(HttpEdgeError):
         super().__init__(f"the request body did not arrive within {seconds:g} s")
 
 
+class TooManyQueriesError(HttpEdgeError):
+    """Every query slot of the server is taken (`query_concurrency`): 429 + Retry-After."""
+
+    code = "too_many_queries"
+
+    def __init__(self, limit: int, *, retry_after_s: float = 1.0) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        super().__init__(f"the server already runs {limit} queries, its limit "
+                         "(query_concurrency); retry shortly")
+
+
 class UnsupportedEncodingError(HttpEdgeError):
     code = "unsupported_encoding"
 
@@ -109,6 +121,8 @@ STATUS_BY_CLASS: dict[type[BaseException], int] = {
     ForbiddenError: 403,
     LocationNotAllowedError: 403,
     NotReadyError: 503,
+    TooManyQueriesError: 429,
+    EngineUnavailableError: 503,
     BadRequestError: 400,
     RequestTimeoutError: 408,
     UnsupportedEncodingError: 415,
@@ -161,7 +175,8 @@ def details_for(exc: ShoalError) -> list[Detail]:
 
 
 def headers_for(exc: ShoalError) -> dict[str, str]:
-    if isinstance(exc, (BackpressureError, NotReadyError)):
+    if isinstance(exc, (BackpressureError, NotReadyError, TooManyQueriesError,
+                        EngineUnavailableError)):
         return {"Retry-After": retry_after(exc.retry_after_s)}
     if isinstance(exc, CommitRetriesExhaustedError):
         return {"Retry-After": "1"}
@@ -180,7 +195,7 @@ def headers_for(exc: ShoalError) -> dict[str, str]:
 
 def error_response(exc: ShoalError) -> JSONResponse:
     status = status_for(exc)
-    if status >= 500 and not isinstance(exc, NotReadyError):
+    if status >= 500 and not isinstance(exc, (NotReadyError, EngineUnavailableError)):
         log.error("request failed: %s", exc, exc_info=exc)
     return JSONResponse(error_document(exc.code, str(exc), details_for(exc)),
                         status_code=status, headers=headers_for(exc))

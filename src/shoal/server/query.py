@@ -10,22 +10,42 @@ Scopes: SELECT/EXPLAIN/DESCRIBE/SHOW need `query`; CREATE/ALTER need `admin`, de
 statement's tokens (`shoal.query.guard.classify`), so a leading comment hides nothing.
 Anything but those statements is refused by the guard (400 `forbidden_query`). The
 statement runs in a worker thread on the server's one warm Spark session.
+
+Bounded cost (settings of `shoal.config.Config`):
+- `query_concurrency`: statements that need Spark (SELECT, WITH, EXPLAIN) take one of that
+  many slots; with none free the answer is 429 `too_many_queries` + `Retry-After: 1` at
+  once (no queue). DDL, DESCRIBE and SHOW touch only the catalog and take no slot.
+- `query_timeout_s`: past it the statement's Spark jobs are cancelled and the answer is
+  400 `query_timeout` naming the limit (400, not 408: 408 means the client was slow to send
+  its request, and clients may resend a 408 as is; the same statement would time out again).
+  The slot is freed when the worker thread returns, which a cancelled job makes prompt.
+- `query_max_rows`, `query_max_bytes`: the answer holds at most that many rows and bytes of
+  Arrow data, a prefix of the full answer; `stats` then carry `"truncated": true` and
+  `"truncated_by"` (the setting that cut it), in the JSON document and in `X-Shoal-Stats`
+  (`"truncated": false` otherwise). A result Spark refuses to collect at all (beyond
+  `spark.driver.maxResultSize`, twice the byte cap) is 400 `result_too_large`.
+- A dead, wedged or restarting Spark session: 503 `engine_unavailable` + Retry-After, for
+  new statements and for those running when it died.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from shoal.errors import EngineUnavailableError
 from shoal.query.guard import classify
 from shoal.server.auth import bearer_token, require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
-from shoal.server.state import server_state
+from shoal.server.state import ServerState, server_state
+
+if TYPE_CHECKING:
+    from shoal.query.engine import QueryResult
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MAX_QUERY_BYTES = 1 << 20
@@ -58,16 +78,42 @@ async def query(request: Request,
     state.check_accepting()
     sql = _statement(await read_body(request, limit=MAX_QUERY_BYTES))
     # Decided on the tokens of the statement, so no comment or white space can hide DDL.
-    if classify(sql).kind == "admin_ddl" and state.tokens.enabled:
+    statement = classify(sql)
+    if statement.kind == "admin_ddl" and state.tokens.enabled:
         state.tokens.allows(bearer_token(request), "admin")
 
     from shoal.query.results import answer_document, arrow_stream
 
-    result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune))
+    if statement.kind in ("ddl", "admin_ddl"):      # the catalog only: no slot, no Spark
+        result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune))
+    else:
+        result = await _run_on_engine(state, sql, prune=prune)
     stats: dict[str, Any] = result.stats.to_json()
+    stats["truncated"] = result.truncated is not None
+    if result.truncated is not None:
+        stats["truncated_by"] = result.truncated
     if ARROW_STREAM in request.headers.get("accept", ""):
         return Response(arrow_stream(result.table), media_type=ARROW_STREAM,
                         headers={"X-Shoal-Stats": json.dumps(
                             {k: v for k, v in stats.items() if k != "scans"})})
     doc = await anyio.to_thread.run_sync(answer_document, result.table, stats)
     return JSONResponse(doc)
+
+
+async def _run_on_engine(state: ServerState, sql: str, *, prune: bool) -> QueryResult:
+    """One statement on the Spark engine under the server's bounds: a free slot (else 429),
+    a live engine (else 503), the timeout and the result caps."""
+    reason = state.spark.unavailable()
+    if reason is not None:
+        raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
+    state.query_slots.acquire()
+    try:
+        engine = state.db.query_engine
+        return await anyio.to_thread.run_sync(
+            lambda: engine.execute(sql, prune=prune, limits=state.query_limits))
+    except EngineUnavailableError as e:
+        e.retry_after_s = state.spark.retry_after_s
+        state.spark.wake()          # restart now rather than at the next probe
+        raise
+    finally:
+        state.query_slots.release()

@@ -1,0 +1,163 @@
+"""The query lane's bounds over a real socket, on in-process apps (so the test sees the Spark
+engine): the row and byte caps cut answers to a prefix and say so (`truncated`), in JSON
+and in Arrow; the timeout cancels the statement's Spark jobs (no task keeps running) and
+answers 400 `query_timeout`; a busy slot gives 429 + Retry-After while DDL still answers;
+the engine keeps answering afterwards."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pytest
+
+import shoal
+from shoal.client import Shoal
+from shoal.server import create_app
+from tests.support.fixtures import SPARK_MASTER
+from tests.support.server import serve_app
+
+ARROW = "application/vnd.apache.arrow.stream"
+NUMS = 200_000          # a cross join of nums with itself is 4e10 rows: it never ends here
+TEXTS, TEXT_LEN = 400, 1000
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory, spark) -> Iterator[Shoal]:
+    client = shoal.connect(data_dir=str(tmp_path_factory.mktemp("limits")),
+                           spark_master=SPARK_MASTER)
+    client.sql("CREATE TABLE nums (n long)")
+    client.ingest_arrow("nums", pa.table({"n": pa.array(range(NUMS), pa.int64())}))
+    client.sql("CREATE TABLE texts (n long, s string)")
+    client.ingest_arrow("texts", pa.table({
+        "n": pa.array(range(TEXTS), pa.int64()),
+        "s": [chr(ord("a") + i % 26) * TEXT_LEN for i in range(TEXTS)]}))
+    client.query_engine.warm_up()
+    yield client
+    client.close()
+
+
+@contextmanager
+def live(db: Shoal, **settings: Any) -> Iterator[httpx.Client]:
+    app = create_app(db, config=replace(db.config, **settings))
+    with serve_app(app) as url, httpx.Client(base_url=url, timeout=120) as client:
+        yield client
+
+
+def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
+    """Poll `condition` until it holds (the deadline only guards against a hang)."""
+    end = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def running_tasks(db: Shoal) -> int:
+    """Tasks running on Spark's executors now (a cancelled job's tasks included)."""
+    infos = db.query_engine.spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+    return sum(info.numRunningTasks() for info in infos)
+
+
+def queries_running(client: httpx.Client) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("shoal_queries_running "):
+            return float(line.split()[1])
+    raise AssertionError("no shoal_queries_running in /metrics")
+
+
+def test_row_cap_cuts_json_and_arrow_answers_to_a_prefix(db):
+    with live(db, query_max_rows=100) as http:
+        r = http.post("/v1/query", json={"sql": "SELECT n FROM nums ORDER BY n DESC"})
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        assert doc["rows"] == [[NUMS - 1 - i] for i in range(100)]
+        assert doc["stats"]["truncated"] is True
+        assert doc["stats"]["truncated_by"] == "query_max_rows"
+
+        r = http.post("/v1/query", json={"sql": "SELECT n FROM nums ORDER BY n"},
+                      headers={"Accept": ARROW})
+        assert r.status_code == 200 and r.headers["content-type"] == ARROW
+        assert pa.ipc.open_stream(r.content).read_all().column("n").to_pylist() == list(
+            range(100))
+        stats = json.loads(r.headers["x-shoal-stats"])
+        assert stats["truncated"] is True and stats["truncated_by"] == "query_max_rows"
+
+        # Exactly the cap is a whole answer, not a truncated one.
+        whole = http.post("/v1/query", json={"sql": "SELECT n FROM nums WHERE n < 100"}).json()
+        assert len(whole["rows"]) == 100 and whole["stats"]["truncated"] is False
+        assert "truncated_by" not in whole["stats"]
+
+
+def test_byte_cap_cuts_answers_to_the_longest_prefix_that_fits(db):
+    cap = 64 << 10
+    with live(db, query_max_bytes=cap) as http:
+        r = http.post("/v1/query", json={"sql": "SELECT n, s FROM texts ORDER BY n"},
+                      headers={"Accept": ARROW})
+        assert r.status_code == 200, r.text
+        table = pa.ipc.open_stream(r.content).read_all()
+        stats = json.loads(r.headers["x-shoal-stats"])
+        assert stats["truncated"] is True and stats["truncated_by"] == "query_max_bytes"
+        kept = table.num_rows
+        assert 0 < kept < TEXTS
+        assert table.column("n").to_pylist() == list(range(kept))
+        assert table.nbytes <= cap
+        assert table.nbytes + TEXT_LEN > cap          # one more row would not have fitted
+
+        doc = http.post("/v1/query", json={"sql": "SELECT n, s FROM texts ORDER BY n"}).json()
+        assert [row[0] for row in doc["rows"]] == list(range(kept))
+        assert doc["stats"]["truncated"] is True
+        assert doc["stats"]["truncated_by"] == "query_max_bytes"
+
+        small = http.post("/v1/query", json={"sql": "SELECT n, s FROM texts WHERE n < 3"})
+        assert len(small.json()["rows"]) == 3 and small.json()["stats"]["truncated"] is False
+
+
+@pytest.mark.slow
+def test_timeout_cancels_the_spark_job_and_frees_the_slot(db):
+    heavy = "SELECT sum(a.n * b.n) AS s FROM nums a CROSS JOIN nums b"
+    with live(db, query_timeout_s=8.0, query_concurrency=1) as http:
+        answer: dict[str, httpx.Response] = {}
+        worker = threading.Thread(target=lambda: answer.update(
+            r=http.post("/v1/query", json={"sql": heavy})))
+        worker.start()
+        wait_for(lambda: running_tasks(db) > 0 or not worker.is_alive(),
+                 "the heavy query's tasks to run")
+        assert worker.is_alive(), f"answered before its Spark tasks ran: {answer['r'].text}"
+
+        # Its slot is the only one: another SELECT is refused at once, DDL still answers.
+        busy = http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM nums"})
+        assert busy.status_code == 429, busy.text
+        assert int(busy.headers["retry-after"]) >= 1
+        assert busy.json()["error"]["code"] == "too_many_queries"
+        shown = http.post("/v1/query", json={"sql": "SHOW TABLES"})
+        assert shown.status_code == 200, shown.text
+
+        worker.join(120)
+        assert not worker.is_alive(), "the query ran on past its deadline"
+        r = answer["r"]
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error["code"] == "query_timeout"
+        assert "8 s" in error["message"] and "query_timeout_s" in error["message"]
+
+        # Cancelled in Spark: no task of it keeps running, and the slot is free again.
+        wait_for(lambda: running_tasks(db) == 0, "the cancelled tasks to stop")
+        assert queries_running(http) == 0
+    # The engine keeps answering (through an app whose limit does not race a busy machine).
+    with live(db) as http:
+        after = http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM nums"})
+        assert after.status_code == 200, after.text
+        assert after.json()["rows"] == [[NUMS]]
+
+
+def test_python_api_keeps_whole_answers(db):
+    # The caps are the server's: without limits the engine answers in full.
+    assert db.sql("SELECT n FROM nums").table.num_rows == NUMS
