@@ -61,3 +61,15 @@ def test_evolution_sends_reserved_and_long_names_to_props():
                           Schema.create([]))
     assert [c.name for c in plan.new_columns] == ["ok"]
     assert plan.to_props == ["_timestamp_ns", "__shoal_scan_7", "x" * 129]
+
+
+def test_vector_dimension_is_bounded():
+    from shoal.types import vector
+    from shoal.types.schema import MAX_VECTOR_DIM
+
+    Schema.create([Column("v", vector(MAX_VECTOR_DIM))])
+    with pytest.raises(InvalidSchemaError, match="vector dimension 65,537 is over the limit"):
+        Schema.create([Column("v", vector(MAX_VECTOR_DIM + 1))])
+    with pytest.raises(InvalidSchemaError, match="over the limit") as e:
+        Schema.create([]).evolve([Column("v", vector(10**12))])
+    assert e.value.column == "v"

@@ -80,6 +80,17 @@ def _check_name(kind: str, name: str, column: str | None, limit: int = MAX_NAME_
             f'starting with "{QUERY_RESERVED_PREFIX}")', column=column)
 
 
+MAX_VECTOR_DIM = 65_536  # a vector column's dimension, at most (rows are allocated whole)
+
+
+def check_column_type(col: Column) -> None:
+    """A new column's type is within bounds (a vector's dimension)."""
+    if col.type.kind == "vector" and (col.type.dim or 0) > MAX_VECTOR_DIM:
+        raise InvalidSchemaError(
+            f'column "{col.name}": vector dimension {col.type.dim:,} is over the limit of '
+            f"{MAX_VECTOR_DIM:,}", column=col.name)
+
+
 def check_column_name(name: str) -> None:
     if name in RESERVED_COLUMNS:
         raise InvalidSchemaError(f'column name "{name}" is reserved', column=name)
@@ -220,6 +231,7 @@ class Schema:
         cols = list(columns)
         for c in cols:
             check_column_name(c.name)
+            check_column_type(c)
             if not c.nullable and c.default is None and c.header is not None:
                 raise InvalidSchemaError(f'header column "{c.name}" cannot be NOT NULL',
                                          column=c.name)
@@ -277,6 +289,7 @@ class Schema:
             cur_i = index.get(ch.name)
             if cur_i is None:
                 check_column_name(ch.name)
+                check_column_type(ch)
                 if not ch.nullable and ch.default is None:
                     raise IncompatibleSchemaChangeError(
                         table, ch.name, "absent", f"{ch.type} NOT NULL",
