@@ -124,7 +124,7 @@ def main() -> None:
         def run() -> Any:
             out = coerce_ndjson(b, schema, unknown=unknown,  # type: ignore[arg-type]
                                 ingest_time_ns=0, unknown_fields=hint)
-            assert out.total_errors == 0, out.errors[:3]
+            assert out.rejected_count == 0, out.errors[:3]
             return out
         return run
 

@@ -201,17 +201,72 @@ class LineError:
         return LineError(self.line + offset, self.field, f"line {self.line + offset}: {rest}")
 
 
+class BadJsonError(ShoalError):
+    """A JSON document shoal cannot take: not valid JSON, or over a limit (400).
+
+    `field`: the top-level key of the document where the problem is, when known."""
+
+    code = "bad_json"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class JsonLimitError(BadJsonError):
+    """JSON nested too deep or with a too long number (`shoal.types.jsonlimits`)."""
+
+    code = "json_limit"
+
+
+class IdempotencyKeyConflictError(IngestError):
+    """An idempotency key reused for another table than the one it was first applied to.
+
+    Answering it as a replay would drop the request silently, so it is a conflict (409)."""
+
+    code = "idempotency_key_conflict"
+
+    def __init__(self, key: str, *, table: str, first_table: str) -> None:
+        self.key = key
+        self.table = table
+        self.first_table = first_table
+        super().__init__(
+            f'idempotency key "{key}" was already used for table "{first_table}"; it cannot '
+            f'be used for table "{table}" (use a new key for each request)')
+
+
 class PayloadError(IngestError):
-    """A request body with bad lines; nothing of it was written (atomic mode)."""
+    """A request body with bad lines; nothing of it was written (atomic mode).
+
+    `errors` are the first problems, in line order, capped (the write path keeps 100);
+    `total_errors` is how many lines (records) were rejected in all, counted exactly however
+    many errors are kept. When the errors do not cover every rejected line the message says
+    so: `line 1: ... (1,000,000 lines rejected; first 100 errors shown)`.
+    """
 
     code = "bad_payload"
 
     def __init__(self, errors: list[LineError], *, total_errors: int | None = None) -> None:
         self.errors = errors
-        self.total_errors = total_errors if total_errors is not None else len(errors)
+        shown_lines = len({e.line for e in errors})
+        self.total_errors = max(total_errors or 0, shown_lines)
         head = errors[0].message if errors else "bad payload"
-        tail = f" (and {self.total_errors - 1} more)" if self.total_errors > 1 else ""
+        if self.truncated:
+            tail = f" ({self.summary()})"
+        else:
+            tail = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         super().__init__(head + tail)
+
+    @property
+    def truncated(self) -> bool:
+        """Some rejected lines have no error in `errors` (the list was capped)."""
+        return self.total_errors > len({e.line for e in self.errors})
+
+    def summary(self) -> str:
+        """`1,000,000 lines rejected; first 100 errors shown`."""
+        n = self.total_errors
+        return (f"{n:,} line{'s' if n != 1 else ''} rejected; first {len(self.errors)} "
+                f"error{'s' if len(self.errors) != 1 else ''} shown")
 
 
 class PayloadTooLargeError(IngestError):

@@ -36,8 +36,8 @@ def assert_same(fast: Coerced, slow: Coerced) -> None:
     assert rows_of(fast.batch) == rows_of(slow.batch)
     assert fast.batch.equals(slow.batch)
     assert fast.errors == slow.errors
-    assert (fast.rows, fast.total_errors, fast.rejected_lines) == \
-        (slow.rows, slow.total_errors, slow.rejected_lines)
+    assert (fast.rows, fast.rejected_count, fast.rejected_lines) == \
+        (slow.rows, slow.rejected_count, slow.rejected_lines)
 
 
 def run(body: bytes | str, schema: Schema, *, unknown: str = "drop",
@@ -363,7 +363,7 @@ def test_every_problem_of_a_line_is_listed_in_key_order() -> None:
         'line 1: field "q": not in the table schema (mode reject)',
         'line 1: field "z": NOT NULL column is missing (no default)',
     ]
-    assert c.total_errors == 4 and c.rejected_lines == [1]
+    assert c.rejected_count == 1 and c.rejected_lines == [1]
 
 
 # -- partial results and the error cap ------------------------------------------------------
@@ -372,13 +372,13 @@ def test_partial_result_keeps_good_lines() -> None:
     body = "".join('{"n":%s}\n' % (i if i % 10 else '"bad"') for i in range(1, 101))
     c = run(body, schema_of(Column("n", INT)), max_errors=3)
     assert c.rejected_lines == list(range(10, 101, 10))
-    assert c.total_errors == 10 and [e.line for e in c.errors] == [10, 20, 30]
+    assert c.rejected_count == 10 and [e.line for e in c.errors] == [10, 20, 30]
     assert [r["n"] for r in rows_of(c.batch)] == [i for i in range(1, 101) if i % 10]
 
 
 def test_max_errors_zero_still_counts() -> None:
     c = run('{"n":"a"}\n{"n":"b"}\n', schema_of(Column("n", INT)), max_errors=0)
-    assert c.errors == [] and c.total_errors == 2 and c.rejected_lines == [1, 2]
+    assert c.errors == [] and c.rejected_count == 2 and c.rejected_lines == [1, 2]
 
 
 def test_bad_arguments() -> None:

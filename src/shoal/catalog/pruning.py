@@ -10,6 +10,13 @@ Every rule is conservative: a leaf the catalog cannot decide becomes TRUE. Disti
 sets are trusted only for extents written under a schema version in which the column had a
 type whose stored values compare equal to the looked-up value (a column widened from `int`
 to `string` keeps ints in old extents' stats), so a widening can never cause a wrong prune.
+
+Bounded size: an `IN` list of more than `SMALL_IN` values is one leaf per value kind, its
+values bound as ONE JSON array parameter (so 5,000 values stay one condition, far below
+SQLite's expression-depth and variable limits); `OR`s of equalities on one column are
+merged the same way; past `MAX_PARAMS` bound parameters any further leaf becomes TRUE
+(sound: every leaf sits under AND/OR only, `NOT` is already TRUE). Membership filters
+decide `IN` lists of at most `MAX_BLOOM_VALUES` values.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Integer, and_, column, false, or_, text, true
+from sqlalchemy.sql.elements import True_
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
@@ -27,13 +35,17 @@ from shoal.format.tokens import tokenize
 from shoal.types.schema import TIMESTAMP_COLUMN, Schema
 
 _INT_KINDS = ("int", "long")
+SMALL_IN = 16            # IN lists up to this size: one leaf per value (as equalities)
+MAX_PARAMS = 400         # bound parameters of one compiled predicate, at most (about)
+MAX_BLOOM_VALUES = 256   # IN lists longer than this are not decided by membership filters
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def _value_kind(value: Any) -> str | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return "int"
+    if isinstance(value, int):  # no stored int lies outside int64; nor can it be bound
+        return "int" if _INT64[0] <= value <= _INT64[1] else None
     if isinstance(value, str):
         return "str"
     return None
@@ -83,14 +95,59 @@ class _Compiler:
             return true()
         return or_(column("schema_version", Integer).not_in(versions), cond)
 
+    def _contains_any(self, json_col: str, path: tuple[str, str], values: list[Any],
+                      params: dict[str, Any]) -> ColumnElement[bool]:
+        """The JSON array at `path` is absent/not an array, or holds one of `values` (bound
+        as one JSON array parameter)."""
+        p_path, p_vals = self._param(None), self._param(None)
+        params[p_vals] = json.dumps(values)
+        if self.dialect == "postgresql":
+            params[p_path] = "{" + ",".join(path) + "}"
+            at = f"{json_col} #> CAST(:{p_path} AS text[])"
+            sql = (f"(jsonb_typeof({at}) IS DISTINCT FROM 'array' OR EXISTS (SELECT 1 FROM "
+                   f"jsonb_array_elements(CASE WHEN jsonb_typeof({at}) = 'array' THEN {at} "
+                   f"ELSE '[]'::jsonb END) AS je(v) WHERE je.v IN (SELECT "
+                   f"jsonb_array_elements(CAST(:{p_vals} AS jsonb)))))")
+        else:
+            params[p_path] = "$." + ".".join(f'"{p}"' for p in path)
+            sql = (f"(json_type({json_col}, :{p_path}) IS NOT 'array' OR EXISTS (SELECT 1 FROM "
+                   f"json_each({json_col}, :{p_path}) AS je WHERE je.value IN (SELECT value "
+                   f"FROM json_each(:{p_vals}))))")
+        return text(sql)  # type: ignore[return-value]
+
+    def _full(self) -> bool:
+        """The parameter budget is spent: further leaves are TRUE (see the module doc)."""
+        return self.n >= MAX_PARAMS
+
     def leaf_equals(self, column: str, value: Any, params: dict[str, Any]) -> ColumnElement[bool]:
         kind = _value_kind(value)
-        if kind is None:
+        if kind is None or self._full():
             return true()
         accept = (lambda k: k in _INT_KINDS) if kind == "int" else (lambda k: k == "string")
         versions = self._versions(column, accept)
         return self._restrict(self._contains("column_stats", (column, "distinct"), value, params),
                               versions, params)
+
+    def leaf_in(self, column: str, values: Sequence[Any],
+                params: dict[str, Any]) -> ColumnElement[bool]:
+        """`column IN values`: per-value leaves for a short list, else one leaf per kind."""
+        if not values:
+            return false()
+        if len(values) <= SMALL_IN:
+            leaves = [self.leaf_equals(column, v, params) for v in values]
+            return true() if any(isinstance(c, True_) for c in leaves) else or_(*leaves)
+        by_kind: dict[str | None, list[Any]] = {}
+        for v in dict.fromkeys(values):  # distinct, in order
+            by_kind.setdefault(_value_kind(v), []).append(v)
+        if None in by_kind or self._full():
+            return true()  # a value the stats cannot decide: keep every extent
+        conds = []
+        for kind, vals in by_kind.items():
+            accept = (lambda k: k in _INT_KINDS) if kind == "int" else (lambda k: k == "string")
+            conds.append(self._restrict(
+                self._contains_any("column_stats", (column, "distinct"), vals, params),
+                self._versions(column, accept), params))
+        return or_(*conds)
 
     def compile(self, pred: BlockPredicate | None, params: dict[str, Any]) -> ColumnElement[bool]:
         if pred is None:
@@ -113,30 +170,51 @@ class _Compiler:
         if isinstance(pred, Equals):
             return self.leaf_equals(pred.column, pred.value, params)
         if isinstance(pred, InSet):
-            if not pred.values:
-                return false()
-            return or_(*(self.leaf_equals(pred.column, v, params) for v in pred.values))
+            return self.leaf_in(pred.column, pred.values, params)
         if isinstance(pred, StringHas):
             tokens = sorted(tokenize(pred.token))
-            if not tokens:
+            if not tokens or self._full():
                 return true()
             versions = self._versions(pred.column, lambda k: k == "string")
             cond = and_(*(self._contains("column_stats", (pred.column, "tokens"), t, params)
                           for t in tokens))
             return self._restrict(cond, versions, params)  # type: ignore[arg-type]
         if isinstance(pred, (DynamicPathExists, DynamicPathEquals)):
-            if isinstance(pred, DynamicPathEquals) and pred.value is None:
+            if isinstance(pred, DynamicPathEquals) and pred.value is None or self._full():
                 return true()
             return self._contains("present_paths", (pred.column,), pred.path, params)
         if isinstance(pred, And):
-            return and_(true(), *(self.compile(c, params) for c in pred.children))
+            conds = [c for c in (self.compile(c, params) for c in pred.children)
+                     if not isinstance(c, True_)]
+            return and_(*conds) if conds else true()
         if isinstance(pred, Or):
             if not pred.children:
                 return false()
-            return or_(*(self.compile(c, params) for c in pred.children))
+            conds = []
+            for child in _merge_equalities(pred.children):
+                cond = self.compile(child, params)
+                if isinstance(cond, True_):  # OR with TRUE: the rest cannot prune
+                    return true()
+                conds.append(cond)
+            return or_(*conds)
         if isinstance(pred, Not):
             return true()
         return true()
+
+
+def _merge_equalities(children: Sequence[BlockPredicate]) -> list[BlockPredicate]:
+    """OR children with the equalities (Equals, InSet) on one column merged into one InSet,
+    so `a = 1 OR a = 2 OR ...` compiles like `a IN (1, 2, ...)`; other children as they are."""
+    by_column: dict[str, list[Any]] = {}
+    out: list[BlockPredicate] = []
+    for c in children:
+        if isinstance(c, Equals):
+            by_column.setdefault(c.column, []).append(c.value)
+        elif isinstance(c, InSet):
+            by_column.setdefault(c.column, []).extend(c.values)
+        else:
+            out.append(c)
+    return [InSet(col, tuple(vals)) for col, vals in by_column.items()] + out
 
 
 def compile_predicate(pred: BlockPredicate | None, *, dialect: str,
@@ -154,7 +232,7 @@ def bloom_leaves(pred: BlockPredicate | None) -> dict[str, set[Any]]:
     def walk(p: BlockPredicate | None) -> None:
         if isinstance(p, Equals) and _value_kind(p.value):
             out.setdefault(p.column, set()).add(p.value)
-        elif isinstance(p, InSet):
+        elif isinstance(p, InSet) and len(p.values) <= MAX_BLOOM_VALUES:
             out.setdefault(p.column, set()).update(v for v in p.values if _value_kind(v))
         elif isinstance(p, (And, Or)):
             for c in p.children:
@@ -162,7 +240,7 @@ def bloom_leaves(pred: BlockPredicate | None) -> dict[str, set[Any]]:
         # Not: conservative, nothing below it may prune.
 
     walk(pred)
-    return out
+    return {c: vals for c, vals in out.items() if len(vals) <= MAX_BLOOM_VALUES}
 
 
 def survives_filters(pred: BlockPredicate | None,
@@ -177,6 +255,8 @@ def survives_filters(pred: BlockPredicate | None,
     if isinstance(pred, Equals):
         return not _value_kind(pred.value) or might_contain(pred.column, pred.value)
     if isinstance(pred, InSet):
+        if len(pred.values) > MAX_BLOOM_VALUES:
+            return True
         return any(not _value_kind(v) or might_contain(pred.column, v) for v in pred.values)
     if isinstance(pred, And):
         return all(survives_filters(c, might_contain) for c in pred.children)

@@ -63,7 +63,7 @@ def ingest_command(
     progress = Progress("[progress.description]{task.description}", BarColumn(),
                         DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                         disable=not show, transient=False)
-    rows = chunks = replayed = 0
+    rows = chunks = replayed = rejected_lines = 0
     new_columns: list[str] = []
     rejected: list[LineError] = []
     last_snapshot = None
@@ -75,7 +75,7 @@ def ingest_command(
             inflight: list[tuple[Future, int, int]] = []
 
             def settle(fut: Future, offset: int, nbytes: int) -> None:
-                nonlocal rows, chunks, replayed, last_snapshot
+                nonlocal rows, chunks, replayed, last_snapshot, rejected_lines
                 try:
                     ack = fut.result()
                 except PayloadError as e:
@@ -85,7 +85,8 @@ def ingest_command(
                 chunks += 1
                 replayed += ack.replayed
                 new_columns.extend(c for c in ack.new_columns if c not in new_columns)
-                rejected.extend(le.shifted(offset) for le in ack.rejected)
+                rejected.extend(le.shifted(offset) for le in ack.rejected[:20 - len(rejected)])
+                rejected_lines += ack.rejected_count or 0
                 last_snapshot = max(last_snapshot or 0, ack.snapshot_id)
                 progress.advance(task, nbytes)
 
@@ -116,6 +117,6 @@ def ingest_command(
         typer.echo(f"rejected {le.message}", err=True)
     extra = "".join([f", {replayed} chunk(s) replayed" if replayed else "",
                      f", new columns: {', '.join(new_columns)}" if new_columns else "",
-                     f", {len(rejected)} line(s) rejected" if rejected else ""])
+                     f", {rejected_lines:,} line(s) rejected" if rejected_lines else ""])
     typer.echo(f"ingested {rows} rows into {table} in {chunks} chunk(s): snapshot "
                f"{last_snapshot}, {read_bytes / dt / 1e6:.1f} MB/s{extra}")

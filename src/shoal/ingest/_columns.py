@@ -11,6 +11,8 @@ Two inputs:
 Both return the column plus a per-row `flags` mask: rows whose value is not acceptable. A
 flagged row's value is null here; the caller re-runs that line through the per-line path,
 which produces the precise error. JSON `null` gives an Arrow null and is not flagged.
+Values kept as JSON (`dynamic`, non-strings in `string`) over a `jsonlimits` limit are
+flagged.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pyarrow.compute as pc
 from shoal.ingest._values import (INT_RANGES, RFC3339_PATTERN, RFC3339_RE, ValueProblem,
                                   convert, days_from_civil, days_in_month, minify, rfc3339_ns)
 from shoal.types.columns import ColumnType
+from shoal.types.jsonlimits import exceeding
 
 _RFC3339_FULL = "^" + RFC3339_PATTERN + "$"
 _SHORT_INT = r"^-?[0-9]{1,18}$"
@@ -321,10 +324,10 @@ def from_raw(ctype: ColumnType, values: list[Any], present: np.ndarray | None = 
     if k == "string":
         arr, flags = _strings(raw, first, value_rows)
     elif k == "dynamic":
+        flags = exceeding(raw)
         arr = minify_array(raw)
-        if json_null.any():
-            arr = pc.if_else(pa.array(value_rows), arr, pa.scalar(None, pa.binary()))
-        flags = np.zeros(n, bool)
+        if json_null.any() or flags.any():
+            arr = pc.if_else(pa.array(value_rows & ~flags), arr, pa.scalar(None, pa.binary()))
     elif k in ("bool", "int", "long", "real", "timestamp"):
         arr, flags = _scalars(ctype, raw, first, value_rows)
     else:  # vector, bytes: one by one
@@ -362,8 +365,9 @@ def _strings(raw: pa.Array, first: np.ndarray, rows: np.ndarray
         texts = raw.take(pa.array(idx)).to_pylist()
         decoded = [msgspec.json.decode(t).encode() for t in texts]
         out = pc.replace_with_mask(out, pa.array(escaped), pa.array(decoded, pa.binary()))
-    out = pc.if_else(pa.array(rows), out, pa.scalar(None, pa.binary()))
-    return out.view(pa.string()), np.zeros(len(raw), bool)
+    flags = exceeding(raw) if nested.any() or (rows & ~is_str).any() else np.zeros(len(raw), bool)
+    out = pc.if_else(pa.array(rows & ~flags), out, pa.scalar(None, pa.binary()))
+    return out.view(pa.string()), flags
 
 
 def _scalars(ctype: ColumnType, raw: pa.Array, first: np.ndarray, rows: np.ndarray

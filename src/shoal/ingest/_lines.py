@@ -260,28 +260,34 @@ def _decode_chunk(index: LineIndex, chunk: memoryview, lines: np.ndarray, rows: 
                 return [], None
             if not added:
                 break
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             break
     return [_decode_line(index, int(i), rows, seen) for i in lines], None
 
 
 def _decode_line(index: LineIndex, i: int, rows: RawRows, seen: set[str]) -> Any:
+    """One line with the pass's Struct; None (and the line in `bad` or `slow`) if it cannot.
+
+    A line that is not one valid JSON object costs two failed decodes, never a discovery."""
     text = index.line(i)
-    for attempt in range(2):
+    try:
+        return rows.fields.decoder().decode(text)
+    except msgspec.ValidationError as e:
+        unknown = bool(rows.fields.forbid_unknown and _UNKNOWN_RE.match(str(e)))
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep
+        rows.bad.add(i)
+        return None
+    try:
+        obj = _DICT_DECODER.decode(text)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        rows.bad.add(i)
+        return None
+    if unknown and _declare(obj, rows, seen):
         try:
             return rows.fields.decoder().decode(text)
-        except msgspec.ValidationError as e:
-            if attempt or not (rows.fields.forbid_unknown and _UNKNOWN_RE.match(str(e))):
-                break
-            _discover(index, memoryview(text), np.array([i]), rows, seen)
-        except msgspec.DecodeError:
-            rows.bad.add(i)
-            return None
-    try:  # valid JSON the Struct cannot hold (a key msgspec cannot name): per-line path
-        _DICT_DECODER.decode(text)
-        rows.slow.add(i)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        rows.bad.add(i)
+        except (msgspec.DecodeError, RecursionError):
+            pass
+    rows.slow.add(i)  # valid JSON the Struct cannot hold (a key msgspec cannot name)
     return None
 
 
@@ -292,26 +298,34 @@ def _discover(index: LineIndex, chunk: memoryview, lines: np.ndarray, rows: RawR
         dicts = _DICT_DECODER.decode_lines(chunk)
         if len(dicts) != len(lines):
             raise ValueError
-    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+    except (msgspec.DecodeError, RecursionError, ValueError):
         dicts = []
         for i in lines.tolist():
             try:
                 dicts.append(_DICT_DECODER.decode(index.line(i)))
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, RecursionError):
                 pass
     added = False
     for d in dicts:
-        for key in d:
-            if key not in seen:
-                seen.add(key)
-                rows.discovered.append(key)
-                if rows.fields.add(key, unknown=True):
-                    added = True
-                    if rows.keep:
-                        rows.kept[key] = [msgspec.UNSET] * rows.done
+        added = _declare(d, rows, seen) or added
+    return added
+
+
+def _declare(obj: dict[str, Any], rows: RawRows, seen: set[str]) -> bool:
+    """Declare the keys of one decoded line not seen yet; True if a field was added."""
+    added = False
+    for key in obj:
+        if key not in seen:
+            seen.add(key)
+            rows.discovered.append(key)
+            if rows.fields.add(key, unknown=True):
+                added = True
+                if rows.keep:
+                    rows.kept[key] = [msgspec.UNSET] * rows.done
     return added
 
 
 def decode_line_dict(text: bytes) -> dict[str, msgspec.Raw]:
-    """One line as {key: Raw}; raises msgspec.DecodeError / ValidationError."""
+    """One line as {key: Raw}; raises msgspec.DecodeError / ValidationError (RecursionError
+    for JSON nested deeper than msgspec follows, about 1,000 levels)."""
     return _DICT_DECODER.decode(text)

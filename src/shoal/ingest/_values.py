@@ -16,6 +16,12 @@ Decisions, in one place:
 - `timestamp` takes RFC 3339 (`T`/`t`, `Z`/`z` or `±hh:mm`, seconds required, 1-9 fraction
   digits, no leap second `:60`) or an integer count of epoch nanoseconds; both must fit int64.
 - `vector(N)` components are rounded to float32; one that overflows float32 is rejected.
+- JSON kept as JSON (a `dynamic` value, an object, array or number stored in a `string`
+  column, an unknown field kept in `props`) obeys `shoal.types.jsonlimits`: at most 64
+  levels deep, number literals of at most 100 characters. Values converted to a typed column
+  are judged by the type (an integer literal of 21+ characters is out of range without
+  being converted). A line nested too deep to decode at all (~1,000 levels) is an error of
+  the field that holds the deep value.
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ import pyarrow.compute as pc
 from shoal.errors import LineError
 from shoal.ingest._lines import decode_line_dict
 from shoal.types.columns import ColumnType
+from shoal.types.jsonlimits import MAX_DEPTH, LimitProblem, deep_key, problem_in
 from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Schema
 
 UnknownFieldPolicy = Literal["props", "drop", "reject"]
 INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 NS_MIN, NS_MAX = -(2**63), 2**63 - 1
 FOUND_MAX_CHARS = 40
+INT_MAX_CHARS = 20  # "-9223372036854775808": a longer integer literal is out of every range
 
 # The same pattern drives the vectorised check (RE2) and this one (Python re): keep them equal.
 RFC3339_PATTERN = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
@@ -198,11 +206,9 @@ def _vector(ctype: ColumnType, raw: bytes) -> list[float]:
         if json_kind(text) != "number":
             raise ValueProblem(f"{ctype} expects {dim} numbers, got {describe(text)} "
                                f"at index {i}")
-        try:
-            with np.errstate(over="ignore"):
-                f32 = np.float32(float(int(text) if is_integer_text(text) else float(text)))
-        except OverflowError:
-            f32 = np.float32(np.inf)
+        # float() of the text is correctly rounded for integers too, with no int() between.
+        with np.errstate(over="ignore"):
+            f32 = np.float32(float(text))
         if not np.isfinite(f32):
             raise ValueProblem(f"{ctype} expects {dim} numbers, got {describe(text)} "
                                f"at index {i} (out of float32 range)")
@@ -221,15 +227,17 @@ def convert(ctype: ColumnType, raw: bytes) -> Any:
     if k == "string":
         if kind == "string":
             return raw[1:-1].decode() if b"\\" not in raw else _JSON_DECODE(raw)
+        check_limits(raw)
         return minify(raw).decode()
     if k == "dynamic":
+        check_limits(raw)
         return minify(raw)
     if k == "bool":
         if kind != "boolean":
             raise _problem(ctype, raw)
         return raw == b"true"
     if k in INT_RANGES:
-        if kind != "number" or not is_integer_text(raw):
+        if kind != "number" or not is_integer_text(raw) or len(raw) > INT_MAX_CHARS:
             raise _problem(ctype, raw)
         value = int(raw)
         lo, hi = INT_RANGES[k]
@@ -247,6 +255,8 @@ def convert(ctype: ColumnType, raw: bytes) -> Any:
         if kind == "number":
             if not is_integer_text(raw):
                 raise _problem(ctype, raw)
+            if len(raw) > INT_MAX_CHARS:
+                raise _problem(ctype, raw, "out of range")
             ns = int(raw)
             if not NS_MIN <= ns <= NS_MAX:
                 raise _problem(ctype, raw, "out of range")
@@ -269,6 +279,13 @@ def convert(ctype: ColumnType, raw: bytes) -> Any:
         except (binascii.Error, UnicodeEncodeError):
             raise _problem(ctype, raw, "not valid base64") from None
     raise AssertionError(f"no coercion for {ctype}")  # headers never reach here
+
+
+def check_limits(raw: bytes) -> None:
+    """ValueProblem if a value kept as JSON is nested too deep or has a too long number."""
+    problem = problem_in(raw)
+    if problem is not None:
+        raise ValueProblem(problem.message())
 
 
 # -- one line ------------------------------------------------------------------------------
@@ -299,6 +316,12 @@ def line_result(text: bytes, line: int, schema: Schema, unknown: UnknownFieldPol
         reason = str(e).removeprefix("JSON is malformed: ")
         return None, [LineError(line, None,
                                 f"line {line}: invalid JSON: {reason[:1].lower()}{reason[1:]}")]
+    except RecursionError:  # nested too deep to decode at all: name the field if we can
+        message = LimitProblem("depth", MAX_DEPTH + 1).message()
+        key = deep_key(text)
+        if key is None:
+            return None, [LineError(line, None, f"line {line}: {message}")]
+        return None, [field_error(line, key, message)]
     errors: list[LineError] = []
     row: dict[str, Any] = {}
     extra: list[tuple[str, bytes]] = []
@@ -309,7 +332,11 @@ def line_result(text: bytes, line: int, schema: Schema, unknown: UnknownFieldPol
             if unknown == "reject":
                 errors.append(field_error(line, key, "not in the table schema (mode reject)"))
             elif unknown == "props":
-                extra.append((key, value))
+                problem = problem_in(value)
+                if problem is None:
+                    extra.append((key, value))
+                else:
+                    errors.append(field_error(line, key, problem.message()))
         elif col.header is not None:
             errors.append(field_error(
                 line, key, "is a Kafka header column; only a Kafka pipeline writes it"))

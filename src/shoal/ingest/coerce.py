@@ -57,10 +57,11 @@ import pyarrow.json as pj
 from shoal.errors import LineError
 from shoal.ingest._columns import (Converted, from_arrow, from_raw, minify_array, presence,
                                    raw_array, read_type)
-from shoal.ingest._lines import (BLANK, OBJECT, FieldSet, LineIndex, RawRows, decode_line_dict,
-                                 raw_pass)
+from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRows,
+                                 decode_line_dict, raw_pass)
 from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
                                   rows_to_arrays)
+from shoal.types.jsonlimits import exceeding
 from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Column, Schema
 
 UNKNOWN_POLICIES: tuple[UnknownFieldPolicy, ...] = ("props", "drop", "reject")
@@ -79,14 +80,18 @@ _LEADING_WS = re.compile(rb"[ \t\r\n]*")
 class Coerced:
     batch: pa.RecordBatch      # the accepted lines; schema == schema.arrow() exactly
     rows: int
-    errors: list[LineError]    # sorted by line, at most max_errors
-    total_errors: int          # every error found
-    rejected_lines: list[int]  # every line with at least one error, ascending
+    errors: list[LineError]    # the first errors by line, at most max_errors
+    rejected_lines: list[int]  # every line with at least one error, ascending (exact)
     # The body's top-level keys the schema lacks, in order of first appearance, as
     # `scan_unknown_fields(body, schema)` finds them (the msgspec pass finds them anyway
     # with unknown="props"/"reject"). Given `unknown_fields=`, that hint (minus names of the
     # schema) may stand in; with unknown="drop" it is empty: nothing looks for them.
     unknown_fields: list[str] = field(default_factory=list)
+
+    @property
+    def rejected_count(self) -> int:
+        """How many lines were rejected (every one, however many errors are kept)."""
+        return len(self.rejected_lines)
 
 
 def coerce_ndjson(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
@@ -133,23 +138,69 @@ def _coerce_slow(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                 for key in decode_line_dict(text):
                     if key not in schema and key not in rank:
                         rank[key] = len(rank)
-            except (UnicodeDecodeError, msgspec.DecodeError, msgspec.ValidationError):
+            except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
                 pass
     results = [(i + 1, line_result(text, i + 1, schema, unknown, ingest_time_ns, rank))
                for i, text in enumerate(lines) if text.strip(b" \t\r")]
-    return _finish(schema, [], None, results, max_errors,
+    errors = [e for _, (_, errs) in results for e in errs][:max_errors]
+    rejected = [line for line, (_, errs) in results if errs]
+    ok = [(line, row) for line, (row, _) in results if row is not None]
+    return _finish(schema, [], None, ok, errors, rejected,
                    list(rank) if unknown != "drop" else [])
 
 
+class _PerLine:
+    """The per-line path over the lines the fast path could not settle, in line order.
+
+    Error messages are built only until `max_errors` are kept: past the cap a line the fast
+    path already knows is bad (`known_bad`: not one valid JSON object, or a value flagged)
+    is only counted, and the errors of any other line that fails are dropped. So a body of a
+    million bad lines costs its parse, not a million messages.
+    """
+
+    def __init__(self, path: _FastPath, index: LineIndex, rank: dict[str, int],
+                 max_errors: int) -> None:
+        self.path = path
+        self.index = index
+        self.rank = rank
+        self.max_errors = max_errors
+        self.errors: list[LineError] = []
+        self.rejected: list[int] = []       # 1-based, ascending
+        self.ok: list[tuple[int, dict[str, Any]]] = []
+
+    def run(self, lines: np.ndarray, known_bad: np.ndarray) -> None:
+        todo = lines.tolist()
+        pos = 0
+        while pos < len(todo) and len(self.errors) < self.max_errors:
+            self._one(todo[pos], keep_errors=True)
+            pos += 1
+        rest = lines[pos:]
+        if not len(rest):
+            return
+        bad = known_bad[rest]
+        counted = (rest[bad] + 1).tolist()
+        for i in rest[~bad].tolist():
+            self._one(i, keep_errors=False)
+        if counted:
+            self.rejected = sorted(self.rejected + counted)
+
+    def _one(self, i: int, *, keep_errors: bool) -> None:
+        p = self.path
+        row, errs = line_result(self.index.line(i), i + 1, p.schema, p.unknown,
+                                p.ingest_time_ns, self.rank)
+        if errs:
+            self.rejected.append(i + 1)
+            if keep_errors:
+                self.errors.extend(errs[:self.max_errors - len(self.errors)])
+        elif row is not None:
+            self.ok.append((i + 1, row))
+
+
 def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
-            fast_arrays: list[pa.Array] | None,
-            slow: list[tuple[int, tuple[dict[str, Any] | None, list[LineError]]]],
-            max_errors: int, unknown_fields: list[str]) -> Coerced:
-    """Merge fast rows and per-line results (line numbers 1-based) in line order."""
-    errors = [e for _, (_, errs) in slow for e in errs]
-    errors.sort(key=lambda e: e.line)
-    rejected = sorted(line for line, (_, errs) in slow if errs)
-    ok = [(line, row) for line, (row, _) in slow if row is not None]
+            fast_arrays: list[pa.Array] | None, ok: list[tuple[int, dict[str, Any]]],
+            errors: list[LineError], rejected: list[int],
+            unknown_fields: list[str]) -> Coerced:
+    """Merge fast rows and per-line rows (line numbers 1-based) in line order."""
     arrays = fast_arrays
     if ok or arrays is None:
         slow_arrays = rows_to_arrays(schema, [row for _, row in ok])
@@ -162,8 +213,7 @@ def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
             arrays = [pa.concat_arrays([a, b]).take(pa.array(order))
                       for a, b in zip(arrays, slow_arrays)]
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema.arrow())
-    return Coerced(batch, batch.num_rows, errors[:max_errors], len(errors), rejected,
-                   unknown_fields)
+    return Coerced(batch, batch.num_rows, errors, rejected, unknown_fields)
 
 
 # -- the fast path -------------------------------------------------------------------------
@@ -276,7 +326,7 @@ class _FastPath:
         job.lines = index.nonblank()
         if not len(job.lines):
             job.wait()
-            return _finish(self.schema, [], None, [], max_errors, [])
+            return _finish(self.schema, [], None, [], [], [], [])
         objects = index.lines_of(OBJECT)
         raw = self._raw_pass(index, objects)
         side = _RawSide(self, raw)
@@ -382,12 +432,14 @@ class _FastPath:
             arrays = [a.filter(keep) for a in arrays]
         row_mask[rows[flags]] = False
         slow_lines = np.flatnonzero((index.kind != BLANK) & ~row_mask)
-        rank = {k: i for i, k in enumerate(raw.discovered)}
-        results = [(i + 1, line_result(index.line(i), i + 1, self.schema, self.unknown,
-                                        self.ingest_time_ns, rank))
-                   for i in slow_lines.tolist()]
-        return _finish(self.schema, rows[~flags] + 1, arrays, results, max_errors,
-                       list(raw.discovered))
+        known_bad = index.kind == BAD
+        known_bad[list(raw.bad)] = True
+        known_bad[rows[flags]] = True
+        per_line = _PerLine(self, index, {k: i for i, k in enumerate(raw.discovered)},
+                            max_errors)
+        per_line.run(slow_lines, known_bad)
+        return _finish(self.schema, rows[~flags] + 1, arrays, per_line.ok, per_line.errors,
+                       per_line.rejected, list(raw.discovered))
 
     def _column(self, col: Column, table: pa.Table | None, arrow_at: _Subset,
                 side: _RawSide, at: _Subset, n: int) -> tuple[pa.Array, np.ndarray]:
@@ -450,6 +502,7 @@ class _RawSide:
         self._present: dict[str, np.ndarray] = {}
         self._converted: dict[str, Converted] = {}
         self._unknown: np.ndarray | None = None
+        self._raw: dict[str, pa.BinaryArray] = {}
 
     def prepare(self) -> None:
         for col in self.path.schema.columns:
@@ -465,6 +518,12 @@ class _RawSide:
             self._values[name] = self.raw.column(name)
         return self._values[name]
 
+    def raw_of(self, name: str) -> pa.BinaryArray:
+        """The raw JSON texts of a key as a binary array (null = absent)."""
+        if name not in self._raw:
+            self._raw[name] = raw_array(self.values(name), self.present(name))
+        return self._raw[name]
+
     def present(self, name: str) -> np.ndarray:
         if name not in self._present:
             self._present[name] = presence(self.values(name))
@@ -476,7 +535,8 @@ class _RawSide:
             if col.name == PROPS_COLUMN and self.path.unknown == "props":
                 unknown = self.unknown_present()
                 if unknown.any():
-                    conv = Converted(self._merge_props(conv.array, unknown), conv.flags,
+                    flags = conv.flags | self._unknown_over_limits()
+                    conv = Converted(self._merge_props(conv.array, unknown), flags,
                                      conv.present)
             self._converted[col.name] = conv
         return self._converted[col.name]
@@ -490,6 +550,14 @@ class _RawSide:
             self._unknown = present
         return self._unknown
 
+    def _unknown_over_limits(self) -> np.ndarray:
+        """Rows where a kept unknown field's value exceeds a JSON limit (`jsonlimits`)."""
+        flags = np.zeros(len(self.raw.lines), bool)
+        for key in self.raw.discovered:
+            if key in self.raw.kept:
+                flags |= exceeding(self.raw_of(key))
+        return flags
+
     def _merge_props(self, own: pa.Array, unknown: np.ndarray) -> pa.Array:
         """The props column with the unknown fields folded in (see the module docstring)."""
         keys = [k for k in self.raw.discovered if k in self.raw.kept]
@@ -498,7 +566,7 @@ class _RawSide:
         # row, each list joined with "," and wrapped in braces: a handful of Arrow kernels.
         members = [pc.binary_join_element_wise(
             pa.scalar(encode_key(k) + b":", pa.binary()),
-            minify_array(raw_array(self.values(k), self.present(k))),
+            minify_array(self.raw_of(k)),
             pa.scalar(b"", pa.binary())) for k in keys]
         row_major = pa.concat_arrays(members).take(
             pa.array((np.arange(n)[:, None] + np.arange(len(keys)) * n).ravel()))

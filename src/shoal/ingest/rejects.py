@@ -28,9 +28,7 @@ from shoal.errors import (CommitRetriesExhaustedError, TableAlreadyExistsError,
                           TableNotFoundError)
 from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.types.columns import BYTES, INT, LONG, STRING
-from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Column, Schema
-
-REJECTS_SUFFIX = "__rejects"
+from shoal.types.schema import PROPS_COLUMN, REJECTS_SUFFIX, TIMESTAMP_COLUMN, Column, Schema
 
 REJECTS_COLUMNS: tuple[Column, ...] = (
     Column("raw", BYTES),

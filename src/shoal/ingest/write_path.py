@@ -10,7 +10,12 @@ committed (acked = durable and visible), or raises without having written anythi
   `BackpressureError` (the staging buffer is full: retry after `retry_after_s`).
 
 Idempotency: a key already in the ledger returns the first ack with `replayed=True` and
-writes nothing; the ledger row is committed in the same transaction as the data.
+writes nothing; the ledger row is committed in the same transaction as the data. A key is
+bound to the table it was first applied to: the same key for another table raises
+`IdempotencyKeyConflictError` (409) instead of a replay that would drop the rows silently,
+also when both requests race (the loser's commit finds the key in the ledger).
+(`filedrop:{sha256}` keys are written by the file-drop pipeline straight to the catalog,
+global by design, SPEC §5; they never pass here.)
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
-from shoal.errors import LineError, PayloadError
+from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord, TableInfo
+from shoal.errors import IdempotencyKeyConflictError, LineError, PayloadError
 from shoal.ingest.buffer import StagingBuffer
 from shoal.ingest.commit import CommitCoordinator
 from shoal.types.schema import SchemaMode
@@ -36,20 +41,25 @@ class IngestAck:
     rows: int
     replayed: bool = False
     new_columns: list[str] = field(default_factory=list)
-    rejected: list[LineError] = field(default_factory=list)
+    rejected: list[LineError] = field(default_factory=list)   # the first ones (capped)
     extent_ids: list[str] = field(default_factory=list)
+    rejected_count: int | None = None   # lines rejected in all; None = len(rejected)
+
+    def __post_init__(self) -> None:
+        if self.rejected_count is None:
+            object.__setattr__(self, "rejected_count", len({r.line for r in self.rejected}))
 
     def to_json(self) -> dict[str, Any]:
         return {"table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
                 "replayed": self.replayed, "new_columns": self.new_columns,
                 "rejected": [r.to_json() for r in self.rejected],
-                "extent_ids": self.extent_ids}
+                "rejected_count": self.rejected_count, "extent_ids": self.extent_ids}
 
     def ledger_ack(self) -> dict[str, Any]:
         """What the ledger keeps to answer a replay (snapshot id is added by the catalog)."""
         return {"table": self.table, "rows": self.rows, "new_columns": self.new_columns,
                 "rejected": [r.to_json() for r in self.rejected],
-                "extent_ids": self.extent_ids}
+                "rejected_count": self.rejected_count, "extent_ids": self.extent_ids}
 
     @classmethod
     def from_ledger(cls, ack: dict[str, Any]) -> IngestAck:
@@ -57,7 +67,8 @@ class IngestAck:
                    replayed=True, new_columns=list(ack.get("new_columns", [])),
                    rejected=[LineError(r["line"], r["field"], r["message"])
                              for r in ack.get("rejected", [])],
-                   extent_ids=list(ack.get("extent_ids", [])))
+                   extent_ids=list(ack.get("extent_ids", [])),
+                   rejected_count=ack.get("rejected_count"))
 
 
 class WritePath:
@@ -75,7 +86,7 @@ class WritePath:
         from shoal.ingest.coerce import coerce_ndjson
         from shoal.ingest.evolve import plan_evolution
 
-        replay = self._replay(idempotency_key)
+        replay = self._replay(table, idempotency_key)
         if replay is not None:
             return replay
         info = self.catalog.load_table(table)
@@ -98,10 +109,11 @@ class WritePath:
                     body, info.schema, unknown="props", ingest_time_ns=time.time_ns(),
                     max_errors=self.max_errors,
                     unknown_fields=[u for u in unknown if u not in info.schema])
-        if coerced.errors and not partial:
-            raise PayloadError(coerced.errors, total_errors=coerced.total_errors)
+        if coerced.rejected_lines and not partial:
+            raise PayloadError(coerced.errors, total_errors=coerced.rejected_count)
         return self._submit(info, coerced.batch, new_columns=new_columns,
-                            rejected=coerced.errors, idempotency_key=idempotency_key)
+                            rejected=coerced.errors, rejected_count=coerced.rejected_count,
+                            idempotency_key=idempotency_key)
 
     # ---- Arrow input (frontends that decode to Arrow themselves, e.g. OTLP) -------------------
     def ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
@@ -118,7 +130,7 @@ class WritePath:
         from shoal.ingest.arrow_input import (as_batch, plan_arrow_evolution, reject_unknown,
                                               shape_batch, unknown_columns)
 
-        replay = self._replay(idempotency_key)
+        replay = self._replay(table, idempotency_key)
         if replay is not None:
             return replay
         info = self.catalog.load_table(table)
@@ -136,27 +148,31 @@ class WritePath:
         return self._submit(info, shaped, new_columns=new_columns, rejected=list(rejected),
                             idempotency_key=idempotency_key)
 
-    def _replay(self, idempotency_key: str | None) -> IngestAck | None:
-        """The original ack of an applied key (marked replayed), else None."""
+    def _replay(self, table: str, idempotency_key: str | None) -> IngestAck | None:
+        """The original ack of a key applied to `table` (marked replayed), else None;
+        `IdempotencyKeyConflictError` if the key was applied to another table."""
         if idempotency_key is None:
             return None
         rec = self.catalog.ledger_get(idempotency_key)
-        return None if rec is None else IngestAck.from_ledger(rec.ack)
+        return None if rec is None else _replay_of(rec, table)
 
     def _submit(self, info: TableInfo, batch: pa.RecordBatch, *, new_columns: list[str],
-                rejected: list[LineError], idempotency_key: str | None) -> IngestAck:
+                rejected: list[LineError], idempotency_key: str | None,
+                rejected_count: int | None = None) -> IngestAck:
         """Buffer `batch` (with its ledger row) and wait for the commit holding it; a key that
         landed meanwhile (a concurrent request) answers that request's ack."""
         draft = IngestAck(table=info.name, snapshot_id=0, rows=batch.num_rows,
-                          new_columns=new_columns, rejected=rejected)
+                          new_columns=new_columns, rejected=rejected,
+                          rejected_count=rejected_count)
         ledger = ([LedgerEntry(idempotency_key, draft.ledger_ack())]
                   if idempotency_key is not None else [])
         result = self.buffer.submit(info.name, info.schema, batch, ledger=ledger)
-        if result.replayed is not None:
-            return IngestAck.from_ledger(result.replayed.ack)
+        if result.replayed is not None:  # the key landed meanwhile: here, or elsewhere
+            assert idempotency_key is not None
+            return _replay_of(result.replayed, info.name)
         return IngestAck(table=info.name, snapshot_id=result.snapshot_id, rows=batch.num_rows,
                          new_columns=new_columns, rejected=rejected,
-                         extent_ids=result.extent_ids)
+                         extent_ids=result.extent_ids, rejected_count=draft.rejected_count)
 
     def _evolve(self, info: TableInfo, columns: list[Any]) -> TableInfo:
         # Rows buffered under the old schema go out first: one flush = one schema version.
@@ -165,3 +181,11 @@ class WritePath:
 
     def close(self) -> None:
         self.buffer.close()
+
+
+def _replay_of(rec: LedgerRecord, table: str) -> IngestAck:
+    """The replay answer of a ledger row for a request to `table`."""
+    first = rec.ack.get("table")
+    if first != table:
+        raise IdempotencyKeyConflictError(rec.key, table=table, first_table=str(first))
+    return IngestAck.from_ledger(rec.ack)

@@ -26,10 +26,11 @@ from shoal.format.base import BlockPredicate, SegmentFormat
 from shoal.format.predicates import evaluate
 from shoal.query.scan import ScanStats
 from shoal.storage.base import ObjectStore
-from shoal.types.schema import Schema
+from shoal.types.schema import TIMESTAMP_NS_COLUMN, Schema
 
 # A virtual column: `_timestamp` in integer nanoseconds (Spark's timestamps stop at µs).
-TIMESTAMP_NS = "_timestamp_ns"
+# Reserved in the types layer, so no table can have a real column of this name.
+TIMESTAMP_NS = TIMESTAMP_NS_COLUMN
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shoal.errors import (AlreadyExistsError, BackpressureError, CommitRetriesExhaustedError,
-                          EngineUnavailableError, IncompatibleSchemaChangeError,
+from shoal.errors import (AlreadyExistsError, BackpressureError, BadJsonError,
+                          CommitRetriesExhaustedError, EngineUnavailableError,
+                          IdempotencyKeyConflictError, IncompatibleSchemaChangeError,
                           InvalidSchemaError, LocationNotAllowedError, NotFoundError,
                           PayloadError, PayloadTooLargeError, QueryError, SchemaConflictError,
                           SchemaError, ShoalError)
@@ -133,6 +134,8 @@ STATUS_BY_CLASS: dict[type[BaseException], int] = {
     SchemaError: 400,
     QueryError: 400,
     PayloadError: 400,
+    BadJsonError: 400,
+    IdempotencyKeyConflictError: 409,
     PayloadTooLargeError: 413,
     BackpressureError: 429,
     CommitRetriesExhaustedError: 503,
@@ -164,9 +167,16 @@ def error_document(code: str, message: str, details: Sequence[Detail] = ()) -> d
 
 def details_for(exc: ShoalError) -> list[Detail]:
     if isinstance(exc, PayloadError):
-        return [e.to_json() for e in exc.errors]
+        details: list[Detail] = [e.to_json() for e in exc.errors]
+        if exc.truncated:  # the last detail says how many lines the list leaves out
+            details.append({"line": None, "field": None, "message": exc.summary()})
+        return details
     if isinstance(exc, BadRequestError):
         return exc.details
+    if isinstance(exc, BadJsonError):
+        return [{"line": None, "field": exc.field, "message": str(exc)}]
+    if isinstance(exc, IdempotencyKeyConflictError):
+        return [{"line": None, "field": "X-Idempotency-Key", "message": str(exc)}]
     column = getattr(exc, "column", None)
     if isinstance(exc, (InvalidSchemaError, IncompatibleSchemaChangeError,
                         SchemaConflictError)) and column is not None:

@@ -6,9 +6,11 @@ authentication (dependency) -> readiness -> `Content-Encoding` -> body read unde
 (in a worker thread: both are CPU work and the write path blocks until the group commit).
 
 The ack is `IngestAck.to_json()`: `{table, snapshot_id, rows, replayed, new_columns,
-rejected, extent_ids}`. A retry with the same `X-Idempotency-Key` returns the first ack with
-`replayed: true`. Errors are mapped by `shoal.server.errors` (400 bad lines with per-line
-details, 404, 409, 413, 429/503 with `Retry-After`).
+rejected, rejected_count, extent_ids}` (`rejected`: the first 100 line errors;
+`rejected_count`: every rejected line). A retry with the same `X-Idempotency-Key` returns
+the first ack with `replayed: true`. Errors are mapped by `shoal.server.errors` (400 bad
+lines with per-line details, 404, 409 (also a key first used on another table), 413,
+429/503 with `Retry-After`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,6 @@ async def ingest(
 
     nbytes, ack = await anyio.to_thread.run_sync(work)
     state.metrics.observe_ingest(table, rows=ack.rows, nbytes=nbytes, wire_bytes=len(wire),
-                                 rejected=len(ack.rejected), replayed=ack.replayed)
+                                 rejected=ack.rejected_count or 0, replayed=ack.replayed)
     doc: dict[str, Any] = ack.to_json()
     return JSONResponse(doc)

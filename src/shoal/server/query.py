@@ -37,12 +37,13 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from shoal.errors import EngineUnavailableError
+from shoal.errors import BadJsonError, EngineUnavailableError, JsonLimitError
 from shoal.query.guard import classify
 from shoal.server.auth import bearer_token, require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
 from shoal.server.state import ServerState, server_state
+from shoal.types.jsonlimits import loads as json_loads
 
 if TYPE_CHECKING:
     from shoal.query.engine import QueryResult
@@ -54,10 +55,12 @@ router = APIRouter(tags=["query"])
 
 
 def _statement(raw: bytes) -> str:
-    try:
-        doc = json.loads(raw or b"null")
-    except ValueError as e:
-        raise BadRequestError(f"the body is not JSON: {e}") from None
+    try:  # under the JSON depth and number-length limits (shoal.types.jsonlimits)
+        doc = json_loads(raw or b"null", what="the body")
+    except JsonLimitError:
+        raise
+    except BadJsonError as e:
+        raise BadRequestError(str(e)) from None
     if not isinstance(doc, dict):
         raise BadRequestError('expected a JSON object {"sql": "..."}')
     if "kql" in doc and "sql" not in doc:

@@ -12,20 +12,20 @@ before the auth dependency runs; the OpenAPI document describes it (`shoal.serve
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from shoal.errors import InvalidSchemaError
+from shoal.errors import BadJsonError, InvalidSchemaError
 from shoal.maintenance.policy import parse_duration
 from shoal.server.auth import require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
 from shoal.server.state import server_state
 from shoal.types import Column, parse_type
+from shoal.types.jsonlimits import loads as json_loads
 
 # Table definitions are small; no reason to buffer megabytes before authentication.
 MAX_DEFINITION_BYTES = 1 << 20
@@ -90,10 +90,11 @@ def _columns(specs: list[ColumnSpec]) -> list[Column]:
 
 async def _definition(request: Request, model: type[M]) -> M:
     raw = await read_body(request, limit=MAX_DEFINITION_BYTES)
-    try:
-        doc = json.loads(raw)
-    except ValueError as e:
-        raise BadRequestError(f"body is not valid JSON: {e}", code="invalid_schema") from None
+    try:  # under the JSON depth and number-length limits (shoal.types.jsonlimits)
+        doc = json_loads(raw, what="body")
+    except BadJsonError as e:
+        raise BadRequestError(str(e), code="invalid_schema", details=[
+            {"line": None, "field": e.field, "message": str(e)}]) from None
     return _parse(model, doc)
 
 

@@ -3,9 +3,10 @@
 from shoal.types.columns import (BOOL, BYTES, DYNAMIC, FIELD_TYPE_KEY, HEADERS, INT, LONG, REAL,
                                  STRING, TIMESTAMP, ColumnType, parse_type, type_of_field,
                                  vector)
-from shoal.types.schema import (PROPS_COLUMN, RESERVED_COLUMNS, SCHEMA_MODES, TIMESTAMP_COLUMN,
-                                Column, Schema, SchemaMode, check_column_name,
-                                check_table_name, is_identifier_safe, widening_allowed)
+from shoal.types.schema import (MAX_NAME_CHARS, PROPS_COLUMN, RESERVED_COLUMNS, SCHEMA_MODES,
+                                TIMESTAMP_COLUMN, Column, Schema, SchemaMode,
+                                check_column_name, check_table_name, is_identifier_safe,
+                                is_query_reserved, widening_allowed)
 from shoal.types.upgrade import cast_column, upgrade_batch
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "TIMESTAMP", "ColumnType", "parse_type", "type_of_field", "vector", "PROPS_COLUMN",
     "RESERVED_COLUMNS", "SCHEMA_MODES", "TIMESTAMP_COLUMN", "Column", "Schema", "SchemaMode",
     "check_column_name", "check_table_name", "is_identifier_safe", "widening_allowed",
+    "MAX_NAME_CHARS", "is_query_reserved",
     "cast_column", "upgrade_batch",
 ]

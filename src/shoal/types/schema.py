@@ -30,6 +30,16 @@ TIMESTAMP_COLUMN = "_timestamp"
 PROPS_COLUMN = "props"
 RESERVED_COLUMNS = (TIMESTAMP_COLUMN, PROPS_COLUMN)
 IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+MAX_NAME_CHARS = 128  # table and column names; a name becomes part of object paths
+# A data table `t` may get a companion `t__rejects` (shoal.ingest.rejects): that name may
+# pass the limit by its suffix, so every valid table can have one.
+REJECTS_SUFFIX = "__rejects"
+# Names the query lane makes up, so no table or column may take them: the virtual column
+# `_timestamp_ns` (`shoal.query.scanspec.TIMESTAMP_NS`) and anything starting `__shoal`
+# (the planner's temporary views are `__shoal_scan_<n>`).
+TIMESTAMP_NS_COLUMN = "_timestamp_ns"
+QUERY_RESERVED_NAMES = (TIMESTAMP_NS_COLUMN,)
+QUERY_RESERVED_PREFIX = "__shoal"
 
 SchemaMode = Literal["evolve", "drop", "reject"]
 SCHEMA_MODES: tuple[SchemaMode, ...] = ("evolve", "drop", "reject")
@@ -38,23 +48,58 @@ SCHEMA_MODES: tuple[SchemaMode, ...] = ("evolve", "drop", "reject")
 HeaderBinding = str | None
 
 
+def is_query_reserved(name: str) -> bool:
+    """A name the query lane synthesises (`_timestamp_ns`, `__shoal...`)."""
+    return name in QUERY_RESERVED_NAMES or name.startswith(QUERY_RESERVED_PREFIX)
+
+
 def is_identifier_safe(name: str) -> bool:
-    return bool(IDENTIFIER_RE.match(name)) and name not in RESERVED_COLUMNS
+    """A name evolution may turn into a column (else the field goes to `props`)."""
+    return (len(name) <= MAX_NAME_CHARS and bool(IDENTIFIER_RE.match(name))
+            and name not in RESERVED_COLUMNS and not is_query_reserved(name))
+
+
+def _shown(name: str) -> str:
+    """A name for an error message: long ones are cut (the limit is the point)."""
+    return name if len(name) <= 64 else name[:60] + "..."
+
+
+def _check_name(kind: str, name: str, column: str | None, limit: int = MAX_NAME_CHARS
+                ) -> None:
+    if len(name) > limit:
+        raise InvalidSchemaError(
+            f'{kind} name "{_shown(name)}" is {len(name):,} characters long (at most '
+            f"{MAX_NAME_CHARS})", column=column)
+    if not IDENTIFIER_RE.match(name):
+        raise InvalidSchemaError(
+            f'{kind} name "{_shown(name)}" is not identifier-safe (expected '
+            "^[a-z_][a-z0-9_]*$)", column=column)
+    if is_query_reserved(name):
+        raise InvalidSchemaError(
+            f'{kind} name "{name}" is reserved: queries use it (_timestamp_ns and names '
+            f'starting with "{QUERY_RESERVED_PREFIX}")', column=column)
+
+
+MAX_VECTOR_DIM = 65_536  # a vector column's dimension, at most (rows are allocated whole)
+
+
+def check_column_type(col: Column) -> None:
+    """A new column's type is within bounds (a vector's dimension)."""
+    if col.type.kind == "vector" and (col.type.dim or 0) > MAX_VECTOR_DIM:
+        raise InvalidSchemaError(
+            f'column "{col.name}": vector dimension {col.type.dim:,} is over the limit of '
+            f"{MAX_VECTOR_DIM:,}", column=col.name)
 
 
 def check_column_name(name: str) -> None:
     if name in RESERVED_COLUMNS:
         raise InvalidSchemaError(f'column name "{name}" is reserved', column=name)
-    if not IDENTIFIER_RE.match(name):
-        raise InvalidSchemaError(
-            f'column name "{name}" is not identifier-safe (expected ^[a-z_][a-z0-9_]*$)',
-            column=name)
+    _check_name("column", name, _shown(name))
 
 
 def check_table_name(name: str) -> None:
-    if not IDENTIFIER_RE.match(name):
-        raise InvalidSchemaError(
-            f'table name "{name}" is not identifier-safe (expected ^[a-z_][a-z0-9_]*$)')
+    extra = len(REJECTS_SUFFIX) if name.endswith(REJECTS_SUFFIX) else 0
+    _check_name("table", name, None, MAX_NAME_CHARS + extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +231,7 @@ class Schema:
         cols = list(columns)
         for c in cols:
             check_column_name(c.name)
+            check_column_type(c)
             if not c.nullable and c.default is None and c.header is not None:
                 raise InvalidSchemaError(f'header column "{c.name}" cannot be NOT NULL',
                                          column=c.name)
@@ -243,6 +289,7 @@ class Schema:
             cur_i = index.get(ch.name)
             if cur_i is None:
                 check_column_name(ch.name)
+                check_column_type(ch)
                 if not ch.nullable and ch.default is None:
                     raise IncompatibleSchemaChangeError(
                         table, ch.name, "absent", f"{ch.type} NOT NULL",

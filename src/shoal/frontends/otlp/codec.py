@@ -7,7 +7,8 @@
   names are accepted too), enums as integers, 64-bit integers as strings or numbers, and
   -- unlike the generic protobuf JSON mapping -- trace and span ids as hex strings. Unknown
   fields are ignored, as OTLP requires of receivers. The hex ids are turned into the bytes
-  protobuf's JSON parser expects before parsing.
+  protobuf's JSON parser expects before parsing. The body obeys shoal's JSON limits
+  (`shoal.types.jsonlimits`: 64 levels, number literals of 100 characters), else 400.
 - Responses: `ExportXServiceResponse`, with `partial_success` (rejected count + message)
   when records were refused; errors as `google.rpc.Status` (code = the gRPC code the HTTP
   status stands for), both in the request's encoding.
@@ -18,7 +19,6 @@ from __future__ import annotations
 import base64
 from typing import Any, Literal
 
-import msgspec
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 from google.rpc import status_pb2
@@ -26,8 +26,9 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from shoal.errors import PayloadError
+from shoal.errors import BadJsonError, PayloadError
 from shoal.frontends.otlp.schemas import Signal
+from shoal.types.jsonlimits import loads as json_loads
 
 WireFormat = Literal["protobuf", "json"]
 
@@ -86,10 +87,10 @@ def decode_request(signal: Signal, body: bytes, fmt: WireFormat) -> Message:
             raise OtlpPayloadError(f"body is not a valid OTLP {name} (protobuf, "
                                    f"{len(body)} bytes): {e}") from None
         return msg
-    try:
-        doc = msgspec.json.decode(body)
-    except msgspec.DecodeError as e:
-        raise OtlpPayloadError(f"body is not valid JSON: {e}") from None
+    try:  # under the JSON depth and number-length limits (shoal.types.jsonlimits)
+        doc = json_loads(body, what="body")
+    except BadJsonError as e:
+        raise OtlpPayloadError(str(e)) from None
     if not isinstance(doc, dict):
         raise OtlpPayloadError(f"an OTLP/JSON {name} must be a JSON object")
     _hex_ids_to_base64(signal, doc)

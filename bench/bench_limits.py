@@ -1,0 +1,148 @@
+"""Benchmark: the cost of refusing a large body of bad lines (issue #12, bounded cost).
+
+    .venv/bin/python bench/bench_limits.py [--mb 60] [--kinds type,json,text,mixed] [--no-server]
+
+For each kind of bad line it builds a body of about `--mb` MB where every line is bad
+(1,000,000 lines of 60 bytes at 60 MB) and measures:
+
+- in process: `coerce_ndjson` (the write path's coercion, 100 errors kept) wall time and the
+  growth of the process's peak RSS (VmHWM after a reset);
+- over HTTP: a real `shoal serve --lazy-spark` in a subprocess, `POST /v1/ingest/t` of the
+  body: wall time of the 400 answer and the server process tree's peak memory growth
+  (VmHWM after a reset minus VmRSS before; `tests/support/procmem.py`).
+
+Kinds: `type` (a string in an `int` column), `json` (truncated objects), `text` (not JSON),
+`notnull` (a NOT NULL column missing), `deep` (a value nested 1,000 deep), `bigint` (a
+5,000-digit integer: 100 lines per MB), `mixed` (type/json/notnull in turn). Output is
+Markdown for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from shoal.ingest.coerce import coerce_ndjson  # noqa: E402
+from shoal.types import INT, LONG, STRING, Column, Schema  # noqa: E402
+from tests.support.procmem import PeakMeter  # noqa: E402
+
+LINE_BYTES = 60
+COLUMNS = [{"name": "service", "type": "string"}, {"name": "status", "type": "int"},
+           {"name": "seq", "type": "long", "nullable": False}]
+
+
+def _line(kind: str, i: int) -> bytes:
+    """One bad line of exactly LINE_BYTES bytes with its newline (bigint/deep: longer)."""
+    if kind == "mixed":
+        kind = ("type", "json", "notnull")[i % 3]
+    if kind == "bigint":
+        return b'{"seq":%d,"status":' % i + b"9" * 5000 + b"}\n"
+    if kind == "deep":
+        return b'{"seq":%d,"service":' % i + b"[" * 1000 + b"]" * 1000 + b"}\n"
+    if kind == "text":
+        return _padded(b"not json at all, line %d, " % i, b"", b"\n")
+    template = {"type": (b'{"service":"', b'","status":"not-a-number","seq":%d}\n' % i),
+                "json": (b'{"service":"', b'","status":200,"seq":%d\n' % i),
+                "notnull": (b'{"service":"', b'","status":200,"other":%d}\n' % i)}[kind]
+    return _padded(template[0], template[1], b"")
+
+
+def _padded(head: bytes, tail: bytes, end: bytes) -> bytes:
+    return head + b"x" * max(0, LINE_BYTES - len(head) - len(tail) - len(end)) + tail + end
+
+
+def body_of(kind: str, mb: float) -> tuple[bytes, int]:
+    target = int(mb * 1_000_000)
+    size = len(_line(kind, 0))
+    n = max(1, target // size)
+    return b"".join(_line(kind, i) for i in range(n)), n
+
+
+def schema() -> Schema:
+    return Schema.create([Column("service", STRING), Column("status", INT),
+                          Column("seq", LONG, nullable=False)])
+
+
+def _hwm_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def in_process(body: bytes) -> tuple[float, float, int]:
+    """(seconds, peak growth MB, rejected lines) of coerce_ndjson on `body`."""
+    meter = PeakMeter(os.getpid()).start()
+    t0 = time.perf_counter()
+    c = coerce_ndjson(body, schema(), unknown="props", ingest_time_ns=time.time_ns(),
+                      max_errors=100)
+    dt = time.perf_counter() - t0
+    return dt, meter.growth_bytes() / 1e6, c.rejected_count
+
+
+def over_http(bodies: dict[str, bytes]) -> dict[str, tuple[float, float, int, str]]:
+    import httpx
+
+    from tests.support.server import start_server
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="bench-limits-") as work:
+        server = start_server(Path(work) / "data", extra_args=["--lazy-spark"])
+        try:
+            with httpx.Client(base_url=server.url, timeout=600) as http:
+                r = http.post("/v1/tables", json={"name": "t", "columns": COLUMNS})
+                r.raise_for_status()
+                for kind, body in bodies.items():
+                    meter = PeakMeter(server.proc.pid).start()
+                    t0 = time.perf_counter()
+                    r = http.post("/v1/ingest/t", content=body)
+                    dt = time.perf_counter() - t0
+                    msg = r.json()["error"]["message"] if r.status_code >= 400 else r.text
+                    out[kind] = (dt, meter.growth_bytes() / 1e6, r.status_code, msg)
+        finally:
+            server.stop()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=float, default=60.0)
+    ap.add_argument("--kinds", default="type,json,text,notnull,mixed,deep,bigint")
+    ap.add_argument("--no-server", action="store_true")
+    args = ap.parse_args()
+    kinds = args.kinds.split(",")
+    bodies = {}
+    print(f"# bench_limits: {args.mb:g} MB bodies of bad lines\n")
+    print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}\n")
+    print("| kind | body MB | lines | coerce s | coerce peak +MB | HTTP s | server peak +MB | "
+          "status |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = {}
+    for kind in kinds:
+        body, n = body_of(kind, args.mb)
+        dt, peak, rejected = in_process(body)
+        assert rejected == n, (kind, rejected, n)
+        rows[kind] = (len(body) / 1e6, n, dt, peak)
+        if not args.no_server:
+            bodies[kind] = body
+        else:
+            del body
+    http = over_http(bodies) if bodies else {}
+    for kind in kinds:
+        mb, n, dt, peak = rows[kind]
+        h = http.get(kind)
+        hs = f"{h[0]:.2f} | {h[1]:.0f} | {h[2]}" if h else "- | - | -"
+        print(f"| {kind} | {mb:.1f} | {n:,} | {dt:.2f} | {peak:.0f} | {hs} |")
+    for kind, h in http.items():
+        print(f"\n{kind}: {h[3][:160]}")
+
+
+if __name__ == "__main__":
+    main()
