@@ -104,6 +104,7 @@ class QueryStats:
     scans: list[dict[str, Any]] = field(default_factory=list)
     engine: str | None = None               # local | spark: which engine answered
     engine_reason: str | None = None        # and why (shoal.query.routing)
+    planned_bytes: int | None = None        # what stages 1-2 left, the routing's measure
 
     def add(self, ref_table: str, alias: str, snapshot_id: int, pushed: Any,
             stats: ScanStats) -> ScanStats:
@@ -121,6 +122,7 @@ class QueryStats:
         if self.engine is not None:
             doc["engine"] = self.engine
             doc["engine_reason"] = self.engine_reason
+            doc["planned_bytes"] = self.planned_bytes
         doc["scans"] = [{**{k: v for k, v in s.items() if k != "stats"},
                          **s["stats"].to_json()} for s in self.scans]
         return doc
@@ -244,6 +246,7 @@ class QueryEngine:
             stats.add(ref.table, ref.alias, spec.snapshot_id, ref.predicate, scan_stats)
             specs.append(spec)
             views.append(f"__shoal_scan_{next(_view_ids)}")
+        stats.planned_bytes = sum(spec.planned_bytes for spec in specs)
         return Planned(sql, analysis, views, specs, stats)
 
     def _route(self, planned: Planned, mode: EngineMode) -> Route:

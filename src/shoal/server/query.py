@@ -4,7 +4,8 @@ Body `{"sql": "..."}` (`{"kql": ...}` is a later wave and answers 400). `Accept:
 application/vnd.apache.arrow.stream` gives the rows as an Arrow IPC stream, with the stats
 JSON in the `X-Shoal-Stats` header; anything else gives the JSON document
 `{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. `?prune=false` reads
-every extent (for checking that pruning never changes an answer).
+every extent (for checking that pruning never changes an answer). `?engine=auto|local|spark`
+picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`); the stats say which ran and why.
 
 Scopes: SELECT/EXPLAIN/DESCRIBE/SHOW need `query`; CREATE/ALTER need `admin`, decided on the
 statement's tokens (`shoal.query.guard.classify`), so a leading comment hides nothing.
@@ -22,6 +23,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from shoal.query.guard import classify
+from shoal.query.routing import engine_mode
 from shoal.server.auth import bearer_token, require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
@@ -53,9 +55,11 @@ def _statement(raw: bytes) -> str:
 
 @router.post("/v1/query", dependencies=[Depends(require_scope("query"))])
 async def query(request: Request,
-                prune: Annotated[bool, Query()] = True) -> Response:
+                prune: Annotated[bool, Query()] = True,
+                engine: Annotated[str | None, Query()] = None) -> Response:
     state = server_state(request)
     state.check_accepting()
+    engine = engine_mode(engine, state.db.config.query_engine)
     sql = _statement(await read_body(request, limit=MAX_QUERY_BYTES))
     # Decided on the tokens of the statement, so no comment or white space can hide DDL.
     if classify(sql).kind == "admin_ddl" and state.tokens.enabled:
@@ -63,7 +67,8 @@ async def query(request: Request,
 
     from shoal.query.results import answer_document, arrow_stream
 
-    result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune))
+    result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune,
+                                                                    engine=engine))
     stats: dict[str, Any] = result.stats.to_json()
     if ARROW_STREAM in request.headers.get("accept", ""):
         return Response(arrow_stream(result.table), media_type=ARROW_STREAM,
