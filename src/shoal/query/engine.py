@@ -26,6 +26,7 @@ import logging
 import os
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -157,6 +158,7 @@ class QueryEngine:
         self._spark: SparkSession | None = None
         self._local: LocalEngine | None = None
         self._local_lock = threading.Lock()
+        self._statements = _Lru(512)        # (sql, scan columns) -> LocalStatement | reason
 
     @property
     def spark(self) -> SparkSession:
@@ -250,16 +252,29 @@ class QueryEngine:
         return Planned(sql, analysis, views, specs, stats)
 
     def _route(self, planned: Planned, mode: EngineMode) -> Route:
-        from shoal.query.transpile import spark_sql_type, to_local
+        from shoal.query.transpile import NotLocal, spark_sql_type, to_local
 
         def vet():
+            # The embedded engine's views are per query, so their names are stable and the
+            # transpiled statement is cached by the statement and its scans' columns.
+            views = _local_views(len(planned.specs))
             types = {}
-            for view, spec in zip(planned.views, planned.specs, strict=True):
+            for view, spec in zip(views, planned.specs, strict=True):
                 schema = spec.read_schema()
                 types[view] = {c: "BIGINT" if c == TIMESTAMP_NS
                                else spark_sql_type(schema.column(c).type.kind)
                                for c in spec.columns}
-            return to_local(planned.analysis.tree_for(planned.views), types, planned.sql)
+            key = (planned.sql, repr(types))
+            cached = self._statements.get(key)
+            if cached is None:
+                try:
+                    cached = to_local(planned.analysis.tree_for(views), types, planned.sql)
+                except NotLocal as e:
+                    cached = e.reason
+                self._statements.put(key, cached)
+            if isinstance(cached, str):
+                raise NotLocal(cached)
+            return cached
 
         return choose(mode, planned_bytes=planned.planned_bytes,
                       budget=self.db.config.local_query_max_bytes, vet=vet)
@@ -268,8 +283,8 @@ class QueryEngine:
         assert route.statement is not None
         local = self.local
         inputs: dict[str, pa.Table] = {}
-        for view, spec, scan in zip(planned.views, planned.specs, planned.stats.scans,
-                                    strict=True):
+        for view, spec, scan in zip(_local_views(len(planned.specs)), planned.specs,
+                                    planned.stats.scans, strict=True):
             s: ScanStats = scan["stats"]
 
             def count(n: int, s: ScanStats = s) -> None:
@@ -341,6 +356,33 @@ class QueryEngine:
             return
         for v in views:
             self._spark.catalog.dropTempView(v)
+
+
+def _local_views(n: int) -> list[str]:
+    return [f"__shoal_local_{i}" for i in range(n)]
+
+
+class _Lru:
+    """A small thread-safe least-recently-used map."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
 
 
 def _collect(df: DataFrame) -> pa.Table:
