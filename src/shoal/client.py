@@ -101,7 +101,7 @@ class Shoal:
         return read_table(self.catalog, self.store, self.formats, name, predicate,
                           snapshot_id=snapshot_id, prune=prune, columns=columns)
 
-    # queries (SPEC §8): DDL handled here, everything else planned and run by Spark
+    # queries (SPEC §8): DDL here; SELECTs planned, then run by the embedded engine or Spark
     @property
     def query_engine(self):
         """The query engine (its Spark session starts on the first query)."""
