@@ -1,7 +1,8 @@
-"""Query benchmark: shoal vs Spark over Parquet vs DuckDB over Parquet, in one run (SPEC §8).
+"""Query benchmark: shoal (Spark and embedded engines) vs Spark over Parquet vs DuckDB over
+Parquet, in one run (SPEC §8).
 
     .venv/bin/python bench/bench_query.py [--rows 10000000] [--extents 250] [--repeat 5]
-        [--needle-scale 10] [--work DIR] [--keep]
+        [--needle-scale 10] [--http-repeat 50] [--work DIR] [--keep]
 
 Generates one day of realistic logs (`_timestamp` ns, `props` JSON on a fifth of the rows,
 service (50 values, skewed), level (5), a templated message with an id token, trace_id (32
@@ -24,7 +25,12 @@ load hits each alike), every engine's answer asserted equal:
               pattern, DuckDB `regexp_matches` with the same RE2-compatible pattern)
 - full aggregation: count by minute, service and level, ordered.
 
-A fourth engine row, "shoal plan + Spark Parquet (what-if)", runs shoal's planner (stages 1
+shoal runs twice: through Spark (`engine=spark`, the Python DataSource) and through its
+embedded engine (`engine=local`: shoal's own pruned read, DuckDB in process; issue 13).
+The needle is also timed end to end through `POST /v1/query` on a `shoal serve` subprocess
+over the same data (`--http-repeat` runs, engine `auto`, after 5 warm-up runs).
+
+Another engine row, "shoal plan + Spark Parquet (what-if)", runs shoal's planner (stages 1
 and 2 in the catalog and the footers) and hands Spark's native Parquet reader only the files
 of the surviving extents: an estimate of what a Parquet execution format (SPEC §8) would give.
 
@@ -40,8 +46,11 @@ K times the extents) and the needle query runs again on every engine.
 
 Targets (query issue): needle and selective read <= 1% of the table's bytes and beat Spark
 over Parquet; full aggregation within 1.5x of Spark over Parquet; needle at K x the data
-barely moves. Output is Markdown. Generated data lives under `--work` (a temporary directory
-unless given; deleted at the end unless `--keep`).
+barely moves. Issue 13: needle warm p50 <= 30 ms through `POST /v1/query` and <= 0.5x
+DuckDB-over-Parquet; selective and full aggregation <= 1x DuckDB-over-Parquet on the
+embedded engine. Latency columns give p50 and p99 of the timed runs. Output is Markdown.
+Generated data lives under `--work` (a temporary directory unless given; deleted at the end
+unless `--keep`).
 """
 
 from __future__ import annotations
@@ -282,7 +291,21 @@ class Engines:
     def register_parquet(self) -> None:
         self.spark.read.parquet(str(self.pq_dir)).createOrReplaceTempView(PQ_VIEW)
 
-    # shoal, with its plan / execute split recorded for the profile table
+    def local(self, sql: str, label: str) -> Run:
+        """shoal's embedded engine, its plan (analysis, stages 1-2, vetting) / execute split
+        recorded."""
+        engine = self.db.query_engine
+        t0 = time.perf_counter()
+        planned = engine._scans(sql, prune=True)
+        route = engine._route(planned, "local")
+        t1 = time.perf_counter()
+        result = engine._run_local(planned, route)
+        t2 = time.perf_counter()
+        self.phases.setdefault(label + " (embedded)", []).append((t1 - t0, t2 - t1))
+        doc = result.stats.to_json()
+        return Run(result.table, doc["bytes_read"], extra=doc)
+
+    # shoal through Spark, with its plan / execute split recorded for the profile table
     def shoal(self, sql: str, label: str) -> Run:
         from shoal.query.engine import _collect
 
@@ -290,6 +313,7 @@ class Engines:
         t0 = time.perf_counter()
         df, stats, done = engine._plan(sql, prune=True)
         t1 = time.perf_counter()
+        stats.engine = "spark"
         try:
             table = _collect(df)
         finally:
@@ -449,21 +473,33 @@ def make_queries(needle_id: str, window_start: datetime) -> list[Query]:
 
 # ---- measuring ------------------------------------------------------------------------------
 
-ENGINE_NAMES = {"shoal": "shoal (`db.sql`)", "spark": "Spark over Parquet",
+ENGINE_NAMES = {"shoal": "shoal through Spark", "local": "shoal embedded (DuckDB)",
+                "spark": "Spark over Parquet",
                 "duckdb": "DuckDB over Parquet",
                 "whatif": "shoal plan + Spark Parquet (what-if)"}
 
 
 @dataclass
 class Measured:
-    latency: dict[str, float]
+    latency: dict[str, float]           # p50
     runs: dict[str, Run]
     duck_bytes: int
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def p99(self, engine: str) -> float:
+        return percentile(self.samples[engine], 0.99)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (with few samples, p99 is the slowest run)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def warm_up(engines: Engines, q: Query) -> None:
     """One run of `q` on every engine (JIT, Python workers, caches), answers checked."""
     q.check({"shoal": engines.shoal(q.shoal, "warm-up").table,
+             "local": engines.local(q.shoal, "warm-up").table,
              "spark": engines.spark_parquet(q.spark).table,
              "duckdb": engines.duckdb(q.duck).table,
              "whatif": engines.shoal_plan_parquet(q.shoal, q.spark).table})
@@ -473,6 +509,7 @@ def measure(engines: Engines, q: Query, repeat: int, label: str, *,
             warm: bool = False) -> Measured:
     fns: dict[str, Callable[[], Run]] = {
         "shoal": lambda: engines.shoal(q.shoal, label),
+        "local": lambda: engines.local(q.shoal, label),
         "spark": lambda: engines.spark_parquet(q.spark),
         "duckdb": lambda: engines.duckdb(q.duck),
         "whatif": lambda: engines.shoal_plan_parquet(q.shoal, q.spark),
@@ -480,6 +517,7 @@ def measure(engines: Engines, q: Query, repeat: int, label: str, *,
     if warm:
         warm_up(engines, q)
     engines.phases[label] = []
+    engines.phases[label + " (embedded)"] = []
     times: dict[str, list[float]] = {name: [] for name in fns}
     last: dict[str, Run] = {}
     for _ in range(repeat):
@@ -489,7 +527,42 @@ def measure(engines: Engines, q: Query, repeat: int, label: str, *,
             times[name].append(time.perf_counter() - t0)
     q.check({name: r.table for name, r in last.items()})
     return Measured({n: statistics.median(t) for n, t in times.items()}, last,
-                    engines.duckdb_bytes(q.duck))
+                    engines.duckdb_bytes(q.duck), times)
+
+
+@dataclass
+class HttpNeedle:
+    samples: list[float]
+    engine: str
+    reason: str
+
+
+def http_needle(work: Path, sql: str, repeat: int) -> HttpNeedle:
+    """The needle end to end through `POST /v1/query` on a `shoal serve` subprocess over the
+    bench's data (engine auto; Spark not started unless a query needs it)."""
+    import httpx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.support.server import start_server
+
+    server = start_server(work / "shoal", extra_args=["--lazy-spark"])
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+            doc: dict[str, Any] = {}
+            for _ in range(5):
+                r = http.post("/v1/query", json={"sql": sql})
+                r.raise_for_status()
+                doc = r.json()
+                assert doc["rows"], doc
+            samples = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                r = http.post("/v1/query", json={"sql": sql})
+                r.raise_for_status()
+                samples.append(time.perf_counter() - t0)
+            return HttpNeedle(samples, doc["stats"]["engine"], doc["stats"]["engine_reason"])
+    finally:
+        server.stop()
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -525,6 +598,8 @@ def main() -> int:
                    help="rerun the needle at this multiple of the data (1 = skip)")
     p.add_argument("--scale-repeat", type=int, default=3, help="timed runs of the needle at "
                    "scale (Spark over Parquet scans every file there)")
+    p.add_argument("--http-repeat", type=int, default=50, help="timed needle runs through "
+                   "POST /v1/query on a shoal serve subprocess (0 = skip)")
     p.add_argument("--work", type=Path, default=None, help="where the data goes "
                    "(default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the generated data")
@@ -579,6 +654,10 @@ def main() -> int:
         for q in queries:
             say(f"query: {q.name}")
             results[q.name] = measure(engines, q, args.repeat, q.name)
+        http: HttpNeedle | None = None
+        if args.http_repeat > 0:
+            say("query: needle through POST /v1/query (shoal serve, engine auto)")
+            http = http_needle(work, queries[0].shoal, args.http_repeat)
 
         scaled: Measured | None = None
         if args.needle_scale > 1:
@@ -592,7 +671,7 @@ def main() -> int:
             scaled = measure(engines, queries[0], args.scale_repeat, "needle at scale",
                              warm=True)
         elapsed = time.perf_counter() - started
-        report(args, base, data, results, scaled, engines, spark_start, load, elapsed)
+        report(args, base, data, results, scaled, engines, spark_start, load, elapsed, http)
         db.close()
     finally:
         if not args.keep:
@@ -602,7 +681,8 @@ def main() -> int:
 
 def report(args: argparse.Namespace, base: Dataset, data: Dataset,
            results: dict[str, Measured], scaled: Measured | None, engines: Engines,
-           spark_start: float, load: float, elapsed: float) -> None:
+           spark_start: float, load: float, elapsed: float,
+           http: HttpNeedle | None = None) -> None:
     import duckdb
     import pyspark
 
@@ -612,8 +692,9 @@ def report(args: argparse.Namespace, base: Dataset, data: Dataset,
     print(f"Host: {platform.machine()}, {os.cpu_count()} CPUs (load {load:.2f} at start), "
           f"Python {platform.python_version()}, pyspark {pyspark.__version__} "
           f"(`local[2]`, one session for shoal and Parquet), duckdb {duckdb.__version__}, "
-          f"pyarrow {pa.__version__}. Warm: one run, then the median of {args.repeat} "
-          f"(engines interleaved). Every engine's answer is asserted equal.\n")
+          f"pyarrow {pa.__version__}. Warm: one run, then p50 / p99 (nearest rank) of "
+          f"{args.repeat} (engines interleaved). Every engine's answer is asserted equal; "
+          f"load {os.getloadavg()[0]:.2f} at the end.\n")
     print(f"Data: one day, {base.rows // base.extents:,} rows per extent (one 64k block / "
           f"row group each), rows sorted by time in each extent. shoal (tlm v2, zstd): "
           f"{fmt_bytes(base.shoal_bytes)}, written in {base.write_shoal_s:.1f} s "
@@ -628,24 +709,25 @@ def report(args: argparse.Namespace, base: Dataset, data: Dataset,
           "fresh connection (its file cache empty; the timed runs use a warm connection whose "
           "external file cache may serve reads from memory). % is of the engine's own table "
           "size (shoal: tlm bytes; others: Parquet bytes).\n")
-    print("| query | engine | warm median ms | bytes read | % of table | vs Spark-Parquet "
-          "latency | vs Spark-Parquet bytes |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| query | engine | p50 ms | p99 ms | bytes read | % of table | vs Spark-Parquet "
+          "latency | vs DuckDB-Parquet latency | vs Spark-Parquet bytes |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for qname, m in results.items():
         s_lat = m.latency["spark"]
+        d_lat = m.latency["duckdb"]
         s_bytes = m.runs["spark"].bytes_read
-        for eng in ("shoal", "spark", "duckdb", "whatif"):
+        for eng in ("local", "shoal", "spark", "duckdb", "whatif"):
             run = m.runs[eng]
             lat = m.latency[eng]
             if eng == "duckdb":
                 nbytes: int | None = m.duck_bytes
             else:
                 nbytes = run.bytes_read
-            total = base.shoal_bytes if eng == "shoal" else base.parquet_bytes
+            total = base.shoal_bytes if eng in ("shoal", "local") else base.parquet_bytes
             shown = fmt_bytes(nbytes)
             if eng == "spark":
                 shown += f" ({fmt_bytes(run.extra['file_bytes'])}, {run.extra['files']} files)"
-            if eng == "shoal":
+            if eng in ("shoal", "local"):
                 shown += (f" ({run.extra['extents_read']}/{run.extra['extents_considered']} "
                           f"extents, {run.extra['blocks_read']} blocks)")
             if eng == "whatif":
@@ -653,12 +735,16 @@ def report(args: argparse.Namespace, base: Dataset, data: Dataset,
             ratio_b = ("—" if eng == "spark" or not s_bytes or nbytes is None
                        else f"{nbytes / s_bytes:.3f}x")
             ratio_l = "—" if eng == "spark" else f"{lat / s_lat:.2f}x"
-            print(f"| {qname} | {ENGINE_NAMES[eng]} | {lat * 1000:,.0f} | {shown} | "
-                  f"{pct(nbytes, total)} | {ratio_l} | {ratio_b} |")
+            ratio_d = "—" if eng == "duckdb" else f"{lat / d_lat:.2f}x"
+            print(f"| {qname} | {ENGINE_NAMES[eng]} | {lat * 1000:,.1f} | "
+                  f"{m.p99(eng) * 1000:,.1f} | {shown} | {pct(nbytes, total)} | {ratio_l} | "
+                  f"{ratio_d} | {ratio_b} |")
 
     print("\nWhere shoal's time goes (median of the timed runs): planning = sqlglot analysis, "
-          "catalog stage 1, stage 2 on cached footers, the scan views; execution = Spark "
-          "running the rewritten statement over the Python DataSource and `toArrow()`.\n")
+          "catalog stage 1, stage 2 on cached footers, the scan views (embedded: the vetting "
+          "and transpilation instead); execution = Spark running the rewritten statement over "
+          "the Python DataSource and `toArrow()` (embedded: shoal's read of the planned "
+          "blocks + DuckDB).\n")
     print("| query | planning ms | execution ms |\n|---|---:|---:|")
     for label, phases in engines.phases.items():
         if phases and label != "warm-up":
@@ -680,6 +766,19 @@ def report(args: argparse.Namespace, base: Dataset, data: Dataset,
     print(f"| full aggregation within 1.5x of Spark-Parquet | {ratio:.2f}x "
           f"({full.latency['shoal'] * 1000:,.0f} vs {full.latency['spark'] * 1000:,.0f} ms) | "
           f"{verdict(ratio <= 1.5)} |")
+    if http is not None:
+        p50 = statistics.median(http.samples)
+        print(f"| needle p50 <= 30 ms through `POST /v1/query` (engine {http.engine}) | "
+              f"{p50 * 1000:,.1f} ms (p99 {percentile(http.samples, 0.99) * 1000:,.1f} ms, "
+              f"{len(http.samples)} runs) | {verdict(p50 <= 0.030)} |")
+    for name, m, limit in (("needle", needle, 0.5), ("selective", sel, 1.0),
+                           ("full aggregation", full, 1.0)):
+        ratio = m.latency["local"] / m.latency["duckdb"]
+        print(f"| {name}: embedded p50 <= {limit}x DuckDB-over-Parquet | {ratio:.2f}x "
+              f"({m.latency['local'] * 1000:,.1f} vs {m.latency['duckdb'] * 1000:,.1f} ms) | "
+              f"{verdict(ratio <= limit)} |")
+    if http is not None:
+        print(f"\n`POST /v1/query` needle: engine {http.engine} ({http.reason}).")
     if scaled is not None:
         k = data.rows / base.rows
         grow = scaled.latency["shoal"] / needle.latency["shoal"]
@@ -695,10 +794,10 @@ def report(args: argparse.Namespace, base: Dataset, data: Dataset,
         print(f"Median of {args.scale_repeat} warm runs.\n")
         print("| engine | 1x ms | scaled ms | growth | scaled bytes read | % of table |")
         print("|---|---:|---:|---:|---:|---:|")
-        for eng in ("shoal", "spark", "duckdb", "whatif"):
+        for eng in ("local", "shoal", "spark", "duckdb", "whatif"):
             run = scaled.runs[eng]
             nbytes = scaled.duck_bytes if eng == "duckdb" else run.bytes_read
-            total = data.shoal_bytes if eng == "shoal" else data.parquet_bytes
+            total = data.shoal_bytes if eng in ("shoal", "local") else data.parquet_bytes
             a, b = needle.latency[eng], scaled.latency[eng]
             print(f"| {ENGINE_NAMES[eng]} | {a * 1000:,.0f} | {b * 1000:,.0f} | {b / a:.2f}x | "
                   f"{fmt_bytes(nbytes)} | {pct(nbytes, total)} |")

@@ -101,7 +101,7 @@ class Shoal:
         return read_table(self.catalog, self.store, self.formats, name, predicate,
                           snapshot_id=snapshot_id, prune=prune, columns=columns)
 
-    # queries (SPEC §8): DDL handled here, everything else planned and run by Spark
+    # queries (SPEC §8): DDL here; SELECTs planned, then run by the embedded engine or Spark
     @property
     def query_engine(self):
         """The query engine (its Spark session starts on the first query)."""
@@ -111,13 +111,15 @@ class Shoal:
             self._query_engine = QueryEngine(self)
         return self._query_engine
 
-    def sql(self, statement: str, *, prune: bool = True):
-        """Run one statement: a `QueryResult` with `.table` (pyarrow) and `.stats`."""
-        return self.query_engine.execute(statement, prune=prune)
+    def sql(self, statement: str, *, prune: bool = True, engine: str | None = None):
+        """Run one statement: a `QueryResult` with `.table` (pyarrow) and `.stats`.
+        `engine`: auto | local | spark (None = `config.query_engine`)."""
+        return self.query_engine.execute(statement, prune=prune, engine=engine)
 
-    def query(self, statement: str, *, prune: bool = True) -> pa.Table:
+    def query(self, statement: str, *, prune: bool = True,
+              engine: str | None = None) -> pa.Table:
         """The answer of one statement as a pyarrow Table."""
-        return self.sql(statement, prune=prune).table
+        return self.sql(statement, prune=prune, engine=engine).table
 
     def spark_sql(self, statement: str, *, prune: bool = True):
         """A SELECT as a Spark DataFrame (each table reference planned and pruned now)."""

@@ -61,6 +61,11 @@ class Config:
     query_max_bytes: int = 256 << 20
     query_concurrency: int = 4
     body_timeout_s: float = 60.0
+    # Which engine answers a SELECT (SPEC §8): `auto` runs it in process (the embedded
+    # engine) when it is vetted identical to Spark and its pruned scans plan at most
+    # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
+    query_engine: str = "auto"
+    local_query_max_bytes: int = 256 << 20
 
     @property
     def data_path(self) -> Path:
@@ -81,7 +86,8 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "query_max_rows", "query_max_bytes",
-                         "query_concurrency"})
+                         "query_concurrency", "local_query_max_bytes"})
+QUERY_ENGINES = ("auto", "local", "spark")
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -110,6 +116,12 @@ def _coerce(name: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    if name == "query_engine":
+        text = str(value).strip().lower()
+        if text not in QUERY_ENGINES:
+            raise ConfigError(f"query_engine must be one of {', '.join(QUERY_ENGINES)}, "
+                              f"got {value!r}")
+        return text
     return str(value)
 
 

@@ -3,7 +3,9 @@
 `--format table` (default) prints a table, `json` the same document as `POST /v1/query`,
 `csv` a header line and rows. `--stats` prints the pruning stats (extents and blocks
 considered/pruned/read, bytes read) on stderr; `EXPLAIN <select>` shows them per scan
-without running the query. `--no-prune` reads every extent.
+without running the query. `--no-prune` reads every extent. `--engine auto|local|spark`
+picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`, else auto); `--stats` and
+`EXPLAIN` say which engine ran and why.
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ def sql_command(
                      ] = False,
     prune: Annotated[bool, typer.Option("--prune/--no-prune",
                                         help="Skip data by the pruning cascade")] = True,
+    engine: Annotated[str | None, typer.Option(
+        "--engine", help="auto, local (embedded) or spark; default SHOAL_QUERY_ENGINE")
+    ] = None,
 ) -> None:
-    """Run SQL: SELECT through Spark, or CREATE TABLE / ALTER TABLE / DESCRIBE / SHOW TABLES."""
+    """Run SQL: SELECT (embedded engine or Spark), or CREATE TABLE / ALTER TABLE / DESCRIBE /
+    SHOW TABLES."""
     import sys
 
     from shoal.cli.main import _connect
@@ -35,7 +41,7 @@ def sql_command(
     text = sys.stdin.read() if statement == "-" else statement
     db = _connect(ctx)
     try:
-        result = db.sql(text, prune=prune)
+        result = db.sql(text, prune=prune, engine=engine)
     finally:
         db.close()
     doc = result.stats.to_json()

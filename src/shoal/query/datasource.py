@@ -9,11 +9,11 @@ Two ways in:
   `version` = a snapshot id, or `timestamp` = the latest snapshot at or before an RFC 3339
   time): a plain full scan for DataFrame users, planned here on the driver.
 
-Each block is read with only the spec's columns, upgraded from the schema version it was
-written under to the version being read (added columns null or default, widened types cast
-up), then shaped into what Spark's Arrow path accepts: timestamps in µs (`_timestamp_ns`
-keeps the nanoseconds as a BIGINT), vectors as `list<float>`, `dynamic` as JSON text.
-Spark applies every filter itself afterwards (stage 3).
+Each block is read by `shoal.query.shapes.read_tasks`, the same reader the embedded engine
+uses: only the spec's columns, upgraded to the version being read, shaped into what Spark's
+Arrow path accepts (timestamps in µs, `_timestamp_ns` as a BIGINT, vectors as
+`list<float>`, `dynamic` as JSON text). Spark applies every filter itself afterwards
+(stage 3).
 
 Bytes read by the executors come back to the driver through a Spark accumulator passed in
 the `bytes_accumulator` option (pickled), so every answer can report what it really read.
@@ -34,13 +34,12 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, Dou
                                StructType, TimestampType)
 
 from shoal.query.scanspec import TIMESTAMP_NS, ScanSpec, ScanTask
+from shoal.query.shapes import read_tasks, to_spark_batch
 from shoal.types.columns import ColumnType
 from shoal.types.schema import Schema
-from shoal.types.upgrade import upgrade_batch
 
-_TS_US = pa.timestamp("us", tz="UTC")
-_FLOAT_LIST = pa.list_(pa.float32())
-
+__all__ = ["ShoalDataSource", "encode_accumulator", "resolve_snapshot", "spark_schema",
+           "spark_type", "to_spark_batch"]
 
 def spark_type(ctype: ColumnType) -> DataType:
     kind = ctype.kind
@@ -62,25 +61,6 @@ def spark_schema(schema: Schema, columns: list[str]) -> StructType:
         else:
             fields.append(StructField(name, spark_type(schema.column(name).type)))
     return StructType(fields)
-
-
-def to_spark_batch(batch: pa.RecordBatch, schema: Schema, columns: list[str]) -> pa.RecordBatch:
-    """`batch` (already upgraded to `schema`) as the Arrow shapes Spark's reader accepts."""
-    arrays = []
-    for name in columns:
-        if name == TIMESTAMP_NS:
-            arrays.append(batch.column("_timestamp").cast(pa.int64()))
-            continue
-        arr = batch.column(name)
-        kind = schema.column(name).type.kind
-        if kind == "timestamp":
-            arr = arr.cast(_TS_US, safe=False)
-        elif kind == "vector":
-            arr = arr.cast(_FLOAT_LIST)
-        elif kind == "dynamic":
-            arr = arr.cast(pa.string())
-        arrays.append(arr)
-    return pa.RecordBatch.from_arrays(arrays, names=columns)
 
 
 def encode_accumulator(acc: Any) -> str:
@@ -129,35 +109,13 @@ class ShoalScanReader(DataSourceReader):
         from shoal.client import default_formats
         from shoal.storage import open_store
 
-        spec = self.spec
         tasks: list[ScanTask] = partition.value
         if not tasks:
             return
-        schema = spec.read_schema()
-        store = open_store(spec.storage_url, s3_endpoint=spec.s3_endpoint)
-        formats = default_formats()
-        real = [c for c in spec.columns if c != TIMESTAMP_NS]
-        if TIMESTAMP_NS in spec.columns and "_timestamp" not in real:
-            real.append("_timestamp")
+        store = open_store(self.spec.storage_url, s3_endpoint=self.spec.s3_endpoint)
         acc = self.bytes_accumulator
-        for task in tasks:
-            reader = formats[task.format].open_extent(store, task.path)
-            counted = 0
-            try:
-                meta = reader.metadata()
-                present = set(meta.schema.names)
-                blocks = task.blocks if task.blocks is not None else range(meta.block_count)
-                for b in blocks:
-                    raw = reader.read_block(b, [c for c in real if c in present])
-                    batch = to_spark_batch(upgrade_batch(raw, schema, real), schema,
-                                           spec.columns)
-                    # count before yielding: a LIMIT may stop the consumer at any batch
-                    if acc is not None:
-                        acc.add(reader.bytes_read - counted)
-                    counted = reader.bytes_read
-                    yield batch
-            finally:
-                reader.close()
+        yield from read_tasks(self.spec, tasks, store, default_formats(),
+                              None if acc is None else acc.add)
 
 
 def _plan_full_scan(options: dict[str, str]) -> ScanSpec:

@@ -29,6 +29,12 @@ starts a fresh one (a generation counter tells engines their cached session is g
 `QueryEngine.restart` does both; `spark_alive` and `ping` let a supervisor (the server's)
 notice a dead or wedged JVM. A statement whose Spark fails because the JVM is gone (or was
 replaced meanwhile) raises `EngineUnavailableError`, not a query error.
+
+Planning (analysis, stages 1-2, one `ScanSpec` per reference: `_scans`) is shared by both
+engines; `shoal.query.routing` then picks the embedded engine (`shoal.query.local`) or
+Spark for the SELECT (`engine=auto|local|spark`, default `Config.query_engine`). In `auto`,
+a statement the embedded engine fails on is answered by Spark. The stats say which engine
+ran and why.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,13 +60,17 @@ from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_
 from shoal.query.guard import SPARK_HARDENING, classify
 from shoal.query.limits import QueryLimits, cap_table
 from shoal.query.planner import Analysis, analyze, referenced_tables
+from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
 from shoal.query.scan import ScanStats
-from shoal.query.scanspec import FooterCache, build_scan_spec
+from shoal.query.scanspec import TIMESTAMP_NS, FooterCache, ScanSpec, build_scan_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from shoal.client import Shoal
+    from shoal.query.local import LocalEngine
+
+logger = logging.getLogger("shoal.query")
 
 log = logging.getLogger("shoal.query")
 
@@ -181,6 +192,9 @@ def _register_functions(spark: SparkSession, processing_log: str | None) -> None
 @dataclass
 class QueryStats:
     scans: list[dict[str, Any]] = field(default_factory=list)
+    engine: str | None = None               # local | spark: which engine answered
+    engine_reason: str | None = None        # and why (shoal.query.routing)
+    planned_bytes: int | None = None        # what stages 1-2 left, the routing's measure
 
     def add(self, ref_table: str, alias: str, snapshot_id: int, pushed: Any,
             stats: ScanStats) -> ScanStats:
@@ -195,9 +209,28 @@ class QueryStats:
             for k, v in s["stats"].to_json().items():
                 setattr(total, k, getattr(total, k) + v)
         doc: dict[str, Any] = total.to_json()
+        if self.engine is not None:
+            doc["engine"] = self.engine
+            doc["engine_reason"] = self.engine_reason
+            doc["planned_bytes"] = self.planned_bytes
         doc["scans"] = [{**{k: v for k, v in s.items() if k != "stats"},
                          **s["stats"].to_json()} for s in self.scans]
         return doc
+
+
+@dataclass
+class Planned:
+    """A SELECT planned for either engine: one view name and spec per table reference."""
+
+    sql: str
+    analysis: Analysis
+    views: list[str]
+    specs: list[ScanSpec]
+    stats: QueryStats
+
+    @property
+    def planned_bytes(self) -> int:
+        return sum(spec.planned_bytes for spec in self.specs)
 
 
 @dataclass
@@ -216,6 +249,9 @@ class QueryEngine:
         self.max_result_bytes: int | None = None
         self._spark: SparkSession | None = None
         self._generation = -1
+        self._local: LocalEngine | None = None
+        self._local_lock = threading.Lock()
+        self._statements = _Lru(512)        # (sql, scan columns) -> LocalStatement | reason
 
     @property
     def spark(self) -> SparkSession:
@@ -257,12 +293,26 @@ class QueryEngine:
         discard_spark_session()     # bumps the generation: `spark` starts a fresh session
         self.warm_up()
 
+    @property
+    def local(self) -> LocalEngine:
+        """The embedded engine (created on first use; never starts Spark)."""
+        with self._local_lock:
+            if self._local is None:
+                from shoal.query.local import DuckDBExecutor, LocalEngine
+
+                log = os.path.join(self.db.config.data_dir, "processing.log")
+                threads = max(1, os.cpu_count() or 1)
+                self._local = LocalEngine(self.db.store, self.db.formats, DuckDBExecutor(
+                    threads=threads, processing_log=log), read_threads=threads)
+            return self._local
+
     # ---- entry points --------------------------------------------------------------------
-    def execute(self, sql: str, *, prune: bool = True,
+    def execute(self, sql: str, *, prune: bool = True, engine: str | None = None,
                 limits: QueryLimits | None = None) -> QueryResult:
         """Answer one statement: shoal's DDL, `EXPLAIN <select>` or a SELECT; anything
-        else is refused by `shoal.query.guard` before an engine sees it. `limits` bound the
-        Spark work and the answer (see the module docstring)."""
+        else is refused by `shoal.query.guard` before an engine sees it. `engine`:
+        auto | local | spark (None = the configured `query_engine`). `limits` bound the
+        work and the answer (see the module docstring)."""
         from shoal.query.ddl import execute_ddl, parse_ddl
 
         statement = classify(sql)
@@ -271,10 +321,28 @@ class QueryEngine:
             assert ddl is not None
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
         limits = limits or QueryLimits()
+        mode = engine_mode(engine, self.db.config.query_engine)
         with _Run(limits.timeout_s) as run:
             if statement.kind == "explain":
-                return self._explain(statement.body, prune=prune, run=run)
-            df, stats, done = self._plan(sql, prune=prune, run=run)
+                return self._explain(statement.body, prune=prune, mode=mode, run=run)
+            planned = self._scans(sql, prune=prune)
+            route = self._route(planned, mode)
+            if route.engine == "local":
+                from shoal.query.local import LocalExecutionError
+
+                try:
+                    local = self._run_local(planned, route)
+                    table, truncated = cap_table(local.table, max_rows=limits.max_rows,
+                                                 max_bytes=limits.max_bytes)
+                    return QueryResult(table, local.stats, truncated=truncated)
+                except LocalExecutionError as e:
+                    if mode == "local":
+                        raise
+                    logger.info("local engine handed a statement to Spark: %s", e)
+                    route = handed_off(route, e)
+                    planned = self._scans(sql, prune=prune)
+            df, stats, done = self._plan(sql, prune=prune, planned=planned, run=run)
+            stats.engine, stats.engine_reason = route.engine, route.reason
             try:
                 table, truncated = self._collect(df, limits, run)
             finally:
@@ -288,38 +356,94 @@ class QueryEngine:
         return df, stats
 
     # ---- planning ------------------------------------------------------------------------
-    def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False,
-              run: _Run | None = None):
+    def _scans(self, sql: str, *, prune: bool) -> Planned:
+        """Analysis and stages 1-2 for every table reference: what either engine reads."""
         catalog = self.db.catalog
         known = {t.name: t for t in catalog.list_tables()}
         analysis = analyze(sql, {name: {c.name: c.type for c in info.schema.columns}
                                  for name, info in known.items()})
         self._check_tables(analysis)
+        stats = QueryStats()
+        views: list[str] = []
+        specs: list[ScanSpec] = []
+        for ref in analysis.refs:
+            snapshot_id = resolve_snapshot(catalog, ref.table, ref.version, ref.timestamp)
+            spec, scan_stats = build_scan_spec(
+                catalog, self.db.store, self.db.formats, self.footers, ref.table,
+                predicate=ref.predicate, columns=ref.columns, snapshot_id=snapshot_id,
+                storage_url=self.db.config.resolved_storage_url,
+                s3_endpoint=self.db.config.s3_endpoint, parallelism=1, prune=prune)
+            stats.add(ref.table, ref.alias, spec.snapshot_id, ref.predicate, scan_stats)
+            specs.append(spec)
+            views.append(f"__shoal_scan_{next(_view_ids)}")
+        stats.planned_bytes = sum(spec.planned_bytes for spec in specs)
+        return Planned(sql, analysis, views, specs, stats)
+
+    def _route(self, planned: Planned, mode: EngineMode) -> Route:
+        from shoal.query.transpile import NotLocal, spark_sql_type, to_local
+
+        def vet():
+            # The embedded engine's views are per query, so their names are stable and the
+            # transpiled statement is cached by the statement and its scans' columns.
+            views = _local_views(len(planned.specs))
+            types = {}
+            for view, spec in zip(views, planned.specs, strict=True):
+                schema = spec.read_schema()
+                types[view] = {c: "BIGINT" if c == TIMESTAMP_NS
+                               else spark_sql_type(schema.column(c).type.kind)
+                               for c in spec.columns}
+            key = (planned.sql, repr(types))
+            cached = self._statements.get(key)
+            if cached is None:
+                try:
+                    cached = to_local(planned.analysis.tree_for(views), types, planned.sql)
+                except NotLocal as e:
+                    cached = e.reason
+                self._statements.put(key, cached)
+            if isinstance(cached, str):
+                raise NotLocal(cached)
+            return cached
+
+        return choose(mode, planned_bytes=planned.planned_bytes,
+                      budget=self.db.config.local_query_max_bytes, vet=vet)
+
+    def _run_local(self, planned: Planned, route: Route) -> QueryResult:
+        assert route.statement is not None
+        local = self.local
+        inputs: dict[str, pa.Table] = {}
+        for view, spec, scan in zip(_local_views(len(planned.specs)), planned.specs,
+                                    planned.stats.scans, strict=True):
+            s: ScanStats = scan["stats"]
+
+            def count(n: int, s: ScanStats = s) -> None:
+                s.bytes_read += n
+
+            inputs[view] = local.read(spec, count)
+        table = local.answer(route.statement, inputs)
+        planned.stats.engine, planned.stats.engine_reason = route.engine, route.reason
+        return QueryResult(table, planned.stats)
+
+    def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False,
+              planned: Planned | None = None, run: _Run | None = None):
+        planned = planned or self._scans(sql, prune=prune)
         spark = self.spark
         run = run or _Run(None)
         run.attach(spark, self._generation)
-        stats = QueryStats()
+        stats = planned.stats
         views: list[str] = []
         accumulators: list[tuple[Any, ScanStats]] = []
         try:
             parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
-            for ref in analysis.refs:
-                snapshot_id = resolve_snapshot(catalog, ref.table, ref.version, ref.timestamp)
-                spec, scan_stats = build_scan_spec(
-                    catalog, self.db.store, self.db.formats, self.footers, ref.table,
-                    predicate=ref.predicate, columns=ref.columns, snapshot_id=snapshot_id,
-                    storage_url=self.db.config.resolved_storage_url,
-                    s3_endpoint=self.db.config.s3_endpoint, parallelism=parallelism,
-                    prune=prune)
-                stats.add(ref.table, ref.alias, spec.snapshot_id, ref.predicate, scan_stats)
+            for view, spec, scan in zip(planned.views, planned.specs, stats.scans,
+                                        strict=True):
                 acc = spark.sparkContext.accumulator(0)
-                accumulators.append((acc, scan_stats))
-                view = f"__shoal_scan_{next(_view_ids)}"
-                (spark.read.format("shoal").option("scan", spec.to_json())
+                accumulators.append((acc, scan["stats"]))
+                (spark.read.format("shoal")
+                 .option("scan", spec.repartitioned(parallelism).to_json())
                  .option("bytes_accumulator", encode_accumulator(acc)).load()
                  .createOrReplaceTempView(view))
                 views.append(view)
-            df = spark.sql(analysis.sql_for(views))
+            df = spark.sql(planned.analysis.sql_for(views))
         except ShoalError:
             self._drop(views)
             raise
@@ -343,11 +467,18 @@ class QueryEngine:
         for name in referenced_tables(analysis.tree) - found - ctes:
             raise TableNotFoundError(name)      # queries see shoal tables and CTEs only
 
-    def _explain(self, sql: str, *, prune: bool, run: _Run) -> QueryResult:
-        _, stats, done = self._plan(sql, prune=prune, run=run)
-        done()
+    def _explain(self, sql: str, *, prune: bool, mode: EngineMode = "spark",
+                 run: _Run | None = None) -> QueryResult:
+        planned = self._scans(sql, prune=prune)
+        route = self._route(planned, mode)
+        if route.engine == "spark":         # Spark's analysis checks the statement
+            _, _, done = self._plan(sql, prune=prune, planned=planned, run=run)
+            done()
+        stats = planned.stats
+        stats.engine, stats.engine_reason = route.engine, route.reason
         rows = [{"table": s["table"], "alias": s["alias"], "snapshot_id": s["snapshot_id"],
-                 "pushed": s["pushed"], **s["stats"].to_json()} for s in stats.scans]
+                 "pushed": s["pushed"], **s["stats"].to_json(), "engine": route.engine,
+                 "engine_reason": route.reason} for s in stats.scans]
         return QueryResult(pa.Table.from_pylist(rows) if rows else pa.table({}), stats,
                            kind="explain")
 
@@ -475,6 +606,34 @@ def _engine_gone(e: BaseException) -> str | None:
     if any(marker in text for marker in _DEAD_CONTEXT):
         return "the Spark context was shut down"
     return None
+
+
+def _local_views(n: int) -> list[str]:
+    return [f"__shoal_local_{i}" for i in range(n)]
+
+
+class _Lru:
+    """A small thread-safe least-recently-used map."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
 
 
 def _spark_message(e: Exception) -> str:

@@ -72,6 +72,10 @@ class Analysis:
 
     def sql_for(self, views: Sequence[str]) -> str:
         """The statement with reference i reading temporary view `views[i]`."""
+        return self.tree_for(views).sql(dialect="spark")
+
+    def tree_for(self, views: Sequence[str]) -> exp.Expression:
+        """A copy of the parsed statement with reference i reading view `views[i]`."""
         for i, ref in enumerate(self.refs):
             ref.node.meta["shoal_ref"] = i
 
@@ -83,7 +87,7 @@ class Analysis:
             return exp.Table(this=exp.to_identifier(view),
                              alias=exp.TableAlias(this=exp.to_identifier(ref.alias)))
 
-        return self.tree.transform(swap, copy=True).sql(dialect="spark")
+        return self.tree.transform(swap, copy=True)
 
 
 def parse(sql: str) -> exp.Expression:
@@ -111,8 +115,10 @@ def analyze(sql: str, table_columns: Mapping[str, Mapping[str, ColumnType]]) -> 
     mentioned = _mentioned_names(tree)
     for scope in traverse_scope(tree):
         select = scope.expression
-        for alias, (node, source) in scope.selected_sources.items():
-            if not isinstance(source, exp.Table) or source is not node:
+        # `sources`, not `selected_sources`: the right side of a LEFT SEMI/ANTI JOIN selects
+        # nothing but is a table reference all the same.
+        for alias, source in scope.sources.items():
+            if not isinstance(source, exp.Table):
                 continue
             name = _table_name(source)
             if name is None or name not in table_columns:
@@ -128,7 +134,7 @@ def analyze(sql: str, table_columns: Mapping[str, Mapping[str, ColumnType]]) -> 
                 columns = ["_timestamp"]        # count(*) and friends: the narrowest scan
             conjuncts = _pushable_conjuncts(scope, select, source, alias)
             lowered = [p for c in conjuncts
-                       if (p := _lower(c, alias, types, sole=len(scope.selected_sources) == 1))
+                       if (p := _lower(c, alias, types, sole=len(scope.sources) == 1))
                        is not None]
             predicate = lowered[0] if len(lowered) == 1 else (And(tuple(lowered)) if lowered
                                                                else None)

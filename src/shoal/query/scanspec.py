@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from shoal.catalog.base import Catalog, ManifestEntry
@@ -35,12 +35,15 @@ TIMESTAMP_NS = TIMESTAMP_NS_COLUMN
 
 @dataclass(frozen=True)
 class ScanTask:
-    """One extent's share of a scan: its surviving blocks (None = every block)."""
+    """One extent's share of a scan: its surviving blocks (None = every block) and the
+    bytes they take in the extent (its size times the share of its blocks: an upper bound
+    of what reading them fetches, since a projection reads fewer)."""
 
     path: str
     format: str
     blocks: list[int] | None
     rows: int
+    planned_bytes: int = 0
 
 
 @dataclass
@@ -65,6 +68,20 @@ class ScanSpec:
 
     def read_schema(self) -> Schema:
         return Schema.from_json(self.schema)
+
+    def tasks(self) -> list[ScanTask]:
+        return [t for part in self.partitions for t in part]
+
+    @property
+    def planned_bytes(self) -> int:
+        return sum(t.planned_bytes for t in self.tasks())
+
+    @property
+    def planned_rows(self) -> int:
+        return sum(t.rows for t in self.tasks())
+
+    def repartitioned(self, parallelism: int) -> ScanSpec:
+        return replace(self, partitions=partition_tasks(self.tasks(), parallelism))
 
 
 @dataclass(frozen=True)
@@ -115,7 +132,8 @@ def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
     """Blocks of each extent that may match (SPEC §8 stage 2); counts into `stats`."""
     if predicate is None:           # nothing to decide: read every block, skip the footers
         stats.blocks_considered += sum(e.block_count for e in entries)
-        return [ScanTask(e.object_path, e.format, None, e.row_count) for e in entries]
+        return [ScanTask(e.object_path, e.format, None, e.row_count, e.byte_size)
+                for e in entries]
     missing = [e for e in entries if cache.get(e.object_path) is None]
     if missing:
         def load(e: ManifestEntry) -> tuple[str, Footer, int]:
@@ -142,8 +160,10 @@ def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
             rows = sum(footer.block_stats[i]["rows"] for i in blocks)
         stats.blocks_pruned += footer.block_count - len(blocks)
         if blocks:
+            share = len(blocks) / max(1, footer.block_count)
             tasks.append(ScanTask(e.object_path, e.format,
-                                  None if len(blocks) == footer.block_count else blocks, rows))
+                                  None if len(blocks) == footer.block_count else blocks, rows,
+                                  round(e.byte_size * share)))
         else:
             stats.extents_pruned += 1
     return tasks

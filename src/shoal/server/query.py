@@ -4,7 +4,8 @@ Body `{"sql": "..."}` (`{"kql": ...}` is a later wave and answers 400). `Accept:
 application/vnd.apache.arrow.stream` gives the rows as an Arrow IPC stream, with the stats
 JSON in the `X-Shoal-Stats` header; anything else gives the JSON document
 `{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. `?prune=false` reads
-every extent (for checking that pruning never changes an answer).
+every extent (for checking that pruning never changes an answer). `?engine=auto|local|spark`
+picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`); the stats say which ran and why.
 
 Scopes: SELECT/EXPLAIN/DESCRIBE/SHOW need `query`; CREATE/ALTER need `admin`, decided on the
 statement's tokens (`shoal.query.guard.classify`), so a leading comment hides nothing.
@@ -39,6 +40,7 @@ from fastapi.responses import JSONResponse, Response
 
 from shoal.errors import BadJsonError, EngineUnavailableError, JsonLimitError
 from shoal.query.guard import classify
+from shoal.query.routing import engine_mode
 from shoal.server.auth import bearer_token, require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
@@ -76,9 +78,11 @@ def _statement(raw: bytes) -> str:
 
 @router.post("/v1/query", dependencies=[Depends(require_scope("query"))])
 async def query(request: Request,
-                prune: Annotated[bool, Query()] = True) -> Response:
+                prune: Annotated[bool, Query()] = True,
+                engine: Annotated[str | None, Query()] = None) -> Response:
     state = server_state(request)
     state.check_accepting()
+    engine = engine_mode(engine, state.db.config.query_engine)
     sql = _statement(await read_body(request, limit=MAX_QUERY_BYTES))
     # Decided on the tokens of the statement, so no comment or white space can hide DDL.
     statement = classify(sql)
@@ -90,7 +94,7 @@ async def query(request: Request,
     if statement.kind in ("ddl", "admin_ddl"):      # the catalog only: no slot, no Spark
         result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune))
     else:
-        result = await _run_on_engine(state, sql, prune=prune)
+        result = await _run_on_engine(state, sql, prune=prune, engine=engine)
     stats: dict[str, Any] = result.stats.to_json()
     stats["truncated"] = result.truncated is not None
     if result.truncated is not None:
@@ -103,7 +107,8 @@ async def query(request: Request,
     return JSONResponse(doc)
 
 
-async def _run_on_engine(state: ServerState, sql: str, *, prune: bool) -> QueryResult:
+async def _run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: str
+                         ) -> QueryResult:
     """One statement on the Spark engine under the server's bounds: a free slot (else 429),
     a live engine (else 503), the timeout and the result caps."""
     reason = state.spark.unavailable()
@@ -111,9 +116,10 @@ async def _run_on_engine(state: ServerState, sql: str, *, prune: bool) -> QueryR
         raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
     state.query_slots.acquire()
     try:
-        engine = state.db.query_engine
+        executor = state.db.query_engine
         return await anyio.to_thread.run_sync(
-            lambda: engine.execute(sql, prune=prune, limits=state.query_limits))
+            lambda: executor.execute(sql, prune=prune, engine=engine,
+                                     limits=state.query_limits))
     except EngineUnavailableError as e:
         e.retry_after_s = state.spark.retry_after_s
         state.spark.wake()          # restart now rather than at the next probe

@@ -1,0 +1,91 @@
+"""The one Arrow shape every query engine reads a planned scan in (SPEC §8).
+
+Spark's Python DataSource and the embedded engine read the same `ScanSpec` through
+`read_tasks`, so both see identical columns: each surviving block is read with only the
+spec's columns (the tlm reader fetches and decompresses only those fields), upgraded from
+the schema version it was written under to the version being read, then shaped into what
+Spark's Arrow path accepts: timestamps in µs UTC (truncated from ns; `_timestamp_ns` keeps
+the nanoseconds as a BIGINT), vectors as `list<float>`, `dynamic` as JSON text.
+
+Nothing here imports pyspark or the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import pyarrow as pa
+
+from shoal.format.base import SegmentFormat
+from shoal.query.scanspec import TIMESTAMP_NS, ScanSpec, ScanTask
+from shoal.storage.base import ObjectStore
+from shoal.types.schema import Schema
+from shoal.types.upgrade import upgrade_batch
+
+TS_US = pa.timestamp("us", tz="UTC")
+FLOAT_LIST = pa.list_(pa.float32())
+
+
+def to_spark_batch(batch: pa.RecordBatch, schema: Schema, columns: list[str]) -> pa.RecordBatch:
+    """`batch` (already upgraded to `schema`) as the Arrow shapes Spark's reader accepts."""
+    arrays = []
+    for name in columns:
+        if name == TIMESTAMP_NS:
+            arrays.append(batch.column("_timestamp").cast(pa.int64()))
+            continue
+        arr = batch.column(name)
+        kind = schema.column(name).type.kind
+        if kind == "timestamp":
+            arr = arr.cast(TS_US, safe=False)
+        elif kind == "vector":
+            arr = arr.cast(FLOAT_LIST)
+        elif kind == "dynamic":
+            arr = arr.cast(pa.string())
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=columns)
+
+
+def stored_columns(columns: Sequence[str]) -> list[str]:
+    """The stored columns a scan of `columns` reads (`_timestamp_ns` comes from
+    `_timestamp`)."""
+    real = [c for c in columns if c != TIMESTAMP_NS]
+    if TIMESTAMP_NS in columns and "_timestamp" not in real:
+        real.append("_timestamp")
+    return real
+
+
+def spec_arrow_schema(spec: ScanSpec) -> pa.Schema:
+    """The Arrow schema `read_tasks` yields for `spec` (also for a scan with no rows)."""
+    schema = spec.read_schema()
+    real = stored_columns(spec.columns)
+    empty = pa.RecordBatch.from_arrays(
+        [pa.array([], type=schema.column(c).type.arrow()) for c in real], names=real)
+    return to_spark_batch(empty, schema, spec.columns).schema
+
+
+def read_tasks(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
+               formats: dict[str, SegmentFormat],
+               on_bytes: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """Batches of `tasks`' surviving blocks in the engines' shape. `on_bytes(n)` is told of
+    every byte fetched, before the batch that needed it is yielded (a LIMIT may stop the
+    consumer at any batch)."""
+    schema = spec.read_schema()
+    real = stored_columns(spec.columns)
+    for task in tasks:
+        reader = formats[task.format].open_extent(store, task.path)
+        counted = 0
+        try:
+            meta = reader.metadata()
+            present = set(meta.schema.names)
+            blocks = task.blocks if task.blocks is not None else range(meta.block_count)
+            for b in blocks:
+                raw = reader.read_block(b, [c for c in real if c in present])
+                batch = to_spark_batch(upgrade_batch(raw, schema, real), schema, spec.columns)
+                if on_bytes is not None:
+                    on_bytes(reader.bytes_read - counted)
+                counted = reader.bytes_read
+                yield batch
+        finally:
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,485 @@
+"""Spark SQL -> the embedded engine's dialect, only where the answer is certainly identical.
+
+Users write Spark SQL whatever engine runs it (SPEC §8). `to_local(tree, views)` takes the
+planner's statement with every table reference already reading its scan view and returns
+the statement in DuckDB's dialect plus the names Spark would give the answer's columns --
+or raises `NotLocal` with the reason when any part of it might answer differently.
+
+The check is an allow-list on the statement after sqlglot has resolved every column
+(`qualify`) and typed every expression (`annotate_types`) against the views' Spark types:
+
+- relational shapes: SELECT (DISTINCT), joins of every kind, WHERE, GROUP BY, HAVING,
+  ORDER BY (Spark sorts NULLs first ascending, last descending: made explicit), LIMIT,
+  WITH, UNION [ALL], IN / EXISTS / scalar subqueries, correlated or not;
+- operators: comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, BETWEEN, `<=>`, `+ - *` on
+  integers and doubles (an overflow raises in both engines: ANSI), LIKE without escapes,
+  RLIKE with a pattern both regex dialects read alike (`has()`'s rewrite included);
+- functions: count, sum, avg, min, max, coalesce, CASE/IF, `date_trunc` (year .. second),
+  `get_json_object` on simple `$.key.key` paths, shoal's byte functions;
+- types: both sides of a comparison of one family (numbers, strings, booleans, timestamps,
+  binary); a string literal compared with a timestamp is parsed here exactly as Spark reads
+  it (UTC session) or not at all. No decimal literals, casts, division, window functions,
+  arrays in comparisons, or anything sqlglot cannot type.
+
+Names: an alias, a plain column's name, a `*` expanded over its sources, and the names Spark
+gives `count(*)` ("count(1)") and `count|sum|avg|min|max(column)`. Any other unaliased
+expression goes to Spark, which names it. Every output column carries the Spark type the
+statement has (`spark_types`), which the engine casts its answer to (exactly, or it fails).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from shoal.query.planner import BYTE_FUNCTIONS, _timestamp_us_as_ns
+
+T = exp.DataType.Type
+_NUMERIC = {T.INT: "number", T.BIGINT: "number", T.DOUBLE: "number", T.FLOAT: "number",
+            T.SMALLINT: "number", T.TINYINT: "number"}
+# Spark's TIMESTAMP is a zone-aware instant (sqlglot: TIMESTAMPTZ / TIMESTAMPLTZ).
+_TIMESTAMPS = (T.TIMESTAMP, T.TIMESTAMPTZ, T.TIMESTAMPLTZ)
+_FAMILY = {**_NUMERIC, T.VARCHAR: "string", T.TEXT: "string", T.BOOLEAN: "boolean",
+           T.BINARY: "binary", T.VARBINARY: "binary", **dict.fromkeys(_TIMESTAMPS, "timestamp")}
+_ARROW = {T.INT: pa.int32(), T.BIGINT: pa.int64(), T.DOUBLE: pa.float64(),
+          T.FLOAT: pa.float32(), T.VARCHAR: pa.string(), T.TEXT: pa.string(),
+          T.BOOLEAN: pa.bool_(), T.BINARY: pa.binary(), T.VARBINARY: pa.binary(),
+          **dict.fromkeys(_TIMESTAMPS, pa.timestamp("us", tz="UTC"))}
+# Spark's numeric widening (TypeCoercion): the wider of two is the later one here.
+_WIDENING = [T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.FLOAT, T.DOUBLE]
+_BYTE_TYPES = {"int_from_bytes": T.INT, "bigint_from_bytes": T.BIGINT,
+               "double_from_bytes": T.DOUBLE}
+_TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
+_NAMED_AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
+                     exp.Max: "max"}
+# Structure and operators whose meaning is the same in both engines once their operands
+# pass the type rules below.
+_PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.Having,
+          exp.Order, exp.Ordered, exp.Limit, exp.Distinct, exp.With, exp.CTE, exp.Subquery,
+          exp.TableAlias, exp.Table, exp.Column, exp.Identifier, exp.Alias, exp.Star,
+          exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.And, exp.Or, exp.Not, exp.Is,
+          exp.Exists, exp.Tuple, exp.Case, exp.If, exp.Coalesce, exp.Count, exp.Sum,
+          exp.Avg, exp.Min, exp.Max, exp.Neg, exp.Var, exp.JSONPath, exp.JSONPathRoot,
+          exp.JSONPathKey, exp.Boolean)
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul)
+_PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# RLIKE patterns read alike by Java's regex and RE2: literal characters, groups without
+# flags, alternation, classes of literals and ranges, quantifiers, a leading ^, \d, \w and
+# escaped punctuation. No `.` or `$` (line terminators differ), no `\s`, no flags.
+_SAFE_REGEX = re.compile(r"""^\^?(?:[A-Za-z0-9 _\-:/=,;@#%&'"<>~!]|\((?!\?)|\)|\||[*+?]|
+    \{\d+(?:,\d*)?\}|\\[dw]|\\[.\[\]{}()*+?^$|\\/-]|\[\^?(?:[A-Za-z0-9 _:/=,;@#%&'"<>~!.]|
+    \\[.\[\]\\^-]|-(?!\]))+\])*$""", re.VERBOSE)
+# DuckDB raises this (`error()`) where a value would not be rendered as Spark renders it;
+# the engine then hands the statement to Spark.
+NOT_IDENTICAL_MARK = "shoal:not-identical"
+_HAS_RE = re.compile(r"^\(\?i\)\(\^\|\[\^A-Za-z0-9\]\)([A-Za-z0-9]+)\(\$\|\[\^A-Za-z0-9\]\)$")
+
+
+class NotLocal(Exception):
+    """The embedded engine must not answer this statement; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class LocalStatement:
+    sql: str                        # DuckDB SQL over the scan views
+    names: list[str]                # Spark's names of the answer's columns, in order
+    spark_types: list[pa.DataType]  # and their Arrow types as Spark's answer has them
+    functions: frozenset[str] = frozenset()     # shoal's functions the SQL calls
+
+
+def spark_sql_type(kind: str) -> str:
+    """The Spark SQL type of a view column of shoal type `kind` (its Arrow shape, see
+    `shoal.query.shapes`)."""
+    return {"bool": "BOOLEAN", "int": "INT", "long": "BIGINT", "real": "DOUBLE",
+            "string": "STRING", "timestamp": "TIMESTAMP", "dynamic": "STRING",
+            "bytes": "BINARY", "vector": "ARRAY<FLOAT>",
+            "headers": "ARRAY<STRUCT<key STRING, value BINARY>>"}[kind]
+
+
+def to_local(tree: exp.Expression, views: Mapping[str, Mapping[str, str]],
+             sql_text: str) -> LocalStatement:
+    """DuckDB SQL for the Spark statement `tree` over `views` (view -> column -> Spark SQL
+    type), or `NotLocal`. `sql_text` is what the user wrote (for lexical checks)."""
+    if "\\" in sql_text:
+        raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
+                       "differently)")
+    original = tree.copy()
+    try:
+        typed = qualify(tree.copy(), dialect="spark", schema=dict(views),
+                        validate_qualify_columns=True, identify=False)
+        typed = annotate_types(typed, schema=dict(views), dialect="spark")
+    except (OptimizeError, SqlglotError) as e:
+        raise NotLocal(f"the statement could not be resolved for the local engine ({e})"
+                       ) from None
+    except Exception as e:      # sqlglot's optimizer on an unusual tree: Spark decides
+        raise NotLocal(f"the statement could not be typed ({type(e).__name__}: {e})"
+                       ) from None
+    for lit in typed.find_all(exp.Literal):       # the narrowest reason first
+        _vet(lit)
+    for node in typed.walk():
+        _vet(node)
+    names = _output_names(original, typed)
+    types = [_arrow_type(s) for s in _leftmost(typed).selects]
+    functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
+    for node in list(typed.walk()):
+        _rewrite(node)
+    try:
+        sql = typed.sql(dialect="duckdb", identify=True)
+    except SqlglotError as e:
+        raise NotLocal(f"no DuckDB form for the statement ({e})") from None
+    return LocalStatement(sql, names, types, functions)
+
+
+# ---- the allow-list -------------------------------------------------------------------------
+def _type(node: exp.Expression) -> exp.DataType.Type | None:
+    """The Spark type of `node`: sqlglot's annotation, except where Spark's rules are
+    applied here (literals, shoal's functions, the branches of COALESCE / CASE / IF)."""
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in _BYTE_TYPES:
+        return _BYTE_TYPES[str(node.this).lower()]
+    if isinstance(node, exp.Paren):
+        return _type(node.this)
+    if isinstance(node, exp.Neg):
+        return _type(node.this)
+    if isinstance(node, exp.TimestampTrunc):
+        return T.TIMESTAMPTZ
+    if isinstance(node, exp.Column) and not node.table:
+        target = _select_alias(node)        # ORDER BY / GROUP BY naming a projection
+        if target is not None:
+            return _type(target)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        if not re.fullmatch(r"\d+", node.name):
+            return None
+        return T.INT if int(node.name) < 2**31 else T.BIGINT
+    if isinstance(node, (exp.Coalesce, exp.Case, exp.If)):
+        if isinstance(node, exp.Coalesce):
+            branches = [node.this, *node.expressions]
+        elif isinstance(node, exp.If):
+            branches = [node.args.get("true"), node.args.get("false")]
+        else:
+            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
+            branches.append(node.args.get("default"))
+        kinds = {_type(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
+        if len(kinds) == 1:
+            return kinds.pop()
+        if kinds and all(k in _WIDENING for k in kinds):
+            return max(kinds, key=_WIDENING.index)      # type: ignore[arg-type]
+        return None
+    t = node.type
+    if t is None or t.this in (T.UNKNOWN, T.NULL):
+        return None
+    return t.this
+
+
+def _select_alias(col: exp.Column) -> exp.Expression | None:
+    select = col.find_ancestor(exp.Select)
+    if select is None:
+        return None
+    for e in select.selects:
+        if isinstance(e, exp.Alias) and e.alias == col.name:
+            return e.this
+    return None
+
+
+def _family(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Null):
+        return "null"
+    t = _type(node)
+    return _FAMILY.get(t) if t is not None else None
+
+
+def _describe(node: exp.Expression) -> str:
+    text = node.sql(dialect="spark")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _vet(node: exp.Expression) -> None:
+    if isinstance(node, exp.Literal):
+        if not node.is_string and not re.fullmatch(r"\d+", node.name):
+            raise NotLocal(f"the decimal literal {node.name} (decimal arithmetic)")
+        return
+    if isinstance(node, exp.Union):
+        return
+    if isinstance(node, (exp.Intersect, exp.Except)):
+        raise NotLocal(f"{node.key.upper()} (set semantics differ between the engines)")
+    if isinstance(node, exp.Distinct) and node.args.get("on") is not None:
+        raise NotLocal("DISTINCT ON")
+    if isinstance(node, exp.Ordered):
+        if _family(node.this) is None:
+            raise NotLocal(f"ORDER BY {_describe(node.this)} (not a plain scalar type)")
+        return
+    if isinstance(node, _COMPARISONS):
+        _same_family(node, node.this, node.expression)
+        return
+    if isinstance(node, exp.Between):
+        for bound in (node.args.get("low"), node.args.get("high")):
+            _same_family(node, node.this, bound)
+        return
+    if isinstance(node, exp.In):
+        if node.args.get("query") is not None:
+            query = node.args["query"]
+            sel = _leftmost(query.this if isinstance(query, exp.Subquery) else query)
+            if len(sel.selects) != 1:
+                raise NotLocal(f"IN over {len(sel.selects)} columns")
+            _same_family(node, node.this, sel.selects[0])
+        else:
+            for value in node.expressions:
+                _same_family(node, node.this, value)
+        return
+    if isinstance(node, _ARITHMETIC):
+        for side in (node.this, node.expression):
+            if _family(side) != "number":
+                raise NotLocal(f"arithmetic on {_describe(side)} (only on numbers locally)")
+        return
+    if isinstance(node, (exp.Sum, exp.Avg)):
+        if _family(node.this) != "number":
+            raise NotLocal(f"{node.key}() over {_describe(node.this)}")
+        return
+    if isinstance(node, (exp.Min, exp.Max)):
+        if _family(node.this) is None:
+            raise NotLocal(f"{node.key}() over {_describe(node.this)} (not a plain scalar)")
+        return
+    if isinstance(node, exp.Coalesce):
+        args = [node.this, *node.expressions]
+        for a in args[1:]:
+            _same_family(node, args[0], a)
+        return
+    if isinstance(node, exp.Like):
+        pattern = node.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            raise NotLocal("LIKE with a pattern that is not a string literal")
+        if node.args.get("escape") is not None:
+            raise NotLocal("LIKE ... ESCAPE")
+        if _family(node.this) != "string":
+            raise NotLocal(f"LIKE on {_describe(node.this)}")
+        return
+    if isinstance(node, exp.RegexpLike):
+        pattern = node.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            raise NotLocal("RLIKE with a pattern that is not a string literal")
+        if node.args.get("flag") is not None:
+            raise NotLocal("regular expression flags")
+        if not (_HAS_RE.match(pattern.name) or _SAFE_REGEX.match(pattern.name)):
+            raise NotLocal(f"the regular expression {pattern.name!r} (Java's and RE2's "
+                           "dialects may read it differently)")
+        if _family(node.this) != "string":
+            raise NotLocal(f"RLIKE on {_describe(node.this)}")
+        return
+    if isinstance(node, exp.TimestampTrunc):
+        unit = node.args.get("unit")
+        name = unit.name.upper() if isinstance(unit, (exp.Var, exp.Literal)) else ""
+        if name not in _TRUNC_UNITS:
+            raise NotLocal(f"date_trunc unit {name or _describe(unit)!r}")
+        if _family(node.this) != "timestamp":
+            raise NotLocal(f"date_trunc of {_describe(node.this)}")
+        return
+    if isinstance(node, exp.JSONExtractScalar):
+        path = node.expression
+        keys = path.expressions[1:] if isinstance(path, exp.JSONPath) else None
+        if not keys or not all(isinstance(k, exp.JSONPathKey) and _PATH_KEY.match(
+                str(k.this)) for k in keys) or not isinstance(
+                path.expressions[0], exp.JSONPathRoot):
+            raise NotLocal(f"the JSON path of {_describe(node)} (only $.key.key locally)")
+        if _family(node.this) != "string":
+            raise NotLocal(f"get_json_object on {_describe(node.this)}")
+        return
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).lower()
+        if name not in BYTE_FUNCTIONS:
+            raise NotLocal(f"function {name}() is not on the local engine's vetted list")
+        order = node.expressions[1] if len(node.expressions) > 1 else None
+        if not (isinstance(order, exp.Literal) and order.is_string):
+            raise NotLocal(f"{name}() with a byte order that is not a string literal")
+        return
+    if isinstance(node, exp.Cast) and _is_ts_literal(node):
+        return
+    if isinstance(node, exp.Cast):
+        raise NotLocal(f"CAST ({_describe(node)}): ANSI casts and their text forms differ")
+    if isinstance(node, exp.DataType) and isinstance(node.parent, exp.Cast) and _is_ts_literal(
+            node.parent):
+        return
+    if isinstance(node, exp.Window):
+        raise NotLocal("window functions")
+    if isinstance(node, _PLAIN):
+        return
+    if isinstance(node, exp.Func):
+        raise NotLocal(f"function {node.sql_name().lower()}() is not on the local engine's "
+                       "vetted list")
+    raise NotLocal(f"{node.key.upper()} ({_describe(node)}) is not on the local engine's "
+                   "vetted list")
+
+
+def _is_ts_literal(cast: exp.Cast) -> bool:
+    return (isinstance(cast.this, exp.Literal) and cast.this.is_string
+            and cast.to.is_type(*_TIMESTAMPS))
+
+
+def _same_family(node: exp.Expression, a: exp.Expression, b: exp.Expression | None) -> None:
+    if b is None:
+        return
+    fa, fb = _family(a), _family(b)
+    if fa == "null" or fb == "null":
+        return
+    if {fa, fb} == {"timestamp", "string"}:
+        lit = b if fa == "timestamp" else a
+        if isinstance(lit, exp.Literal) and lit.is_string:
+            if _timestamp_us_as_ns(lit.name) is None:
+                raise NotLocal(f"the timestamp literal {lit.name!r} (not a form whose "
+                               "reading is certain)")
+            return
+    if fa is None or fb is None or fa != fb:
+        raise NotLocal(f"{_describe(node)} compares {fa or 'an untyped value'} with "
+                       f"{fb or 'an untyped value'} (Spark's implicit casts)")
+
+
+# ---- output names and types -----------------------------------------------------------------
+def _leftmost(node: exp.Expression) -> exp.Select:
+    while not isinstance(node, exp.Select):
+        if isinstance(node, exp.SetOperation):
+            node = node.this
+        elif isinstance(node, exp.Subquery):
+            node = node.this
+        else:
+            raise NotLocal(f"a {node.key.upper()} at the top of the statement")
+    return node
+
+
+def _output_names(original: exp.Expression, typed: exp.Expression) -> list[str]:
+    """Spark's column names of the answer, from the statement as written (`original`) and
+    its star expansions (`typed`)."""
+    written = _leftmost(original).selects
+    expanded = _leftmost(typed).selects
+    stars = [e for e in written if _is_star(e)]
+    if len(stars) > 1:
+        raise NotLocal("more than one * in the select list")
+    if stars and any(a.alias != a.alias.lower() for a in original.find_all(exp.Alias)):
+        raise NotLocal("* over columns with mixed-case aliases")
+    width = len(expanded) - (len(written) - len(stars))
+    names: list[str] = []
+    i = 0
+    for e in written:
+        if _is_star(e):
+            names.extend(x.alias_or_name for x in expanded[i:i + width])
+            i += width
+            continue
+        names.append(_spark_name(e))
+        i += 1
+    if i != len(expanded):
+        raise NotLocal("the select list could not be matched to its expansion")
+    return names
+
+
+def _is_star(e: exp.Expression) -> bool:
+    return isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
+                                                                                  exp.Star))
+
+
+def _spark_name(e: exp.Expression) -> str:
+    if isinstance(e, exp.Alias):
+        return e.alias
+    if isinstance(e, exp.Column):
+        if e.name != e.name.lower():
+            raise NotLocal(f"the column {e.name} written in another case than its name")
+        return e.name
+    fn = _NAMED_AGGREGATES.get(type(e))
+    if fn is not None:
+        arg = e.this
+        if isinstance(arg, exp.Star) and fn == "count":
+            return "count(1)"
+        distinct = isinstance(arg, exp.Distinct)
+        if distinct and len(arg.expressions) == 1:
+            arg = arg.expressions[0]
+        if isinstance(arg, exp.Column) and not arg.table and arg.name == arg.name.lower():
+            return f"{fn}(DISTINCT {arg.name})" if distinct else f"{fn}({arg.name})"
+    raise NotLocal(f"the unaliased expression {_describe(e)} (Spark's generated column "
+                   "name; give it an alias)")
+
+
+def _arrow_type(select: exp.Expression) -> pa.DataType:
+    node = select.this if isinstance(select, exp.Alias) else select
+    t = _type(node)
+    if t in _ARROW:
+        return _ARROW[t]
+    dtype = node.type
+    if dtype is not None and dtype.this == T.ARRAY:
+        inner = dtype.expressions[0] if dtype.expressions else None
+        if inner is not None and inner.this == T.FLOAT:
+            return pa.list_(pa.field("element", pa.float32()))
+        if inner is not None and inner.this == T.STRUCT:
+            return pa.list_(pa.field("element", pa.struct(
+                [pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+    raise NotLocal(f"the output column {_describe(select)} has a type the local engine "
+                   f"does not reproduce ({dtype.sql('spark') if dtype else 'unknown'})")
+
+
+# ---- rewrites into DuckDB's reading ---------------------------------------------------------
+def _rewrite(node: exp.Expression) -> None:
+    if isinstance(node, exp.RegexpLike):
+        m = _HAS_RE.match(node.expression.name)
+        if m:       # RE2's (?i) folds Unicode (K and the Kelvin sign); Java's does not
+            token = "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c
+                            for c in m.group(1))
+            node.set("expression", exp.Literal.string(
+                f"(^|[^A-Za-z0-9]){token}($|[^A-Za-z0-9])"))
+        return
+    if isinstance(node, _COMPARISONS):
+        _replace_ts_literal(node.this, node.expression)
+        _replace_ts_literal(node.expression, node.this)
+        return
+    if isinstance(node, exp.Between):
+        _replace_ts_literal(node.this, node.args.get("low"))
+        _replace_ts_literal(node.this, node.args.get("high"))
+        return
+    if isinstance(node, exp.In):
+        for value in node.expressions:
+            _replace_ts_literal(node.this, value)
+        return
+    if isinstance(node, exp.Cast) and _is_ts_literal(node):
+        ns = _timestamp_us_as_ns(node.this.name)
+        if ns is None:
+            raise NotLocal(f"the timestamp literal {node.this.name!r}")
+        node.replace(_ts_literal(ns))
+        return
+    if isinstance(node, exp.JSONExtractScalar):
+        # Spark re-renders JSON numbers and nested values with Jackson (1.0E7), DuckDB with
+        # yyjson (10000000.0): only strings, integers, booleans and nulls are answered here.
+        kind = exp.Anonymous(this="json_type", expressions=[node.this.copy(),
+                                                            node.expression.copy()])
+        risky = exp.In(this=kind, expressions=[exp.Literal.string(k) for k in
+                                               ("DOUBLE", "OBJECT", "ARRAY")])
+        fail = exp.Anonymous(this="error", expressions=[exp.Literal.string(
+            NOT_IDENTICAL_MARK)])
+        node.replace(exp.Case(ifs=[exp.If(this=risky, true=fail)], default=node.copy()))
+
+
+def _replace_ts_literal(column: exp.Expression, value: exp.Expression | None) -> None:
+    """A string literal compared with a timestamp, read as Spark reads it (UTC)."""
+    if value is None or not (isinstance(value, exp.Literal) and value.is_string):
+        return
+    if _family(column) != "timestamp":
+        return
+    ns = _timestamp_us_as_ns(value.name)
+    if ns is None:
+        raise NotLocal(f"the timestamp literal {value.name!r}")
+    value.replace(_ts_literal(ns))
+
+
+def _ts_literal(ns: int) -> exp.Expression:
+    """A DuckDB TIMESTAMP (no zone: the local engine reads timestamps as UTC wall time)."""
+    from datetime import datetime, timezone
+
+    us = ns // 1_000
+    dt = datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc)
+    text = dt.strftime("%Y-%m-%d %H:%M:%S") + f".{us % 1_000_000:06d}"
+    return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("TIMESTAMP"))

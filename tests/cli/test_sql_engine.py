@@ -1,0 +1,40 @@
+"""`shoal sql --engine` as a user runs it (issue 13, Must show 2): each engine forced from the
+command line, the stats line names it and why, refusals and bad names are one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.test_cli import run
+
+
+def test_sql_engine_flag_forces_each_engine(tmp_path):
+    data = ["--data-dir", str(tmp_path / "data")]
+    assert run(*data, "sql", "CREATE TABLE ev (service string, n long)",
+               cwd=tmp_path).returncode == 0
+    src = tmp_path / "ev.ndjson"
+    src.write_text("".join(json.dumps({"_timestamp": f"2026-03-01T00:00:0{i}Z",
+                                       "service": "api" if i % 2 else "web", "n": i}) + "\n"
+                           for i in range(6)))
+    assert run(*data, "ingest", str(src), "--table", "ev", cwd=tmp_path).returncode == 0
+    sql = "SELECT service, sum(n) AS total FROM ev WHERE service = 'api' GROUP BY service"
+    for engine in ("local", "spark"):
+        out = run(*data, "sql", sql, "--engine", engine, "--format", "json", "--stats",
+                  cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["rows"] == [["api", 9]]
+        stats = json.loads(out.stderr.split("stats: ", 1)[1])
+        assert stats["engine"] == engine and f"engine={engine} requested" in \
+            stats["engine_reason"]
+    # the environment sets the default; the flag wins over it
+    out = run(*data, "sql", sql, "--stats", cwd=tmp_path, env={"SHOAL_QUERY_ENGINE": "local"})
+    assert out.returncode == 0 and '"engine": "local"' in out.stderr
+    refused = run(*data, "sql", "SELECT upper(service) AS s FROM ev", "--engine", "local",
+                  cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: the local engine cannot answer this statement: "
+                                     "function upper()"), refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    bad = run(*data, "sql", sql, "--engine", "fast", cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stderr.strip() == (
+        "error: engine must be one of auto, local, spark, got 'fast'")
