@@ -70,7 +70,6 @@ if TYPE_CHECKING:
     from shoal.client import Shoal
     from shoal.query.local import LocalEngine
 
-logger = logging.getLogger("shoal.query")
 
 log = logging.getLogger("shoal.query")
 
@@ -338,7 +337,7 @@ class QueryEngine:
                 except LocalExecutionError as e:
                     if mode == "local":
                         raise
-                    logger.info("local engine handed a statement to Spark: %s", e)
+                    log.info("local engine handed a statement to Spark: %s", e)
                     route = handed_off(route, e)
                     planned = self._scans(sql, prune=prune)
             df, stats, done = self._plan(sql, prune=prune, planned=planned, run=run)
