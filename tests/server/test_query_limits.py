@@ -126,7 +126,7 @@ def test_timeout_cancels_the_spark_job_and_frees_the_slot(db):
     with live(db, query_timeout_s=8.0, query_concurrency=1) as http:
         answer: dict[str, httpx.Response] = {}
         worker = threading.Thread(target=lambda: answer.update(
-            r=http.post("/v1/query", json={"sql": heavy})))
+            r=http.post("/v1/query", params={"engine": "spark"}, json={"sql": heavy})))
         worker.start()
         wait_for(lambda: running_tasks(db) > 0 or not worker.is_alive(),
                  "the heavy query's tasks to run")
@@ -156,6 +156,27 @@ def test_timeout_cancels_the_spark_job_and_frees_the_slot(db):
         after = http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM nums"})
         assert after.status_code == 200, after.text
         assert after.json()["rows"] == [[NUMS]]
+
+
+@pytest.mark.slow
+def test_timeout_interrupts_the_embedded_engine_too(db):
+    heavy = "SELECT sum(a.n * b.n) AS s FROM nums a CROSS JOIN nums b"
+    with live(db, query_timeout_s=3.0, query_concurrency=1) as http:
+        r = http.post("/v1/query", params={"engine": "local"}, json={"sql": heavy})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error["code"] == "query_timeout" and "3 s" in error["message"]
+        assert queries_running(http) == 0       # the slot is free again
+        # interrupted, not left running: the embedded engine answers the next query
+        after = http.post("/v1/query", params={"engine": "local"},
+                          json={"sql": "SELECT count(*) AS c FROM nums"})
+        assert after.status_code == 200, after.text
+        assert after.json()["rows"] == [[NUMS]]
+        assert after.json()["stats"]["engine"] == "local"
+    # In `auto` a timed-out statement is not handed to Spark (it would time out again).
+    with live(db, query_timeout_s=3.0) as http:
+        r = http.post("/v1/query", json={"sql": heavy})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "query_timeout"
 
 
 def test_python_api_keeps_whole_answers(db):

@@ -29,7 +29,9 @@ CAP_BYTES = 1 << 20                 # the server's byte cap; Spark collects at m
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[ServerHandle]:
+    # Every query on Spark (the embedded engine would answer these small tables itself).
     env = {"SHOAL_SPARK_MASTER": "local[2]", "SHOAL_QUERY_CONCURRENCY": "2",
+           "SHOAL_QUERY_ENGINE": "spark",
            "SHOAL_QUERY_MAX_ROWS": "1000", "SHOAL_QUERY_MAX_BYTES": str(CAP_BYTES)}
     with start_server(tmp_path_factory.mktemp("restart"), env=env) as srv:
         with httpx.Client(base_url=srv.url, timeout=120) as http:

@@ -49,6 +49,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -330,11 +331,12 @@ class QueryEngine:
                 from shoal.query.local import LocalExecutionError
 
                 try:
-                    local = self._run_local(planned, route)
+                    local = self._run_local(planned, route, run)
                     table, truncated = cap_table(local.table, max_rows=limits.max_rows,
                                                  max_bytes=limits.max_bytes)
                     return QueryResult(table, local.stats, truncated=truncated)
                 except LocalExecutionError as e:
+                    run.check()             # interrupted at the deadline: a timeout
                     if mode == "local":
                         raise
                     log.info("local engine handed a statement to Spark: %s", e)
@@ -406,7 +408,7 @@ class QueryEngine:
         return choose(mode, planned_bytes=planned.planned_bytes,
                       budget=self.db.config.local_query_max_bytes, vet=vet)
 
-    def _run_local(self, planned: Planned, route: Route) -> QueryResult:
+    def _run_local(self, planned: Planned, route: Route, run: _Run) -> QueryResult:
         assert route.statement is not None
         local = self.local
         inputs: dict[str, pa.Table] = {}
@@ -418,7 +420,8 @@ class QueryEngine:
                 s.bytes_read += n
 
             inputs[view] = local.read(spec, count)
-        table = local.answer(route.statement, inputs)
+        run.check()
+        table = local.answer(route.statement, inputs, on_cancel=run.on_cancel)
         planned.stats.engine, planned.stats.engine_reason = route.engine, route.reason
         return QueryResult(table, planned.stats)
 
@@ -517,6 +520,8 @@ class _Run:
         self.proc: subprocess.Popen[bytes] | None = None
         self.timed_out = threading.Event()
         self._finished = threading.Event()
+        self._cancels: list[Callable[[], None]] = []
+        self._cancel_lock = threading.Lock()
 
     def __enter__(self) -> _Run:
         if self.timeout_s is not None:
@@ -547,11 +552,27 @@ class _Run:
         except Exception as e:  # noqa: BLE001 - the engine may be gone; nothing to untag
             log.debug("could not clear job tag %s: %s", self.tag, _spark_message(e))
 
+    def on_cancel(self, cancel: Callable[[], None]) -> None:
+        """Call `cancel` at the deadline (at once if it has passed): how the embedded
+        engine's run is interrupted."""
+        with self._cancel_lock:
+            self._cancels.append(cancel)
+            late = self.timed_out.is_set()
+        if late:
+            cancel()
+
     def _watch(self) -> None:
         assert self.timeout_s is not None
         if self._finished.wait(self.timeout_s):
             return
-        self.timed_out.set()
+        with self._cancel_lock:
+            self.timed_out.set()
+            cancels = list(self._cancels)
+        for cancel in cancels:
+            try:
+                cancel()
+            except Exception as e:  # noqa: BLE001 - the run may have just ended
+                log.warning("could not interrupt query %s: %s", self.tag, e)
         log.info("query %s passed its %gs limit; cancelling its Spark jobs", self.tag,
                  self.timeout_s)
         while True:

@@ -57,10 +57,11 @@ class Executor(Protocol):
 
     name: str
 
-    def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str]
-            ) -> pa.Table:
+    def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+            on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
         """Answer `sql` (the engine's dialect) over `inputs`; `functions` names shoal's
-        functions it uses."""
+        functions it uses. `on_cancel` is given a callable that interrupts the run (the
+        caller's deadline calls it)."""
         ...
 
 
@@ -87,10 +88,12 @@ class DuckDBExecutor:
         for fn in ("int_from_bytes", "bigint_from_bytes", "double_from_bytes"):
             self._register_function(self._db, fn)   # in the database: every cursor sees them
 
-    def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str]
-            ) -> pa.Table:
+    def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+            on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
         with self._lock:            # cursor() on the shared database is not thread-safe
             con = self._db.cursor()
+        if on_cancel is not None:
+            on_cancel(con.interrupt)
         try:
             for name, table in inputs.items():
                 con.register(name, _zoneless(table))
@@ -198,6 +201,8 @@ class LocalEngine:
                 batches = [b for part in p.map(one, tasks) for b in part]
         return pa.Table.from_batches(batches, schema=schema)
 
-    def answer(self, statement: LocalStatement, inputs: Mapping[str, pa.Table]) -> pa.Table:
+    def answer(self, statement: LocalStatement, inputs: Mapping[str, pa.Table], *,
+               on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
         functions = sorted(statement.functions)
-        return conform(self.executor.run(statement.sql, inputs, functions), statement)
+        return conform(self.executor.run(statement.sql, inputs, functions, on_cancel),
+                       statement)
