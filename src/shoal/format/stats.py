@@ -22,6 +22,8 @@ Extent stats (`ExtentStatsBuilder`, handed to the catalog through `ExtentWriteRe
   names builds them for exactly those int/string columns, whatever their values look like.
 - `present_paths`: for each dynamic column the sorted dotted paths of object keys present
   anywhere (exact; see `shoal.format.jsonpaths`).
+- `block_filters`: for every column that gets a membership filter, one more per block over
+  that block's values (`shoal.format.blockfilters`; the writer stores them in the extent).
 
 Everything is vectorised per block over distinct values (`pc.unique` first) where that
 pays; sets stop being tracked once they overflow (tokens are found in growing chunks, so
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
+from shoal.format.blockfilters import BLOCK_FP_RATE
 from shoal.format.jsonpaths import DynamicColumn
 from shoal.format.membership import (DEFAULT_FP_RATE, BloomFilter, DistinctCounter,
                                      hash_array)
@@ -106,6 +109,9 @@ class ExtentStats:
     present_paths: dict[str, list[str]]
     column_stats: dict[str, dict[str, Any]]
     membership_filters: dict[str, bytes]
+    # per block: column -> (kind "int" | "str", BloomFilter bytes), for the columns that have
+    # a membership filter (see `shoal.format.blockfilters`); [] when block filters are off
+    block_filters: list[dict[str, tuple[str, bytes]]] = field(default_factory=list)
 
 
 def has_whitespace(arr: pa.Array) -> bool:
@@ -133,6 +139,9 @@ class _IndexedColumn:
     only tokens are left (free text), such a column is tokenized without `unique` too.
     `filters`: the column may get a membership filter; `auto`: a string column loses that
     as soon as a value with whitespace shows up (free text, not identifiers).
+    `per_block`: keep each block's hashes (`blocks`, None for a block without values) for
+    its block filter; they are the arrays the extent filter is fed whenever it is hashed
+    anyway, so only blocks seen before the distinct set overflowed are hashed twice.
     """
 
     name: str
@@ -145,6 +154,10 @@ class _IndexedColumn:
     counter: DistinctCounter = field(default_factory=DistinctCounter)
     mostly_distinct: bool = False
     token_step: int = 4096
+    per_block: bool = False
+    blocks: list[tuple[np.ndarray, np.ndarray] | None] = field(default_factory=list)
+    _block: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    ranges: list[tuple[Any, Any]] = field(default_factory=list)   # (min, max) per block
 
     def __post_init__(self) -> None:
         if self.is_str:
@@ -154,6 +167,15 @@ class _IndexedColumn:
     def add(self, arr: pa.Array) -> pa.Array | None:
         """Fold in one block's values; returns their distinct non-null values when it had
         to compute them (the block's min/max come cheaper from those)."""
+        self._block = None
+        uniq = self._add(arr)
+        if self.per_block:
+            if self.filters and self._block is None and uniq is not None and len(uniq):
+                self._block = hash_array(uniq)
+            self.blocks.append(self._block if self.filters else None)
+        return uniq
+
+    def _add(self, arr: pa.Array) -> pa.Array | None:
         values = len(arr) - arr.null_count
         if values == 0:
             return None
@@ -161,7 +183,7 @@ class _IndexedColumn:
             if not self.filters:
                 return None
             if self.mostly_distinct:
-                self._hash(arr)
+                self._block = self._hash(arr)
                 return None
         if self.distinct is None and not self.filters and self.mostly_distinct:
             # Only tokens are left to find, in values that hardly repeat (free text): skip
@@ -183,7 +205,7 @@ class _IndexedColumn:
                 self._overflow(pa.concat_arrays(
                     [pa.array(list(self.distinct), type=uniq.type), uniq]))
         elif self.filters:
-            self._hash(uniq)
+            self._block = self._hash(uniq)
         self.mostly_distinct = len(uniq) > values // 2
         if self.tokens is not None:
             self._add_tokens(untokenized)
@@ -211,16 +233,18 @@ class _IndexedColumn:
         if self.filters:
             self._hash(seen)
 
-    def _hash(self, arr: pa.Array) -> None:
+    def _hash(self, arr: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
         if arr.null_count:
             arr = pc.drop_null(arr)
         if self.auto and has_whitespace(arr):
             self.filters = False
             self.hashes = []
-            return
+            self.blocks = [None] * len(self.blocks)
+            return None
         h1, h2 = hash_array(arr)
         self.hashes.append((h1, h2))
         self.counter.add(h1)
+        return h1, h2
 
     def column_stat(self) -> dict[str, Any]:
         return {"distinct": None if self.distinct is None else sorted(self.distinct),
@@ -232,18 +256,43 @@ class _IndexedColumn:
         return BloomFilter.from_hash_parts(self.hashes, n_distinct=self.counter.estimate(),
                                            fp_rate=fp_rate).to_bytes()
 
+    def block_filters(self, fp_rate: float) -> list[bytes | None]:
+        """One filter per block (None for a block without values), each sized to the
+        block's hashed values (an upper bound of its distinct ones)."""
+        return [None if part is None else
+                BloomFilter.from_hashes(part[0], part[1], n_distinct=len(part[0]),
+                                        fp_rate=fp_rate).to_bytes()
+                for part in self.blocks]
+
+
+def _min_max_suffice(ranges: list[tuple[Any, Any]]) -> bool:
+    """Whether block filters could not narrow an equality more than the extent's own filter
+    and the blocks' min/max do: one block, or blocks whose [min, max] ranges never overlap
+    (sorted or clustered values, e.g. a sequence number). A block without bounds (all null,
+    or a string over the min/max cap) counts as overlapping."""
+    if len(ranges) <= 1:
+        return True
+    if any(lo is None or hi is None for lo, hi in ranges):
+        return False
+    bounded = sorted(ranges)
+    return all(prev[1] < nxt[0] for prev, nxt in zip(bounded, bounded[1:]))
+
 
 class ExtentStatsBuilder:
     """Accumulates extent stats block by block; `finish()` gives the totals."""
 
     def __init__(self, schema: pa.Schema, *,
                  membership_filters: bool | Collection[str] = True,
-                 fp_rate: float = DEFAULT_FP_RATE) -> None:
+                 fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
+                 block_fp_rate: float = BLOCK_FP_RATE) -> None:
         """`membership_filters`: True for the automatic rule (every int/long column, and every
         string column without whitespace in its values, whose distinct set overflows), False
         for none, or the names of the int/string columns that get one when their distinct
-        set overflows (whatever their values look like)."""
+        set overflows (whatever their values look like). `block_filters`: every column
+        with a membership filter also gets one per block (`block_fp_rate`)."""
         self._fp_rate = fp_rate
+        self._block_fp_rate = block_fp_rate
+        self._blocks = 0
         self._min_ts: int | None = None
         self._max_ts: int | None = None
         self._indexed: dict[int, _IndexedColumn] = {}
@@ -254,7 +303,8 @@ class ExtentStatsBuilder:
             if kind in ("int", "str") and f.name != TIMESTAMP_COLUMN:
                 filters = (membership_filters if isinstance(membership_filters, bool)
                            else f.name in membership_filters)
-                self._indexed[i] = _IndexedColumn(f.name, kind == "str", filters, auto)
+                self._indexed[i] = _IndexedColumn(f.name, kind == "str", filters, auto,
+                                                  per_block=block_filters and bool(filters))
             elif is_dynamic(f):
                 self._dynamic[i] = DynamicColumn()
         self._names = schema.names
@@ -264,6 +314,7 @@ class ExtentStatsBuilder:
         """Fold in one block; returns its `block_stats()` entry (computed here when not
         given, reusing the distinct values the column stats need)."""
         uniques: dict[int, pa.Array] = {}
+        self._blocks += 1
         for i, col in self._indexed.items():
             uniq = col.add(batch.column(i))
             if uniq is not None:
@@ -286,6 +337,10 @@ class ExtentStatsBuilder:
             self._max_ts = ts["max"] if self._max_ts is None else max(self._max_ts, ts["max"])
         for i, dyn in self._dynamic.items():
             dyn.add(batch.column(i))
+        for col in self._indexed.values():
+            if col.per_block:
+                entry = stat["columns"].get(col.name) or {}
+                col.ranges.append((entry.get("min"), entry.get("max")))
         return stat
 
     def finish(self) -> ExtentStats:
@@ -293,9 +348,18 @@ class ExtentStatsBuilder:
                    if c.distinct is None and c.filters and c.hashes]
         blobs = [c.membership_filter(self._fp_rate) for c in pending]
         filters = {c.name: b for c, b in zip(pending, blobs) if b is not None}
+        per_block: list[dict[str, tuple[str, bytes]]] = [{} for _ in range(self._blocks)]
+        for c in pending:
+            if (c.name in filters and c.per_block and len(c.blocks) == self._blocks
+                    and not _min_max_suffice(c.ranges)):
+                kind = "str" if c.is_str else "int"
+                for entry, blob in zip(per_block, c.block_filters(self._block_fp_rate)):
+                    if blob is not None:
+                        entry[c.name] = (kind, blob)
         return ExtentStats(
             min_ts=self._min_ts, max_ts=self._max_ts,
             present_paths={self._names[i]: sorted(d.paths) for i, d in self._dynamic.items()
                            if d.paths is not None},
             column_stats={c.name: c.column_stat() for c in self._indexed.values()},
-            membership_filters=filters)
+            membership_filters=filters,
+            block_filters=per_block if any(per_block) else [])
