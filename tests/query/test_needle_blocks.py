@@ -14,6 +14,7 @@ import pytest
 import shoal
 from shoal.format.blockfilters import filter_ref
 from shoal.maintenance.service import build_worker
+from shoal.query.scanspec import FooterCache
 from shoal.types import INT, STRING, Column
 from tests.query.conftest import SPARK_MASTER, T0, ns
 
@@ -85,3 +86,15 @@ def test_needle_in_a_compacted_extent_reads_one_block(compacted, engine):
         assert 0 < stats["bytes_read"] < extent.byte_size / 8, (stats, extent.byte_size)
     absent = db.sql("SELECT * FROM spans WHERE trace_id = 'not-a-trace'", engine=engine)
     assert absent.table.num_rows == 0 and absent.stats.to_json()["blocks_read"] == 0
+
+
+def test_block_filters_are_read_once_per_process(compacted):
+    """Cold, stage 2 fetches the trace_id filters of all 16 blocks (one range read); the next
+    needle finds them in the cache and reads only its block."""
+    db, ids = compacted
+    db.query_engine.footers = FooterCache()
+    sql = "SELECT trace_id FROM spans WHERE trace_id = '{}'"
+    cold = db.sql(sql.format(ids[10].as_py()), engine="local").stats.to_json()
+    warm = db.sql(sql.format(ids[900_000].as_py()), engine="local").stats.to_json()
+    assert cold["blocks_read"] == warm["blocks_read"] == 1
+    assert warm["bytes_read"] < cold["bytes_read"] - 1_000_000, (cold, warm)
