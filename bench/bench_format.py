@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.format.membership import BloomFilter, hash_array
-from shoal.format.stats import (ExtentStatsBuilder, _IndexedColumn, block_stats,
-                                exact_json_paths, has_whitespace, json_paths)
+from shoal.format.jsonpaths import exact_json_paths, json_paths
+from shoal.format.stats import ExtentStatsBuilder, _IndexedColumn, block_stats, has_whitespace
 from shoal.format.tlm import TlmFormat
 from shoal.format.tokens import tokenize_array
 from shoal.storage.base import ObjectInfo

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.format.membership import BloomFilter
-from shoal.format import stats
+from shoal.format import jsonpaths
+from shoal.format.jsonpaths import exact_json_paths, json_paths, json_skeletons, paths_of
 from shoal.format.stats import (DISTINCT_SET_CAP, TOKEN_SET_CAP, ExtentStatsBuilder,
-                                block_stats, exact_json_paths, has_whitespace, json_paths,
-                                json_skeletons, paths_of)
+                                block_stats, has_whitespace)
 from shoal.format.tlm import TlmFormat
 from shoal.types import (BOOL, DYNAMIC, INT, LONG, REAL, STRING, TIMESTAMP, Column, Schema,
                          vector)
@@ -338,13 +338,13 @@ def test_whitespace_before_colons_of_any_length() -> None:
 
 def test_skeleton_grouping_parses_one_value_per_skeleton(monkeypatch) -> None:
     parsed: list[int] = []
-    real = stats.exact_json_paths
+    real = jsonpaths.exact_json_paths
 
     def spy(values: pa.Array) -> set[str] | None:
         parsed.append(len(values))
         return real(values)
 
-    monkeypatch.setattr(stats, "exact_json_paths", spy)
+    monkeypatch.setattr(jsonpaths, "exact_json_paths", spy)
     values = pa.array([json.dumps({"u": i, "http": {"m": "GET" if i % 2 else "PUT"}}).encode()
                        for i in range(5000)] + [b'{"other": {"k": [1]}}'], pa.binary())
     assert json_paths(values) == {"u", "http", "http.m", "other", "other.k"}
@@ -373,13 +373,13 @@ def test_skeleton_paths_agree_with_parsing_every_value(docs: list[Any], dump: An
     # style; lexing steps small enough to cut between values.
     raw = pa.array([dump(d).encode() for d in docs], pa.binary())
     expected = set().union(*(paths_of(d) for d in docs))
-    old = stats._LEX_CHUNK
-    stats._LEX_CHUNK = chunk
+    old = jsonpaths._LEX_CHUNK
+    jsonpaths._LEX_CHUNK = chunk
     try:
         assert json_paths(raw) == expected
         skeletons = json_skeletons(raw).to_pylist()
     finally:
-        stats._LEX_CHUNK = old
+        jsonpaths._LEX_CHUNK = old
     assert exact_json_paths(raw) == expected
     # equal skeletons, equal paths
     by_skeleton: dict[bytes, set[str]] = {}

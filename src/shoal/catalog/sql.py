@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import (Connection, Engine, and_, create_engine, delete, event, func,
@@ -25,6 +26,8 @@ from shoal.catalog import tables as T
 from shoal.catalog.base import (PERMANENT_LEDGER_PREFIXES, ExpiredSnapshots, LedgerEntry,
                                 LedgerKeyExistsError, LedgerRecord, ManifestEntry, PlanResult,
                                 Snapshot, SourceOffset, TableInfo, WorkUnit)
+from shoal.catalog.cache import (DEFAULT_CACHE_BYTES, MISSING, ExtentCache, entry_bytes,
+                                 filter_bytes)
 from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
 from shoal.errors import (CommitConflictError, CommitStateUnknownError, ConfigError,
                           InvalidSchemaError, SnapshotNotFoundError, TableAlreadyExistsError,
@@ -45,8 +48,12 @@ def _normalise_url(url: str) -> str:
 class SqlCatalog:
     """The `Catalog` protocol over one SQL database."""
 
-    def __init__(self, url: str, *, engine: Engine | None = None) -> None:
+    def __init__(self, url: str, *, engine: Engine | None = None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.url = url
+        # Decoded manifest entries and membership filters for stage 1 (immutable per
+        # extent id; see `shoal.catalog.cache`).
+        self.extent_cache = ExtentCache(cache_bytes)
         sa_url = _normalise_url(url)
         if engine is None:
             if sa_url.startswith("sqlite"):
@@ -335,7 +342,6 @@ class SqlCatalog:
                 by_id.setdefault(r.extent_id, {})[r.column_name] = bytes(r.filter)
         if not by_id:
             return entries
-        from dataclasses import replace
         return [replace(e, membership_filters=by_id.get(e.extent_id, {})) for e in entries]
 
     def live_extent_ids(self, table: str, extent_ids: Sequence[str]) -> set[str]:
@@ -350,6 +356,9 @@ class SqlCatalog:
 
     def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
                      snapshot_id: int | None = None) -> PlanResult:
+        """Stage 1. The SQL part decides which extents are live at the snapshot and pass the
+        time/distinct/token/path conditions (ids only); their manifest entries and
+        membership filters come from `self.extent_cache` (see `shoal.catalog.cache`)."""
         with self._read() as conn:
             row = self._table_row(conn, table)
             sid = self._snapshot_row(conn, row, snapshot_id).snapshot_id
@@ -360,48 +369,96 @@ class SqlCatalog:
             considered = conn.execute(select(func.count()).select_from(T.manifests)
                                       .where(visible)).scalar_one()
             cond, params = compile_predicate(predicate, dialect=self.dialect, history=history)
-            light = [c for c in T.manifests.c if c.name not in ("column_stats",)]
-            stmt = (select(*light).where(visible, cond)
-                    .order_by(T.manifests.c.min_ts, T.manifests.c.extent_id))
-            rows = conn.execute(stmt, params).all()
-            entries = [_entry(r) for r in rows]
+            m = T.manifests.c
+            stmt = (select(m.extent_id, m.removed_snapshot_id).where(visible, cond)
+                    .order_by(m.min_ts, m.extent_id))
+            live = conn.execute(stmt, params).all()
+            entries = self._cached_entries(conn, row.id, live)
+            if len(entries) != len(live):   # rows gone between two statements (Postgres
+                raise SnapshotNotFoundError(table, sid)  # READ COMMITTED): sid was expired
             leaves = bloom_leaves(predicate)
             if leaves and entries:
                 entries = self._bloom_filter(conn, row.id, entries, leaves, predicate, history)
             return PlanResult(snapshot_id=sid, entries=entries, considered=considered,
                               pruned=considered - len(entries))
 
+    def _cached_entries(self, conn: Connection, table_id: int,
+                        live: Sequence[Any]) -> list[ManifestEntry]:
+        """Manifest entries (without column stats) of `live` rows (extent id, removed
+        snapshot id), in their order: from the cache, the misses read in chunks."""
+        cache = self.extent_cache
+        found: dict[str, ManifestEntry] = {}
+        missing = []
+        for r in live:
+            e = cache.get(("entry", table_id, r.extent_id))
+            if e is MISSING:
+                missing.append(r.extent_id)
+            else:
+                found[r.extent_id] = e
+        light = [c for c in T.manifests.c if c.name != "column_stats"]
+        for chunk in _chunks(missing):
+            for r in conn.execute(select(*light).where(T.manifests.c.table_id == table_id,
+                                                       T.manifests.c.extent_id.in_(chunk))):
+                e = replace(_entry(r), removed_snapshot_id=None)
+                cache.put(("entry", table_id, e.extent_id), e, entry_bytes(e))
+                found[e.extent_id] = e
+        return [e if r.removed_snapshot_id is None
+                else replace(e, removed_snapshot_id=r.removed_snapshot_id)
+                for r in live if (e := found.get(r.extent_id)) is not None]
+
+    def _cached_filters(self, conn: Connection, table_id: int, extent_ids: Sequence[str],
+                        columns: Sequence[str]) -> dict[tuple[str, str], BloomFilter]:
+        """Decoded membership filters of `columns` of these extents, by (extent id, column):
+        from the cache, the misses read from the catalog (a miss with no row is cached as
+        'no filter')."""
+        cache = self.extent_cache
+        out: dict[tuple[str, str], BloomFilter] = {}
+        missing: dict[str, list[str]] = {}
+        for eid in extent_ids:
+            for col in columns:
+                f = cache.get(("filter", table_id, eid, col))
+                if f is MISSING:
+                    missing.setdefault(eid, []).append(col)
+                elif f is not None:
+                    out[(eid, col)] = f
+        if not missing:
+            return out
+        loaded: dict[tuple[str, str], BloomFilter] = {}
+        wanted = sorted({c for cols in missing.values() for c in cols})
+        for chunk in _chunks(list(missing)):
+            for r in conn.execute(select(T.manifest_filters).where(
+                    T.manifest_filters.c.table_id == table_id,
+                    T.manifest_filters.c.column_name.in_(wanted),
+                    T.manifest_filters.c.extent_id.in_(chunk))):
+                loaded[(r.extent_id, r.column_name)] = BloomFilter.from_bytes(r.filter)
+        for eid, cols in missing.items():
+            for col in cols:
+                f = loaded.get((eid, col))
+                cache.put(("filter", table_id, eid, col), f, filter_bytes(f))
+                if f is not None:
+                    out[(eid, col)] = f
+        return out
+
     def _bloom_filter(self, conn: Connection, table_id: int, entries: list[ManifestEntry],
                       leaves: dict[str, set[Any]], predicate: BlockPredicate | None,
                       history: list[Schema]) -> list[ManifestEntry]:
-        filters: dict[tuple[str, str], bytes] = {}
-        ids = [e.extent_id for e in entries]
-        for chunk in _chunks(ids):
-            for r in conn.execute(select(T.manifest_filters).where(
-                    T.manifest_filters.c.table_id == table_id,
-                    T.manifest_filters.c.column_name.in_(list(leaves)),
-                    T.manifest_filters.c.extent_id.in_(chunk))):
-                filters[(r.extent_id, r.column_name)] = bytes(r.filter)
+        filters = self._cached_filters(conn, table_id, [e.extent_id for e in entries],
+                                       sorted(leaves))
         if not filters:
             return entries
         kinds = {s.version: {c.name: c.type.kind for c in s.columns} for s in history}
         kept = []
         for e in entries:
-            cache: dict[str, BloomFilter] = {}
-
-            def might_contain(column: str, value: Any, e: ManifestEntry = e,
-                              cache: dict[str, BloomFilter] = cache) -> bool:
-                blob = filters.get((e.extent_id, column))
-                if blob is None:
+            def might_contain(column: str, value: Any, e: ManifestEntry = e) -> bool:
+                bloom = filters.get((e.extent_id, column))
+                if bloom is None:
                     return True
                 kind = kinds.get(e.schema_version, {}).get(column)
                 if not ((kind == "string" and isinstance(value, str)) or
                         (kind in ("int", "long") and isinstance(value, int)
                          and not isinstance(value, bool))):
                     return True  # the extent's values are of another type: cannot decide
-                if column not in cache:
-                    cache[column] = BloomFilter.from_bytes(blob)
-                return cache[column].might_contain(value)
+                return bloom.might_contain(value)
 
             if survives_filters(predicate, might_contain):
                 kept.append(e)

@@ -152,3 +152,11 @@ class SegmentFormat(Protocol):
                      block_rows: int = 65536) -> ExtentWriter:
         """Begin an extent under key prefix `prefix`; blocks hold at most `block_rows` rows."""
         ...
+
+    def read_block_filters(self, store: ObjectStore, path: str,
+                           block_stats: Sequence[dict[str, Any]], column: str
+                           ) -> tuple[list[Any] | None, int]:
+        """Each block's membership filter of `column` (`shoal.format.blockfilters`'s
+        `(kind, BloomFilter)` or None), located by the extent's block stats, without
+        opening the extent; None when it has none. Also the bytes read."""
+        ...

@@ -13,20 +13,31 @@ keeps the block. The rules:
 - `StringHas`, `DynamicPathExists`, `DynamicPathEquals`: keep (no block-level index in v2;
   the exec layer applies them).
 - `And`: all children may match (empty: True); `Or`: any (empty: False); `Not`: keep.
+- With `might_contain(column, value)` (the block's membership filters, see
+  `shoal.format.blockfilters`), an `Equals` and an `InSet` of at most `MAX_FILTER_VALUES`
+  values also need the filter to admit a looked-up value. It must answer True whenever it
+  cannot decide.
 
 The caller (Spark, the exec layer) still applies every filter: pruning only skips.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
 
 
-def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any]) -> bool:
-    """True if the block described by `block_stat` may hold a row matching `predicate`."""
+MAX_FILTER_VALUES = 256      # longer IN lists are not looked up in membership filters
+MightContain = Callable[[str, Any], bool]
+
+
+def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any],
+             might_contain: MightContain | None = None) -> bool:
+    """True if the block described by `block_stat` (and, when given, its membership
+    filters `might_contain`) may hold a row matching `predicate`."""
     if predicate is None:
         return True
     if isinstance(predicate, TimeRange):
@@ -35,16 +46,24 @@ def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any]) -> bo
             return False
         return _may_hold_range(block_stat, predicate.column, predicate.lo_ns, predicate.hi_ns)
     if isinstance(predicate, Equals):
-        return _may_hold_value(block_stat, predicate.column, predicate.value)
+        return (_may_hold_value(block_stat, predicate.column, predicate.value)
+                and _admits(might_contain, predicate.column, predicate.value))
     if isinstance(predicate, InSet):
-        return any(_may_hold_value(block_stat, predicate.column, v) for v in predicate.values)
+        if len(predicate.values) > MAX_FILTER_VALUES:
+            might_contain = None
+        return any(_may_hold_value(block_stat, predicate.column, v)
+                   and _admits(might_contain, predicate.column, v) for v in predicate.values)
     if isinstance(predicate, And):
-        return all(evaluate(c, block_stat) for c in predicate.children)
+        return all(evaluate(c, block_stat, might_contain) for c in predicate.children)
     if isinstance(predicate, Or):
-        return any(evaluate(c, block_stat) for c in predicate.children)
+        return any(evaluate(c, block_stat, might_contain) for c in predicate.children)
     if isinstance(predicate, (Not, StringHas, DynamicPathExists, DynamicPathEquals)):
         return True
     return True     # an unknown predicate type: keep
+
+
+def _admits(might_contain: MightContain | None, column: str, value: Any) -> bool:
+    return might_contain is None or value is None or might_contain(column, value)
 
 
 def _column(block_stat: dict[str, Any], column: str) -> dict[str, Any] | None:

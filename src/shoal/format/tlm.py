@@ -5,6 +5,11 @@ Byte layout of one extent object:
     v2:  b"KYMA\\x02" || Arrow IPC file || block_stats_json || stats_len (u32 LE) || b"KYMA\\x02"
     v1:  b"KYMA\\x01" || Arrow IPC file
 
+An extent whose columns have per-block membership filters holds them in a filter section
+inside the Arrow IPC file, just before Arrow's footer, located by the `"filters"` entries of
+the block stats (see `shoal.format.blockfilters`); the IPC file stays one that any Arrow
+reader opens as it is, and a v2 reader that does not know the section never reads it.
+
 The Arrow IPC part is a complete IPC *file* on its own (its offsets are relative to its own
 start); each record batch is one block of at most `block_rows` rows, never empty. IPC buffer
 compression (zstd by default, lz4, or none) is a writer option. `block_stats_json` is compact
@@ -17,12 +22,16 @@ writes the object with a single `store.put` under `f"{prefix}/{extent_id}.tlm"` 
 uuid4 hex). The object is assembled in one buffer without copying the IPC body again: the
 leading magic goes first, Arrow writes behind it through a view whose positions start at 0
 (Arrow records absolute stream positions in its footer, and the IPC file must be valid on
-its own), and the JSON footer, its length and the trailing magic follow.
+its own), and the JSON footer, its length and the trailing magic follow. With block filters,
+what Arrow writes when the IPC file is closed is held back, and the filter section goes in
+before Arrow's footer (whose length and magic end the IPC file).
 
 Reader: reads the 5-byte head and one speculative tail range (the last `tail_prefetch`
 bytes: trailing magic, stats_len, the JSON and normally Arrow's own footer), checks the
 framing, then opens the IPC slice through a range-reading file view, so `read_block` fetches
 only that block's bytes -- and with a projection only the projected columns' buffers.
+`pruned_blocks` reads a column's block filters (one range) only when min/max keep a block
+that has one for a column the predicate looks up.
 `bytes_read` counts every byte fetched from the store. Bad framing, a footer that does not
 match the body, or an unreadable body raise `ExtentFormatError`.
 """
@@ -30,6 +39,7 @@ match the body, or an unreadable body raise `ExtentFormatError`.
 from __future__ import annotations
 
 import json
+import logging
 import struct
 import threading
 import uuid
@@ -42,10 +52,13 @@ import pyarrow as pa
 
 from shoal.errors import ExtentFormatError
 from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
+from shoal.format.blockfilters import (FILTERS_KEY, BlockFilter, column_span, decode_column,
+                                       layout_section, prune_blocks)
 from shoal.format.membership import DEFAULT_FP_RATE
-from shoal.format.predicates import evaluate
 from shoal.format.stats import ExtentStatsBuilder
 from shoal.storage.base import ObjectStore
+
+log = logging.getLogger("shoal.format")
 
 MAGIC_V1 = b"KYMA\x01"
 MAGIC_V2 = b"KYMA\x02"
@@ -56,6 +69,7 @@ DEFAULT_BLOCK_ROWS = 65536
 DEFAULT_TAIL_PREFETCH = 64 * 1024
 Compression = Literal["zstd", "lz4"] | None
 _COMPRESSIONS = ("zstd", "lz4", None)
+_ARROW_MAGIC = b"ARROW1"
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError,
                  pa.ArrowTypeError, pa.ArrowKeyError, pa.ArrowIndexError, OSError)
 
@@ -67,13 +81,15 @@ class TlmFormat:
     or identifier-like string column (no whitespace in any value; see `shoal.format.stats`),
     False builds none, and a collection of column names builds them for exactly those
     columns whatever their values look like. `fp_rate` is the filters' false-positive rate.
+    `block_filters`: those columns also get a filter per block (see
+    `shoal.format.blockfilters`).
     """
 
     name = "tlm"
 
     def __init__(self, *, compression: Compression = "zstd",
                  membership_filters: bool | Collection[str] = True,
-                 fp_rate: float = DEFAULT_FP_RATE,
+                 fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
                  tail_prefetch: int = DEFAULT_TAIL_PREFETCH) -> None:
         if compression not in _COMPRESSIONS:
             raise ValueError(f"compression must be one of {_COMPRESSIONS}, got {compression!r}")
@@ -83,6 +99,7 @@ class TlmFormat:
         self.membership_filters = (membership_filters if isinstance(membership_filters, bool)
                                    else frozenset(membership_filters))
         self.fp_rate = fp_rate
+        self.block_filters = block_filters
         self.tail_prefetch = tail_prefetch
 
     def open_extent(self, store: ObjectStore, path: str) -> TlmReader:
@@ -92,7 +109,19 @@ class TlmFormat:
                      block_rows: int = DEFAULT_BLOCK_ROWS) -> TlmWriter:
         return TlmWriter(store, prefix, schema, block_rows=block_rows,
                          compression=self.compression,
-                         membership_filters=self.membership_filters, fp_rate=self.fp_rate)
+                         membership_filters=self.membership_filters, fp_rate=self.fp_rate,
+                         block_filters=self.block_filters)
+
+    def read_block_filters(self, store: ObjectStore, path: str,
+                           block_stats: Sequence[dict[str, Any]], column: str
+                           ) -> tuple[list[BlockFilter | None] | None, int]:
+        """Each block's filter of `column` (None: the extent has none) from the block stats
+        of the extent at `path` (one range read), and the bytes read."""
+        span = column_span(block_stats, column)
+        if span is None:
+            return None, 0
+        data = store.get_range(path, span[0], span[1] - span[0])
+        return decode_column(block_stats, column, data, span[0], path=path), len(data)
 
 
 def extent_key(prefix: str, extent_id: str) -> str:
@@ -121,14 +150,30 @@ class _OffsetSink:
     def __init__(self, sink: pa.BufferOutputStream) -> None:
         self._sink = sink
         self._base = sink.tell()
+        self._held: list[bytes] | None = None
+        self._held_len = 0
         self.closed = False
 
+    def hold(self) -> None:
+        """Keep further writes in memory (positions still count them) until `release`."""
+        self._held, self._held_len = [], 0
+
+    def release(self) -> bytes:
+        held, self._held = b"".join(self._held or []), None
+        self._held_len = 0
+        return held
+
     def write(self, data: bytes | pa.Buffer) -> int:
-        self._sink.write(data)
-        return data.size if isinstance(data, pa.Buffer) else len(data)
+        n = data.size if isinstance(data, pa.Buffer) else len(data)
+        if self._held is not None:
+            self._held.append(data.to_pybytes() if isinstance(data, pa.Buffer) else bytes(data))
+            self._held_len += n
+        else:
+            self._sink.write(data)
+        return n
 
     def tell(self) -> int:
-        return self._sink.tell() - self._base
+        return self._sink.tell() - self._base + self._held_len
 
     def flush(self) -> None:
         pass
@@ -154,7 +199,7 @@ class TlmWriter:
     def __init__(self, store: ObjectStore, prefix: str, schema: pa.Schema, *,
                  block_rows: int = DEFAULT_BLOCK_ROWS, compression: Compression = "zstd",
                  membership_filters: bool | Collection[str] = True,
-                 fp_rate: float = DEFAULT_FP_RATE) -> None:
+                 fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True) -> None:
         if block_rows < 1:
             raise ValueError("block_rows must be at least 1")
         if compression not in _COMPRESSIONS:
@@ -169,10 +214,11 @@ class TlmWriter:
         self._rows = 0
         self._block_stats: list[dict[str, Any]] = []
         self._stats = ExtentStatsBuilder(schema, membership_filters=membership_filters,
-                                         fp_rate=fp_rate)
+                                         fp_rate=fp_rate, block_filters=block_filters)
         self._sink = pa.BufferOutputStream()
         self._sink.write(MAGIC_V2)
-        self._ipc = pa.ipc.new_file(pa.PythonFile(_OffsetSink(self._sink), mode="w"), schema,
+        self._ipc_sink = _OffsetSink(self._sink)
+        self._ipc = pa.ipc.new_file(pa.PythonFile(self._ipc_sink, mode="w"), schema,
                                     options=pa.ipc.IpcWriteOptions(compression=compression))
         self._pool: ThreadPoolExecutor | None = None
         self._last_write: Future[None] | None = None
@@ -197,7 +243,11 @@ class TlmWriter:
             stats = self._stats.finish()        # overlaps the last blocks' serialisation
             if self._last_write is not None:
                 self._last_write.result()
+            if stats.block_filters:
+                self._ipc_sink.hold()
             self._ipc.close()
+            if stats.block_filters:
+                self._close_with_filters(stats.block_filters)
             self._sink.write(encode_footer(self._block_stats))
             data = self._sink.getvalue()
             self._store.put(self.object_path, data)
@@ -240,6 +290,26 @@ class TlmWriter:
             if not f.type.equals(g.type):
                 raise ValueError(f'column "{g.name}" is {f.type}, the extent schema has {g.type}')
         return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+    def _close_with_filters(self, block_filters: list[dict[str, tuple[str, bytes]]]) -> None:
+        """Write what Arrow wrote on close (held back) with the filter section before
+        Arrow's footer, and point the block stats at the filters."""
+        tail = self._ipc_sink.release()
+        footer_len = int.from_bytes(tail[-10:-6], "little", signed=True) if len(tail) >= 10 \
+            else -1
+        cut = len(tail) - 10 - footer_len
+        if tail[-6:] != _ARROW_MAGIC or footer_len <= 0 or cut < 0:
+            raise ValueError("Arrow's IPC file does not end in its footer, length and magic")
+        self._sink.write(tail[:cut])
+        section, refs = layout_section(block_filters, self._sink.tell())
+        if len(refs) != len(self._block_stats):
+            raise ValueError(f"{len(refs)} blocks of filters for {len(self._block_stats)} "
+                             "blocks")
+        self._sink.write(section)
+        self._sink.write(tail[cut:])
+        for entry, ref in zip(self._block_stats, refs):
+            if ref:
+                entry[FILTERS_KEY] = ref
 
     def _take(self, n: int) -> pa.RecordBatch:
         """Remove the first n pending rows as one batch."""
@@ -364,6 +434,7 @@ class TlmReader:
             raise ExtentFormatError(path, f"unreadable: {e}") from e
         self._row_count: int | None = (None if self._stats is None
                                        else sum(s["rows"] for s in self._stats))
+        self._block_filters: dict[str, list[BlockFilter | None] | None] = {}
 
     def _open(self, tail_prefetch: int) -> None:
         size, fetch = self._size, self._fetcher
@@ -455,7 +526,29 @@ class TlmReader:
     def pruned_blocks(self, predicate: BlockPredicate | None) -> list[int]:
         if self._stats is None or predicate is None:
             return list(range(self._block_count))
-        return [i for i, s in enumerate(self._stats) if evaluate(predicate, s)]
+        return prune_blocks(predicate, self._stats, self.read_block_filters)
+
+    def read_block_filters(self, column: str) -> list[BlockFilter | None] | None:
+        """Each block's filter of `column` (one range read, kept by this reader), or None
+        if it has none."""
+        if self._stats is None:
+            return None
+        if column not in self._block_filters:
+            self._block_filters[column] = self._fetch_block_filters(column)
+        return self._block_filters[column]
+
+    def _fetch_block_filters(self, column: str) -> list[BlockFilter | None] | None:
+        assert self._stats is not None
+        span = column_span(self._stats, column)
+        if span is None:
+            return None
+        start, end = span
+        if end > self._size:
+            log.warning("extent %s: block filters of %s point past its end; not used",
+                        self._path, column)
+            return None
+        data = self._fetcher.fetch(start, end - start).to_pybytes()
+        return decode_column(self._stats, column, data, start, path=self._path)
 
     def read_block(self, block: int, projection: Sequence[str] | None = None) -> pa.RecordBatch:
         if not 0 <= block < self._block_count:

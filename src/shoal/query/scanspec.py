@@ -6,9 +6,10 @@ which columns in which Spark types, grouped into Spark partitions. The spec trav
 DataSource as one JSON option, so every table reference is its own fresh `load()` with its
 own plan — never the shared pushed-filter state that gives wrong answers on self-joins.
 
-Stage 2 needs each candidate extent's block stats. Extents are immutable, so their footers
-are cached per process (`FooterCache`): a warm needle query touches no extent it will not
-read.
+Stage 2 needs each candidate extent's block stats, and for an equality on a column with
+per-block membership filters those filters (`shoal.format.blockfilters`). Extents are
+immutable, so both are cached per process (`FooterCache`; the filters bounded by bytes): a
+warm needle query touches no extent it will not read, and reads one block of a big one.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from shoal.catalog.base import Catalog, ManifestEntry
+from shoal.catalog.cache import MISSING, ExtentCache
 from shoal.format.base import BlockPredicate, SegmentFormat
-from shoal.format.predicates import evaluate
+from shoal.format.blockfilters import BlockFilter, prune_blocks
 from shoal.query.scan import ScanStats
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import TIMESTAMP_NS_COLUMN, Schema
@@ -91,14 +93,20 @@ class Footer:
     row_count: int
 
 
+DEFAULT_FILTER_CACHE_BYTES = 64 * 2**20
+
+
 class FooterCache:
     """Block stats of extents by object path (extents never change), least recently used
-    out first."""
+    out first; beside them (`filters`) decoded block filters by (path, column), bounded by
+    `filter_bytes`."""
 
-    def __init__(self, capacity: int = 50_000) -> None:
+    def __init__(self, capacity: int = 50_000, *,
+                 filter_bytes: int = DEFAULT_FILTER_CACHE_BYTES) -> None:
         self.capacity = capacity
         self._items: OrderedDict[str, Footer] = OrderedDict()
         self._lock = threading.Lock()
+        self.filters = ExtentCache(filter_bytes)
 
     def get(self, path: str) -> Footer | None:
         with self._lock:
@@ -113,6 +121,23 @@ class FooterCache:
             self._items.move_to_end(path)
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
+
+
+def _block_filters(store: ObjectStore, fmt: SegmentFormat, cache: FooterCache,
+                   path: str, footer: Footer, column: str, stats: ScanStats
+                   ) -> list[BlockFilter | None] | None:
+    """One column's block filters of one extent, through the cache (bytes read count into
+    `stats` on a miss)."""
+    key = (path, column)
+    found = cache.filters.get(key)
+    if found is not MISSING:
+        return found
+    assert footer.block_stats is not None
+    filters, nbytes = fmt.read_block_filters(store, path, footer.block_stats, column)
+    stats.bytes_read += nbytes
+    size = 64 + sum(96 + (f[1].m + 7) // 8 for f in filters or () if f is not None)
+    cache.filters.put(key, filters, size)
+    return filters
 
 
 def _load_footer(store: ObjectStore, fmt: SegmentFormat, path: str) -> tuple[Footer, int]:
@@ -156,7 +181,10 @@ def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
             blocks = list(range(footer.block_count))
             rows = footer.row_count
         else:
-            blocks = [i for i, s in enumerate(footer.block_stats) if evaluate(predicate, s)]
+            fmt, path, f = formats[e.format], e.object_path, footer
+            blocks = prune_blocks(predicate, footer.block_stats,
+                                  lambda column, fmt=fmt, path=path, f=f: _block_filters(
+                                      store, fmt, cache, path, f, column, stats))
             rows = sum(footer.block_stats[i]["rows"] for i in blocks)
         stats.blocks_pruned += footer.block_count - len(blocks)
         if blocks:
