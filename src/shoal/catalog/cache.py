@@ -21,16 +21,15 @@ cannot meet a stale entry. Thread-safe.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Any, Final
+from typing import Final
 
 from shoal.catalog.base import ManifestEntry
 from shoal.format.membership import BloomFilter
+from shoal.lru import MISSING, Lru
+
+__all__ = ["DEFAULT_CACHE_BYTES", "MISSING", "ExtentCache", "entry_bytes", "filter_bytes"]
 
 DEFAULT_CACHE_BYTES: Final = 64 * 2**20
-MISSING: Final = object()          # `get`'s answer for a key not held
 _ABSENT_FILTER_BYTES = 96          # a key and a None
 _ENTRY_BYTES = 640                 # a ManifestEntry with its strings, about
 
@@ -46,53 +45,8 @@ def filter_bytes(bloom: BloomFilter | None) -> int:
     return _ABSENT_FILTER_BYTES if bloom is None else _ABSENT_FILTER_BYTES + (bloom.m + 7) // 8
 
 
-class ExtentCache:
-    """An LRU map bounded by the bytes of its values (`max_bytes`; 0 keeps nothing)."""
+class ExtentCache(Lru):
+    """The extent entries and filters of one catalog, bounded by their estimated bytes."""
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
-        if max_bytes < 0:
-            raise ValueError("max_bytes must be >= 0")
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: Hashable) -> Any:
-        """The value under `key` (made most recent), or `MISSING`."""
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                self.misses += 1
-                return MISSING
-            self._items.move_to_end(key)
-            self.hits += 1
-            return item[0]
-
-    def put(self, key: Hashable, value: Any, nbytes: int) -> None:
-        """Hold `value` under `key`; evicts the least recently used beyond `max_bytes`. A
-        value larger than the whole budget is not kept."""
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            if nbytes > self.max_bytes:
-                return
-            self._items[key] = (value, nbytes)
-            self._bytes += nbytes
-            while self._bytes > self.max_bytes:
-                _, (_, n) = self._items.popitem(last=False)
-                self._bytes -= n
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
+        super().__init__(max_bytes)

@@ -47,7 +47,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -64,6 +63,7 @@ from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
 from shoal.query.scan import ScanStats
 from shoal.query.scanspec import TIMESTAMP_NS, FooterCache, ScanSpec, build_scan_spec
+from shoal.lru import MISSING, Lru
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -251,7 +251,8 @@ class QueryEngine:
         self._generation = -1
         self._local: LocalEngine | None = None
         self._local_lock = threading.Lock()
-        self._statements = _Lru(512)        # (sql, scan columns) -> LocalStatement | reason
+        # (sql, scan columns) -> LocalStatement | reason; weight 1 each: bounded by count
+        self._statements = Lru(512)
 
     @property
     def spark(self) -> SparkSession:
@@ -395,12 +396,12 @@ class QueryEngine:
                                for c in spec.columns}
             key = (planned.sql, repr(types))
             cached = self._statements.get(key)
-            if cached is None:
+            if cached is MISSING:
                 try:
                     cached = to_local(planned.analysis.tree_for(views), types, planned.sql)
                 except NotLocal as e:
                     cached = e.reason
-                self._statements.put(key, cached)
+                self._statements.put(key, cached, 1)
             if isinstance(cached, str):
                 raise NotLocal(cached)
             return cached
@@ -630,29 +631,6 @@ def _engine_gone(e: BaseException) -> str | None:
 
 def _local_views(n: int) -> list[str]:
     return [f"__shoal_local_{i}" for i in range(n)]
-
-
-class _Lru:
-    """A small thread-safe least-recently-used map."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: Any, value: Any) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
 
 
 

@@ -15,17 +15,15 @@ warm needle query touches no extent it will not read, and reads one block of a b
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from shoal.catalog.base import Catalog, ManifestEntry
-from shoal.catalog.cache import MISSING, ExtentCache
 from shoal.format.base import BlockPredicate, SegmentFormat
 from shoal.format.blockfilters import BlockFilter, prune_blocks
+from shoal.lru import MISSING, Lru
 from shoal.query.scan import ScanStats
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import TIMESTAMP_NS_COLUMN, Schema
@@ -104,23 +102,15 @@ class FooterCache:
     def __init__(self, capacity: int = 50_000, *,
                  filter_bytes: int = DEFAULT_FILTER_CACHE_BYTES) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[str, Footer] = OrderedDict()
-        self._lock = threading.Lock()
-        self.filters = ExtentCache(filter_bytes)
+        self._items = Lru(capacity)                 # weight 1 each: bounded by count
+        self.filters = Lru(filter_bytes)
 
     def get(self, path: str) -> Footer | None:
-        with self._lock:
-            footer = self._items.get(path)
-            if footer is not None:
-                self._items.move_to_end(path)
-            return footer
+        footer = self._items.get(path)
+        return None if footer is MISSING else footer
 
     def put(self, path: str, footer: Footer) -> None:
-        with self._lock:
-            self._items[path] = footer
-            self._items.move_to_end(path)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+        self._items.put(path, footer, 1)
 
 
 def _block_filters(store: ObjectStore, fmt: SegmentFormat, cache: FooterCache,
