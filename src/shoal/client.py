@@ -20,19 +20,13 @@ import pyarrow as pa
 from shoal.catalog import Catalog, TableInfo, open_catalog
 from shoal.catalog.describe import describe_table
 from shoal.config import Config, load_config
-from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.format import default_formats
+from shoal.format.base import BlockPredicate
 from shoal.ingest.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.locations import LocationPolicy
 from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, Schema, SchemaMode
-
-
-def default_formats() -> dict[str, SegmentFormat]:
-    from shoal.format.tlm import TlmFormat
-
-    tlm = TlmFormat()
-    return {tlm.name: tlm}
 
 
 class Shoal:

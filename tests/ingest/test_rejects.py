@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from shoal.catalog import open_catalog
-from shoal.client import default_formats
+from shoal.format import default_formats
 from shoal.format.tlm import TlmFormat
 from shoal.ingest.commit import CommitCoordinator
 from shoal.ingest.rejects import (RejectRecord, commit_rejects, ensure_rejects_table,

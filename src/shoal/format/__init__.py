@@ -18,9 +18,16 @@ from shoal.format.tokens import tokenize
 __all__ = [
     "And", "BlockPredicate", "BloomFilter", "DynamicPathEquals", "DynamicPathExists", "Equals",
     "ExtentMetadata", "ExtentReader", "ExtentWriteResult", "ExtentWriter", "InSet", "Not", "Or",
-    "SegmentFormat", "StringHas", "TimeRange", "TlmFormat", "evaluate", "get_format",
-    "tokenize",
+    "SegmentFormat", "StringHas", "TimeRange", "TlmFormat", "default_formats", "evaluate",
+    "get_format", "tokenize",
 ]
+
+
+def default_formats() -> dict[str, SegmentFormat]:
+    """Every shipping format by the name manifest rows record: what a process (a Spark task
+    included) needs to read and write extents, with nothing of the client."""
+    tlm = TlmFormat()
+    return {tlm.name: tlm}
 
 
 def get_format(name: str) -> SegmentFormat:

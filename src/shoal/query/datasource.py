@@ -106,7 +106,7 @@ class ShoalScanReader(DataSourceReader):
         return [InputPartition(p) for p in parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from shoal.client import default_formats
+        from shoal.format import default_formats
         from shoal.storage import open_store
 
         tasks: list[ScanTask] = partition.value
@@ -121,7 +121,7 @@ class ShoalScanReader(DataSourceReader):
 def _plan_full_scan(options: dict[str, str]) -> ScanSpec:
     """Plan an unfiltered scan from options (the DataFrame path; runs on the driver)."""
     from shoal.catalog import open_catalog
-    from shoal.client import default_formats
+    from shoal.format import default_formats
     from shoal.query.scanspec import FooterCache, build_scan_spec
     from shoal.storage import open_store
 

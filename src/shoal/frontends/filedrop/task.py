@@ -117,7 +117,7 @@ class FileResult:
 def process_files(spec: TaskSpec, objects: Sequence[ObjectInfo]) -> list[FileResult]:
     """Process a group of objects (one Spark task); see the module docstring."""
     from shoal.catalog import open_catalog
-    from shoal.client import default_formats
+    from shoal.format import default_formats
     from shoal.ingest.commit import CommitCoordinator
     from shoal.storage import open_store
 

@@ -51,7 +51,7 @@ class StageSpec:
 def stage_task(spec: StageSpec, ranges: Iterable[Iterator[pa.RecordBatch]]) -> StagedBatch:
     """Coerce the records of `ranges` (one iterator of record batches per range) and write
     the accepted rows as one extent; the result is what the driver commits."""
-    from shoal.client import default_formats
+    from shoal.format import default_formats
     from shoal.ingest.commit import CommitCoordinator
     from shoal.storage import open_store
 
