@@ -77,6 +77,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import shoal
+from shoal.query.engine import _Run
+from shoal.query.limits import QueryLimits
 from shoal.query.planner import analyze, has_pattern
 from shoal.query.scanspec import build_scan_spec
 from shoal.types import INT, REAL, STRING, Column
@@ -299,7 +301,7 @@ class Engines:
         planned = engine._scans(sql, prune=True)
         route = engine._route(planned, "local")
         t1 = time.perf_counter()
-        result = engine._run_local(planned, route)
+        result = engine._run_local(planned, route, _Run(None))
         t2 = time.perf_counter()
         self.phases.setdefault(label + " (embedded)", []).append((t1 - t0, t2 - t1))
         doc = result.stats.to_json()
@@ -307,15 +309,13 @@ class Engines:
 
     # shoal through Spark, with its plan / execute split recorded for the profile table
     def shoal(self, sql: str, label: str) -> Run:
-        from shoal.query.engine import _collect
-
         engine = self.db.query_engine
         t0 = time.perf_counter()
         df, stats, done = engine._plan(sql, prune=True)
         t1 = time.perf_counter()
         stats.engine = "spark"
         try:
-            table = _collect(df)
+            table, _ = engine._collect(df, QueryLimits(), _Run(None))
         finally:
             done()
         t2 = time.perf_counter()
