@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -22,6 +21,7 @@ import shoal
 from shoal.client import Shoal
 from shoal.server import create_app
 from tests.support.fixtures import SPARK_MASTER
+from tests.support.waiting import wait_for
 from tests.support.server import serve_app
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -49,15 +49,6 @@ def live(db: Shoal, **settings: Any) -> Iterator[httpx.Client]:
     app = create_app(db, config=replace(db.config, **settings))
     with serve_app(app) as url, httpx.Client(base_url=url, timeout=120) as client:
         yield client
-
-
-def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
-    """Poll `condition` until it holds (the deadline only guards against a hang)."""
-    end = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def running_tasks(db: Shoal) -> int:

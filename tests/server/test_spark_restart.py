@@ -11,13 +11,13 @@ import json
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.waiting import wait_for
 from tests.support.server import ServerHandle, start_server
 
 NUMS = 3000
@@ -45,14 +45,6 @@ def server(tmp_path_factory) -> Iterator[ServerHandle]:
             r = http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM nums"})
             assert r.json()["rows"] == [[NUMS]], r.text
         yield srv
-
-
-def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = 180.0) -> None:
-    end = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def java_children(pid: int) -> list[int]:
