@@ -180,7 +180,7 @@ class _Compiler:
                           for t in tokens))
             return self._restrict(cond, versions, params)  # type: ignore[arg-type]
         if isinstance(pred, (DynamicPathExists, DynamicPathEquals)):
-            if isinstance(pred, DynamicPathEquals) and pred.value is None or self._full():
+            if (isinstance(pred, DynamicPathEquals) and pred.value is None) or self._full():
                 return true()
             return self._contains("present_paths", (pred.column,), pred.path, params)
         if isinstance(pred, And):

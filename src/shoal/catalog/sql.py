@@ -97,9 +97,8 @@ class SqlCatalog:
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            with conn.begin():
-                yield conn
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
 
     def close(self) -> None:
         self.engine.dispose()

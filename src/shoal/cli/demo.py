@@ -41,7 +41,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any
 
@@ -437,7 +437,7 @@ def _exercise(console: Console, http: Http, timings: dict[str, float]) -> None:
                   f"{row['schema_version']}, retention {row['retention']}")
 
     # 2. ingest over HTTP, with a field that appears half-way
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     end = now - timedelta(minutes=now.minute % 20)
     start = end - SLOTS * SLOT
     batches, needle = generate(random.Random(42), start)

@@ -125,9 +125,7 @@ def filter_columns(predicate: BlockPredicate | None) -> set[str]:
     out: set[str] = set()
 
     def walk(p: BlockPredicate | None) -> None:
-        if isinstance(p, Equals):
-            out.add(p.column)
-        elif isinstance(p, InSet) and len(p.values) <= MAX_FILTER_VALUES:
+        if isinstance(p, Equals) or (isinstance(p, InSet) and len(p.values) <= MAX_FILTER_VALUES):
             out.add(p.column)
         elif isinstance(p, (And, Or)):
             for c in p.children:

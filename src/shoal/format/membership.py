@@ -269,7 +269,7 @@ def estimate_distinct_hashes(h: np.ndarray | Sequence[np.ndarray]) -> int:
 class BloomFilter:
     """A bloom filter with m bits and k probes; see the module docstring for the layout."""
 
-    __slots__ = ("_m", "_k", "_bits", "_version")
+    __slots__ = ("_bits", "_k", "_m", "_version")
 
     def __init__(self, m: int, k: int, bits: np.ndarray, version: int = _VERSION) -> None:
         if not (1 <= m < 2**64 and 1 <= k <= 255):

@@ -48,7 +48,7 @@ class LedgerSweeper:
                 n = self.sweep_once()
                 if n:
                     log.info("ledger sweep removed %d expired keys", n)
-            except Exception:  # noqa: BLE001 - a failed sweep is retried next interval
+            except Exception:
                 log.exception("ledger sweep failed")
 
     def stop(self) -> None:

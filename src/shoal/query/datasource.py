@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import pickle
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, UTC
 from typing import Any
 
 import pyarrow as pa
@@ -170,7 +170,6 @@ def resolve_snapshot(catalog: Any, table: str, version: str | int | None,
 
 
 def _parse_time(text: str) -> datetime:
-    from datetime import timezone
 
     from shoal.errors import QueryError
 
@@ -178,4 +177,4 @@ def _parse_time(text: str) -> datetime:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise QueryError(f"TIMESTAMP AS OF needs an RFC 3339 time, got {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -23,7 +23,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,7 +50,7 @@ class ProcessingLog:
     path: str | None = None
 
     def record(self, function: str, error: str, count: int, **facts: Any) -> None:
-        entry = {"ts": datetime.now(timezone.utc).isoformat(), "function": function,
+        entry = {"ts": datetime.now(UTC).isoformat(), "function": function,
                  "error": error, "count": count, **facts}
         line = json.dumps(entry)
         logger.warning("%s", line)

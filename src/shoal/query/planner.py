@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import sqlglot
@@ -397,7 +397,7 @@ def _timestamp_us_as_ns(text: str) -> int | None:
         offset = sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
     else:
         offset = 0
-    seconds = int(dt.replace(tzinfo=timezone.utc).timestamp()) - offset
+    seconds = int(dt.replace(tzinfo=UTC).timestamp()) - offset
     micros = int((frac or ".0")[1:7].ljust(6, "0"))
     return (seconds * 1_000_000 + micros) * _US
 

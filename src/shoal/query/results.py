@@ -13,7 +13,7 @@ import csv
 import io
 import json
 import math
-from datetime import date, datetime, timezone
+from datetime import date, datetime, UTC
 from decimal import Decimal
 from typing import Any
 
@@ -63,7 +63,7 @@ def json_value(v: Any) -> Any:
         return v if math.isfinite(v) else str(v)
     if isinstance(v, datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(timezone.utc).replace(tzinfo=None)
+            v = v.astimezone(UTC).replace(tzinfo=None)
         return v.isoformat() + "Z"
     if isinstance(v, date):
         return v.isoformat()

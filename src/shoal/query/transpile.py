@@ -40,6 +40,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from shoal.query.planner import BYTE_FUNCTIONS, _timestamp_us_as_ns
+from datetime import UTC
 
 T = exp.DataType.Type
 _NUMERIC = {T.INT: "number", T.BIGINT: "number", T.DOUBLE: "number", T.FLOAT: "number",
@@ -346,9 +347,7 @@ def _same_family(node: exp.Expression, a: exp.Expression, b: exp.Expression | No
 # ---- output names and types -----------------------------------------------------------------
 def _leftmost(node: exp.Expression) -> exp.Select:
     while not isinstance(node, exp.Select):
-        if isinstance(node, exp.SetOperation):
-            node = node.this
-        elif isinstance(node, exp.Subquery):
+        if isinstance(node, exp.SetOperation) or isinstance(node, exp.Subquery):
             node = node.this
         else:
             raise NotLocal(f"a {node.key.upper()} at the top of the statement")
@@ -477,9 +476,9 @@ def _replace_ts_literal(column: exp.Expression, value: exp.Expression | None) ->
 
 def _ts_literal(ns: int) -> exp.Expression:
     """A DuckDB TIMESTAMP (no zone: the local engine reads timestamps as UTC wall time)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     us = ns // 1_000
-    dt = datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(us // 1_000_000, tz=UTC)
     text = dt.strftime("%Y-%m-%d %H:%M:%S") + f".{us % 1_000_000:06d}"
     return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("TIMESTAMP"))

@@ -3,4 +3,4 @@
 from shoal.server.app import create_app
 from shoal.server.auth import TokenTable, check_bind, is_loopback, load_tokens
 
-__all__ = ["create_app", "TokenTable", "check_bind", "is_loopback", "load_tokens"]
+__all__ = ["TokenTable", "check_bind", "create_app", "is_loopback", "load_tokens"]

@@ -92,7 +92,7 @@ class SparkSupervisor:
                 return
             try:
                 self._check()
-            except Exception:  # noqa: BLE001 - the supervisor must outlive any one round
+            except Exception:
                 log.exception("the Spark supervisor's check failed")
 
     def _check(self) -> None:

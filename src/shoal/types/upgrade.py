@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from shoal.types.columns import ColumnType, type_of_field
 from shoal.types.schema import Schema, widening_allowed
+from datetime import UTC
 
 
 def _timestamps_to_rfc3339(arr: pa.Array) -> pa.Array:
@@ -25,9 +26,9 @@ def _timestamps_to_rfc3339(arr: pa.Array) -> pa.Array:
 
 
 def _ns_to_rfc3339(ns: int) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
     sec, frac = divmod(ns, 1_000_000_000)
-    base = datetime.fromtimestamp(sec, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    base = datetime.fromtimestamp(sec, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{base}.{frac:09d}Z" if frac else f"{base}Z"
 
 

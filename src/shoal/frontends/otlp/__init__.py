@@ -9,5 +9,13 @@ from shoal.frontends.otlp.schemas import (LOGS_SCHEMA, METRICS_SCHEMA, SCHEMAS, 
                                           OtlpTables, Signal)
 from shoal.frontends.otlp.sink import ExportResult, OtlpSink
 
-__all__ = ["LOGS_SCHEMA", "METRICS_SCHEMA", "SCHEMAS", "SPANS_SCHEMA", "OtlpTables", "Signal",
-           "ExportResult", "OtlpSink"]
+__all__ = [
+                                          "LOGS_SCHEMA",
+                                          "METRICS_SCHEMA",
+                                          "SCHEMAS",
+                                          "SPANS_SCHEMA",
+                                          "ExportResult",
+                                          "OtlpSink",
+                                          "OtlpTables",
+                                          "Signal",
+]
