@@ -4,6 +4,18 @@ Every error raised on purpose derives from `ShoalError`. Constructors take the f
 (table, column, line, expected, found) and build the message, so every edge (HTTP, CLI,
 Kafka reject table) can both print a precise line and map the error by class once.
 `ValueError`/`TypeError` are reserved for misuse of the Python API.
+
+Directly under the root sit only three branches, and a class's branch says whose fault it
+is and so its HTTP status (the server maps statuses by branch, `shoal.server.errors`):
+
+    ShoalError
+    ├── RequestError        the caller can fix it: 400, or the 4xx of a sub-branch
+    │   ├── NotFoundError 404 · ConflictError 409 · NotAllowedError 403
+    │   ├── PayloadTooLargeError 413
+    │   └── SchemaError, QueryError, IngestError, BadJsonError, InvalidPropertyError: 400
+    ├── UnavailableError    retry later: 503 (BackpressureError: 429)
+    └── InternalError       shoal or its operator must fix it: 500
+        └── ConfigError, CatalogError, CommitError, StorageError, PipelineError
 """
 
 from __future__ import annotations
@@ -18,11 +30,71 @@ class ShoalError(Exception):
     retryable = False
 
 
-class ConfigError(ShoalError):
+# ---- the three branches ------------------------------------------------------------------
+
+
+class RequestError(ShoalError):
+    """The request (statement, body, property, name) is wrong; the caller can fix it (4xx)."""
+
+    code = "bad_request"
+
+
+class UnavailableError(ShoalError):
+    """shoal cannot serve this now (engine restarting, shutting down, overloaded): retry."""
+
+    code = "unavailable"
+    retryable = True
+
+
+class InternalError(ShoalError):
+    """shoal, its configuration or its dependencies failed; the caller cannot fix it (500)."""
+
+    code = "internal_error"
+
+
+# ---- request errors ----------------------------------------------------------------------
+
+
+class NotAllowedError(RequestError):
+    """The caller may not do this here (403)."""
+
+    code = "not_allowed"
+
+
+class ConflictError(RequestError):
+    """The request conflicts with the current state (409)."""
+
+    code = "conflict"
+
+
+class InvalidPropertyError(RequestError):
+    """A table property or pipeline option with a value shoal cannot use (400)."""
+
+    code = "invalid_property"
+
+
+# ---- internal errors -----------------------------------------------------------------------
+
+
+class ConfigError(InternalError):
+    """The server's own configuration (settings, URLs, ports) is unusable."""
+
     code = "config_error"
 
 
-class LocationNotAllowedError(ShoalError):
+class CatalogError(InternalError):
+    """The catalog database is unusable: wrong version, corrupt rows."""
+
+    code = "catalog_error"
+
+
+class PipelineError(InternalError):
+    """A bound pipeline (Kafka, file-drop, maintenance) failed in a way it cannot skip."""
+
+    code = "pipeline_error"
+
+
+class LocationNotAllowedError(NotAllowedError):
     """A table property (or binding) naming a path or host outside the allowed locations
     (`SHOAL_ALLOWED_PATHS` / `SHOAL_ALLOWED_HOSTS`): 403 at the HTTP edge."""
 
@@ -36,7 +108,7 @@ class LocationNotAllowedError(ShoalError):
                          f"(the data directory and {setting})")
 
 
-class NotFoundError(ShoalError):
+class NotFoundError(RequestError):
     code = "not_found"
 
 
@@ -57,7 +129,7 @@ class SnapshotNotFoundError(NotFoundError):
         super().__init__(f'table "{table}" has no snapshot {snapshot_id}')
 
 
-class AlreadyExistsError(ShoalError):
+class AlreadyExistsError(ConflictError):
     code = "already_exists"
 
 
@@ -69,7 +141,7 @@ class TableAlreadyExistsError(AlreadyExistsError):
         super().__init__(f'table "{table}" already exists')
 
 
-class SchemaError(ShoalError):
+class SchemaError(RequestError):
     """Base of schema problems: bad definitions, incompatible changes, bad values."""
 
     code = "schema_error"
@@ -85,7 +157,7 @@ class InvalidSchemaError(SchemaError):
         super().__init__(message)
 
 
-class IncompatibleSchemaChangeError(SchemaError):
+class IncompatibleSchemaChangeError(ConflictError, SchemaError):
     """A change that is not a widening (narrow, drop, rename, other type change)."""
 
     code = "incompatible_schema_change"
@@ -103,7 +175,7 @@ class IncompatibleSchemaChangeError(SchemaError):
             "the schema only widens")
 
 
-class SchemaConflictError(SchemaError):
+class SchemaConflictError(ConflictError, SchemaError):
     """Two concurrent evolutions added one column name with conflicting types."""
 
     code = "schema_conflict"
@@ -118,7 +190,9 @@ class SchemaConflictError(SchemaError):
             f"this change wanted {proposed}")
 
 
-class CommitError(ShoalError):
+class CommitError(InternalError):
+    """Committing a snapshot failed (conflicts are retried inside the commit layer)."""
+
     code = "commit_error"
 
 
@@ -147,7 +221,7 @@ class CommitStateUnknownError(CommitError):
         super().__init__(f'table "{table}": commit outcome unknown: {cause}')
 
 
-class CommitRetriesExhaustedError(CommitError):
+class CommitRetriesExhaustedError(UnavailableError, CommitError):
     code = "commit_retries_exhausted"
 
     def __init__(self, table: str, attempts: int) -> None:
@@ -156,7 +230,9 @@ class CommitRetriesExhaustedError(CommitError):
         super().__init__(f'table "{table}": commit still conflicting after {attempts} attempts')
 
 
-class StorageError(ShoalError):
+class StorageError(InternalError):
+    """The object store failed or holds bytes shoal cannot read."""
+
     code = "storage_error"
 
 
@@ -179,7 +255,9 @@ class ExtentFormatError(StorageError):
         super().__init__(f"{path}: not a valid extent: {reason}")
 
 
-class IngestError(ShoalError):
+class IngestError(RequestError):
+    """Base of problems with data sent for ingest."""
+
     code = "ingest_error"
 
 
@@ -201,7 +279,7 @@ class LineError:
         return LineError(self.line + offset, self.field, f"line {self.line + offset}: {rest}")
 
 
-class BadJsonError(ShoalError):
+class BadJsonError(RequestError):
     """A JSON document shoal cannot take: not valid JSON, or over a limit (400).
 
     `field`: the top-level key of the document where the problem is, when known."""
@@ -219,7 +297,7 @@ class JsonLimitError(BadJsonError):
     code = "json_limit"
 
 
-class IdempotencyKeyConflictError(IngestError):
+class IdempotencyKeyConflictError(ConflictError, IngestError):
     """An idempotency key reused for another table than the one it was first applied to.
 
     Answering it as a replay would drop the request silently, so it is a conflict (409)."""
@@ -278,7 +356,9 @@ class PayloadTooLargeError(IngestError):
         super().__init__(f"request body of {size} bytes exceeds the limit of {limit} bytes")
 
 
-class BackpressureError(IngestError):
+class BackpressureError(UnavailableError):
+    """The write path is full; retry after `retry_after_s` (429)."""
+
     code = "backpressure"
     retryable = True
 
@@ -287,7 +367,9 @@ class BackpressureError(IngestError):
         super().__init__(message)
 
 
-class QueryError(ShoalError):
+class QueryError(RequestError):
+    """Base of problems with a statement: syntax, forbidden, limits."""
+
     code = "query_error"
 
 
@@ -333,7 +415,7 @@ class ResultTooLargeError(QueryError):
                          "smaller columns")
 
 
-class EngineUnavailableError(ShoalError):
+class EngineUnavailableError(UnavailableError):
     """The query engine (the Spark session) is dead, wedged or restarting; retry later."""
 
     code = "engine_unavailable"

@@ -11,7 +11,8 @@ them. FastAPI's validation errors and Starlette's HTTP exceptions (unknown route
 method, body limit) are reshaped into the same document.
 
 The errors defined here belong to the HTTP edge only (auth, readiness, request framing);
-domain errors live in `shoal.errors`.
+domain errors live in `shoal.errors`. Each sits under the branch of that tree whose status it
+refines, so the same error caught outside HTTP (the CLI, a pipeline) classifies the same way.
 """
 
 from __future__ import annotations
@@ -26,25 +27,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shoal.errors import (AlreadyExistsError, BackpressureError, BadJsonError,
-                          CommitRetriesExhaustedError, EngineUnavailableError,
+from shoal.errors import (BackpressureError, BadJsonError, ConflictError,
                           IdempotencyKeyConflictError, IncompatibleSchemaChangeError,
-                          InvalidSchemaError, LocationNotAllowedError, NotFoundError,
-                          PayloadError, PayloadTooLargeError, QueryError, SchemaConflictError,
-                          SchemaError, ShoalError)
+                          InternalError, InvalidSchemaError, NotAllowedError, NotFoundError,
+                          PayloadError, PayloadTooLargeError, RequestError, SchemaConflictError,
+                          ShoalError, UnavailableError)
 
 log = logging.getLogger("shoal.server")
 
 Detail = dict[str, Any]   # {"line": int | None, "field": str | None, "message": str}
 
 
-class HttpEdgeError(ShoalError):
-    """Base of the errors only the HTTP edge raises."""
-
-    code = "http_error"
-
-
-class UnauthorizedError(HttpEdgeError):
+class UnauthorizedError(RequestError):
     """No bearer token, or one the server does not know (401 + WWW-Authenticate)."""
 
     code = "unauthorized"
@@ -54,7 +48,7 @@ class UnauthorizedError(HttpEdgeError):
         super().__init__(message)
 
 
-class ForbiddenError(HttpEdgeError):
+class ForbiddenError(NotAllowedError):
     """A known token without the scope the route needs (403)."""
 
     code = "forbidden"
@@ -64,7 +58,7 @@ class ForbiddenError(HttpEdgeError):
         super().__init__(f'this token lacks the "{scope}" scope')
 
 
-class NotReadyError(HttpEdgeError):
+class NotReadyError(UnavailableError):
     """The server cannot take work now (starting, draining, catalog down): 503 + Retry-After."""
 
     code = "not_ready"
@@ -74,7 +68,7 @@ class NotReadyError(HttpEdgeError):
         super().__init__(message)
 
 
-class BadRequestError(HttpEdgeError):
+class BadRequestError(RequestError):
     """A request the server cannot read: bad parameters, framing or encoding (400)."""
 
     code = "bad_request"
@@ -87,7 +81,7 @@ class BadRequestError(HttpEdgeError):
         super().__init__(message)
 
 
-class RequestTimeoutError(HttpEdgeError):
+class RequestTimeoutError(RequestError):
     """The client did not send its body within the server's `body_timeout_s` (408)."""
 
     code = "request_timeout"
@@ -97,7 +91,7 @@ class RequestTimeoutError(HttpEdgeError):
         super().__init__(f"the request body did not arrive within {seconds:g} s")
 
 
-class TooManyQueriesError(HttpEdgeError):
+class TooManyQueriesError(UnavailableError):
     """Every query slot of the server is taken (`query_concurrency`): 429 + Retry-After."""
 
     code = "too_many_queries"
@@ -109,7 +103,13 @@ class TooManyQueriesError(HttpEdgeError):
                          "(query_concurrency); retry shortly")
 
 
-class UnsupportedEncodingError(HttpEdgeError):
+class UnsupportedMediaTypeError(RequestError):
+    """A body in a Content-Type or Content-Encoding the route does not take (415)."""
+
+    code = "unsupported_media_type"
+
+
+class UnsupportedEncodingError(UnsupportedMediaTypeError):
     code = "unsupported_encoding"
 
     def __init__(self, encoding: str) -> None:
@@ -117,28 +117,20 @@ class UnsupportedEncodingError(HttpEdgeError):
         super().__init__(f'unsupported Content-Encoding "{encoding}" (expected gzip or identity)')
 
 
+# Statuses by branch of the error tree (`shoal.errors`); the most specific class listed wins.
 STATUS_BY_CLASS: dict[type[BaseException], int] = {
+    RequestError: 400,
     UnauthorizedError: 401,
-    ForbiddenError: 403,
-    LocationNotAllowedError: 403,
-    NotReadyError: 503,
-    TooManyQueriesError: 429,
-    EngineUnavailableError: 503,
-    BadRequestError: 400,
-    RequestTimeoutError: 408,
-    UnsupportedEncodingError: 415,
+    NotAllowedError: 403,
     NotFoundError: 404,
-    AlreadyExistsError: 409,
-    SchemaConflictError: 409,
-    IncompatibleSchemaChangeError: 409,
-    SchemaError: 400,
-    QueryError: 400,
-    PayloadError: 400,
-    BadJsonError: 400,
-    IdempotencyKeyConflictError: 409,
+    RequestTimeoutError: 408,
+    ConflictError: 409,
     PayloadTooLargeError: 413,
+    UnsupportedMediaTypeError: 415,
+    UnavailableError: 503,
     BackpressureError: 429,
-    CommitRetriesExhaustedError: 503,
+    TooManyQueriesError: 429,
+    InternalError: 500,
     ShoalError: 500,
 }
 
@@ -185,11 +177,8 @@ def details_for(exc: ShoalError) -> list[Detail]:
 
 
 def headers_for(exc: ShoalError) -> dict[str, str]:
-    if isinstance(exc, (BackpressureError, NotReadyError, TooManyQueriesError,
-                        EngineUnavailableError)):
-        return {"Retry-After": retry_after(exc.retry_after_s)}
-    if isinstance(exc, CommitRetriesExhaustedError):
-        return {"Retry-After": "1"}
+    if isinstance(exc, UnavailableError):
+        return {"Retry-After": retry_after(getattr(exc, "retry_after_s", 1.0))}
     if isinstance(exc, RequestTimeoutError):
         return {"Connection": "close"}     # the rest of the body is never read
     if isinstance(exc, UnauthorizedError):
@@ -205,7 +194,7 @@ def headers_for(exc: ShoalError) -> dict[str, str]:
 
 def error_response(exc: ShoalError) -> JSONResponse:
     status = status_for(exc)
-    if status >= 500 and not isinstance(exc, (NotReadyError, EngineUnavailableError)):
+    if status >= 500 and not isinstance(exc, UnavailableError):
         log.error("request failed: %s", exc, exc_info=exc)
     return JSONResponse(error_document(exc.code, str(exc), details_for(exc)),
                         status_code=status, headers=headers_for(exc))

@@ -30,7 +30,8 @@ from shoal.frontends.otlp.schemas import Signal
 from shoal.frontends.otlp.sink import ExportResult, OtlpSink, check_idempotency_key
 from shoal.server.auth import bearer_token
 from shoal.server.body import content_encoding, gunzip, read_body
-from shoal.server.errors import HttpEdgeError, NotReadyError, headers_for, status_for
+from shoal.server.errors import (NotReadyError, UnsupportedMediaTypeError, headers_for,
+                                 status_for)
 from shoal.server.state import server_state
 
 log = logging.getLogger("shoal.server")
@@ -39,7 +40,7 @@ ROUTES: tuple[tuple[Signal, str], ...] = (("logs", "/v1/logs"), ("traces", "/v1/
                                           ("metrics", "/v1/metrics"))
 
 
-class UnsupportedContentTypeError(HttpEdgeError):
+class UnsupportedContentTypeError(UnsupportedMediaTypeError):
     code = "unsupported_media_type"
 
     def __init__(self, content_type: str | None) -> None:
