@@ -88,12 +88,11 @@ class Shoal:
              prune: bool = True):
         """(pyarrow.Table, ScanStats) of the blocks that may match `predicate`.
 
-        Pruning only skips: the caller still filters rows by the predicate.
+        Pruning only skips: the caller still filters rows by the predicate. The scan is
+        planned and read as a `sql()` reference to the table is (same stages, same stats).
         """
-        from shoal.query.scan import read_table
-
-        return read_table(self.catalog, self.store, self.formats, name, predicate,
-                          snapshot_id=snapshot_id, prune=prune, columns=columns)
+        return self.query_engine.read(name, predicate, snapshot_id=snapshot_id,
+                                      columns=columns, prune=prune)
 
     # queries (SPEC §8): DDL here; SELECTs planned, then run by the embedded engine or Spark
     @property

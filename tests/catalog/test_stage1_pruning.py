@@ -16,7 +16,7 @@ from shoal.format.base import (And, DynamicPathEquals, DynamicPathExists, Equals
                                Or, StringHas, TimeRange)
 from shoal.format.tlm import TlmFormat
 from shoal.ingest.commit import CommitCoordinator
-from shoal.query.scan import plan_scan, read_table
+from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import DYNAMIC, INT, LONG, STRING, Column, Schema
 
@@ -97,13 +97,13 @@ def test_service_and_time_range_exact_without_object_reads(populated):
     lo, hi = 200 * 60 * SEC, 400 * 60 * SEC - 1
     pred = And((Equals("service", "svc-7"), TimeRange(lo, hi)))
     counting = CountingStore(store)
-    plan = plan_scan(catalog, "logs", pred)
-    assert counting.reads == 0  # planning never touches the object store
+    plan = catalog.plan_extents("logs", pred)
+    assert counting.reads == 0  # stage 1 never touches the object store
     got = {e.extent_id for e in plan.entries}
     expected = matching_extents(truth, lambda r: r["service"] == "svc-7"
                                 and lo <= r["_timestamp"] <= hi)
     assert got == expected and len(expected) == 4
-    assert plan.stats.extents_considered == 1000 and plan.stats.extents_pruned == 996
+    assert plan.considered == 1000 and plan.pruned == 996
     # Reading the plan touches only those 4 extents and returns the right rows.
     data, stats = read_table(catalog, counting, {"tlm": TlmFormat()}, "logs", pred)
     assert stats.extents_read == 4

@@ -201,7 +201,7 @@ def json_skeletons(values: pa.Array) -> pa.Array | None:
     cuts = np.append(cuts[cuts < n], n)
     kept: list[np.ndarray] = []
     lengths = np.empty(n, dtype=np.int64)
-    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         a, b = int(offsets[lo]), int(offsets[hi])
         found = _lex(offsets[lo:hi + 1] - a, data[a:b])
         if found is None:
@@ -338,7 +338,7 @@ class DynamicColumn:
             distinct, first = skeleton_classes(skeletons)
             if len(distinct) > len(arr) // 2:
                 self.grouping = False
-            fresh = [i for i, sk in zip(first.tolist(), distinct.to_pylist())
+            fresh = [i for i, sk in zip(first.tolist(), distinct.to_pylist(), strict=True)
                      if sk not in self.seen]
             if len(self.seen) < _SEEN_SKELETONS_CAP:
                 self.seen.update(distinct.to_pylist())

@@ -120,18 +120,18 @@ def _string_bases(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
             words = padded.view("<u8")
         contrib = _mix(words ^ _pos_keys(width))
         acc = contrib[:, 0].copy()
-        for j in range(1, width):
-            acc += contrib[:, j]
+        for col in range(1, width):
+            acc += contrib[:, col]
     else:
         first = np.zeros(n, dtype=np.int64)
         np.cumsum(nw[:-1], out=first[1:])
         total = int(first[-1] + nw[-1])
         j = np.arange(total, dtype=np.int64) - np.repeat(first, nw)   # word index in string
         starts = np.repeat(offsets[:-1], nw) + 8 * j
-        padded = np.zeros(data.size + 8, dtype=np.uint8)
-        padded[:data.size] = data
+        flat = np.zeros(data.size + 8, dtype=np.uint8)
+        flat[:data.size] = data
         # element i of `unaligned` is the 8 bytes at offset i
-        unaligned = np.ndarray((data.size + 1,), dtype="<u8", buffer=padded, strides=(1,))
+        unaligned = np.ndarray((data.size + 1,), dtype="<u8", buffer=flat, strides=(1,))
         words = unaligned[starts]
         last = first + nw - 1
         words[last] &= _TAIL[lens - 8 * (nw - 1)]

@@ -95,13 +95,11 @@ def _may_hold_range(block_stat: dict[str, Any], column: str, lo: int | None,
     if _all_null(entry, block_stat):
         return False
     mn, mx = entry.get("min"), entry.get("max")
-    if _kind(mn) is not int or _kind(mx) is not int:
+    if mn is None or mx is None or _kind(mn) is not int or _kind(mx) is not int:
         return True
-    if lo is not None and _kind(lo) is int and mx < lo:
-        return False
-    if hi is not None and _kind(hi) is int and mn > hi:
-        return False
-    return True
+    below = lo is not None and _kind(lo) is int and mx < lo
+    above = hi is not None and _kind(hi) is int and mn > hi
+    return not (below or above)
 
 
 def _may_hold_value(block_stat: dict[str, Any], column: str, value: Any) -> bool:

@@ -34,6 +34,7 @@ column from its distinct values when it has them (same result as `block_stats`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,7 +94,7 @@ def column_block_stat(arr: pa.Array, kind: str) -> dict[str, Any]:
 def block_stats(batch: pa.RecordBatch) -> dict[str, Any]:
     """The block-stats entry of one block."""
     columns: dict[str, Any] = {}
-    for f, arr in zip(batch.schema, batch.columns):
+    for f, arr in zip(batch.schema, batch.columns, strict=True):
         kind = stat_kind(f)
         if kind is not None:
             columns[f.name] = column_block_stat(arr, kind)
@@ -275,7 +276,7 @@ def _min_max_suffice(ranges: list[tuple[Any, Any]]) -> bool:
     if any(lo is None or hi is None for lo, hi in ranges):
         return False
     bounded = sorted(ranges)
-    return all(prev[1] < nxt[0] for prev, nxt in zip(bounded, bounded[1:]))
+    return all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(bounded))
 
 
 class ExtentStatsBuilder:
@@ -321,7 +322,7 @@ class ExtentStatsBuilder:
                 uniques[i] = uniq
         if stat is None:
             columns: dict[str, Any] = {}
-            for i, (f, arr) in enumerate(zip(batch.schema, batch.columns)):
+            for i, (f, arr) in enumerate(zip(batch.schema, batch.columns, strict=True)):
                 kind = stat_kind(f)
                 if kind is None:
                     continue
@@ -347,13 +348,14 @@ class ExtentStatsBuilder:
         pending = [c for c in self._indexed.values()
                    if c.distinct is None and c.filters and c.hashes]
         blobs = [c.membership_filter(self._fp_rate) for c in pending]
-        filters = {c.name: b for c, b in zip(pending, blobs) if b is not None}
+        filters = {c.name: b for c, b in zip(pending, blobs, strict=True) if b is not None}
         per_block: list[dict[str, tuple[str, bytes]]] = [{} for _ in range(self._blocks)]
         for c in pending:
             if (c.name in filters and c.per_block and len(c.blocks) == self._blocks
                     and not _min_max_suffice(c.ranges)):
                 kind = "str" if c.is_str else "int"
-                for entry, blob in zip(per_block, c.block_filters(self._block_fp_rate)):
+                blobs = c.block_filters(self._block_fp_rate)
+                for entry, blob in zip(per_block, blobs, strict=True):
                     if blob is not None:
                         entry[c.name] = (kind, blob)
         return ExtentStats(

@@ -286,7 +286,7 @@ class TlmWriter:
             batch = batch.select(schema.names)
         if batch.schema.equals(schema, check_metadata=True):
             return batch
-        for f, g in zip(batch.schema, schema):
+        for f, g in zip(batch.schema, schema, strict=False):
             if not f.type.equals(g.type):
                 raise ValueError(f'column "{g.name}" is {f.type}, the extent schema has {g.type}')
         return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
@@ -307,7 +307,7 @@ class TlmWriter:
                              "blocks")
         self._sink.write(section)
         self._sink.write(tail[cut:])
-        for entry, ref in zip(self._block_stats, refs):
+        for entry, ref in zip(self._block_stats, refs, strict=True):
             if ref:
                 entry[FILTERS_KEY] = ref
 

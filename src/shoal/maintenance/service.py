@@ -9,19 +9,52 @@ starting another `shoal maintain` anywhere that reaches the same catalog and sto
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from shoal.catalog.base import Catalog
+from shoal.config import Config
+from shoal.format.base import SegmentFormat
+from shoal.ingest.commit import CommitCoordinator
 from shoal.maintenance.runner import SparkTaskRunner
 from shoal.maintenance.scheduler import ScheduleSettings, Scheduler
 from shoal.maintenance.worker import MaintenanceWorker, WorkerSettings
+from shoal.storage.base import ObjectStore
 
-if TYPE_CHECKING:
-    from shoal.client import Shoal
+log = logging.getLogger(__name__)
 
 
-def build_worker(db: Shoal, *, name: str | None = None,
+class _SparkHolder(Protocol):
+    @property
+    def spark(self) -> Any: ...
+
+
+class MaintenanceHost(Protocol):
+    """What maintenance needs of an open shoal (`shoal.client.Shoal` is one; maintenance sits
+    below the client in the layers, so it names only these members)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def store(self) -> ObjectStore: ...
+
+    @property
+    def formats(self) -> dict[str, SegmentFormat]: ...
+
+    @property
+    def coordinator(self) -> CommitCoordinator: ...
+
+    @property
+    def query_engine(self) -> _SparkHolder: ...
+
+
+def build_worker(db: MaintenanceHost, *, name: str | None = None,
                  settings: WorkerSettings | None = None,
                  on_stage: Callable[..., None] | None = None) -> MaintenanceWorker:
     return MaintenanceWorker(
@@ -34,7 +67,7 @@ def build_worker(db: Shoal, *, name: str | None = None,
 class MaintenanceService:
     """Scheduler + worker on one daemon thread; `start()` / `stop()`."""
 
-    def __init__(self, db: Shoal, *, worker: MaintenanceWorker | None = None,
+    def __init__(self, db: MaintenanceHost, *, worker: MaintenanceWorker | None = None,
                  schedule: ScheduleSettings | None = None, run_worker: bool = True,
                  start_delay_s: float = 0.0) -> None:
         self.db = db
@@ -58,14 +91,17 @@ class MaintenanceService:
         if self._stop.wait(self.start_delay_s):
             return
         if self.run_worker:
-            self.worker.run_forever(self._stop, before_poll=self.scheduler.tick)
+            self.worker.run_forever(self._stop, before_poll=self._tick)
         else:
             while not self._stop.is_set():
                 try:
                     self.scheduler.tick()
-                except Exception:  # noqa: BLE001 - retried next poll
-                    pass
+                except Exception:  # retried next poll
+                    log.exception("maintenance scheduler tick failed; retrying next poll")
                 self._stop.wait(self.worker.settings.poll_s)
+
+    def _tick(self) -> None:
+        self.scheduler.tick()
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop claiming; a unit in progress finishes (or its lease lapses for another)."""

@@ -19,7 +19,7 @@ Keywords are case-insensitive; unquoted identifiers fold to lower case, `"quoted
 The parser checks syntax only: names, header bindings, defaults and widening are checked by
 `Schema.create` / `Schema.evolve` when the statement runs, exactly as for the HTTP API.
 
-`execute_ddl(stmt, db)` runs a statement against a `shoal.client.Shoal` and returns a
+`execute_ddl(stmt, db)` runs a statement against a `shoal.query.database.Database` and returns a
 pyarrow table: CREATE/ALTER one row describing the table, DESCRIBE one row per column,
 SHOW TABLES one row per table. WITH keys other than `mode` become table properties.
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 from sqlglot.errors import TokenError
@@ -40,7 +40,7 @@ from shoal.types import Column, parse_type
 from shoal.types.schema import header_type_error
 
 if TYPE_CHECKING:
-    from shoal.client import Shoal
+    from shoal.query.database import Database
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,9 @@ class _DdlTokenizer(Tokenizer):
     No "commands": sqlglot would read everything after e.g. SHOW as one string.
     """
 
-    QUOTES = ["'"]
-    IDENTIFIERS = ['"', "`"]
-    COMMANDS: set[TokenType] = set()
+    QUOTES: ClassVar[list[str | tuple[str, str]]] = ["'"]
+    IDENTIFIERS: ClassVar[list[str | tuple[str, str]]] = ['"', "`"]
+    COMMANDS: ClassVar[set[TokenType]] = set()
 
 
 _QUOTED = (TokenType.STRING, TokenType.IDENTIFIER)
@@ -267,7 +267,8 @@ class _Parser:
             self.expect_type(TokenType.R_PAREN, '")"')
         else:
             followers.insert(0, '"("')
-        mode, properties = "evolve", {}
+        mode = "evolve"
+        properties: dict[str, Any] = {}
         if self.accept("WITH"):
             mode, properties = self.table_options()
         elif not self.at_end():
@@ -410,7 +411,7 @@ class _Parser:
 
 
 # -- execution ------------------------------------------------------------------------------
-def execute_ddl(stmt: DdlStatement, db: Shoal) -> pa.Table:
+def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
     """Run a parsed DDL statement; schema problems raise the catalog's `SchemaError`s."""
     if isinstance(stmt, CreateTable):
         status = "created"

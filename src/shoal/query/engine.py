@@ -48,7 +48,7 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -61,14 +61,15 @@ from shoal.query.guard import SPARK_HARDENING, classify
 from shoal.query.limits import QueryLimits, cap_table
 from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
-from shoal.query.scan import ScanStats
-from shoal.query.scanspec import TIMESTAMP_NS, FooterCache, ScanSpec, build_scan_spec
+from shoal.query.scanspec import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
+                                  build_scan_spec)
 from shoal.lru import MISSING, Lru
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from shoal.client import Shoal
+    from shoal.format.base import BlockPredicate
+    from shoal.query.database import Database
     from shoal.query.local import LocalEngine
 
 
@@ -103,7 +104,7 @@ def _session(master: str, processing_log: str | None, max_result_bytes: int | No
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-        spark = (SparkSession.builder.master(master).appName("shoal")
+        builder = (SparkSession.builder.master(master).appName("shoal")
                  .config("spark.ui.enabled", "false")
                  .config("spark.driver.extraJavaOptions",
                          f"-Dlog4j2.configurationFile=file:{log4j}")
@@ -117,10 +118,10 @@ def _session(master: str, processing_log: str | None, max_result_bytes: int | No
                  .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                  .config("spark.sql.execution.pythonUDF.arrow.enabled", "true"))
         if max_result_bytes is not None:
-            spark = spark.config("spark.driver.maxResultSize", f"{max_result_bytes}b")
+            builder = builder.config("spark.driver.maxResultSize", f"{max_result_bytes}b")
         for key, value in SPARK_HARDENING.items():
-            spark = spark.config(key, value)
-        spark = spark.getOrCreate()
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         # PySpark logs every failed statement with its JVM stack; shoal reports the error.
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
@@ -242,7 +243,7 @@ class QueryResult:
 
 
 class QueryEngine:
-    def __init__(self, db: Shoal) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self.footers = FooterCache()
         # `spark.driver.maxResultSize` of a session this engine starts (None: Spark's own).
@@ -308,6 +309,17 @@ class QueryEngine:
             return self._local
 
     # ---- entry points --------------------------------------------------------------------
+    def read(self, table: str, predicate: BlockPredicate | None = None, *,
+             snapshot_id: int | None = None, columns: Sequence[str] | None = None,
+             prune: bool = True) -> tuple[pa.Table, ScanStats]:
+        """One table's pruned scan with shoal's own types (`db.read`): planned exactly as a
+        `sql()` reference, with this engine's footer cache, so the stats match."""
+        from shoal.query.scan import read_table
+
+        return read_table(self.db.catalog, self.db.store, self.db.formats, table, predicate,
+                          snapshot_id=snapshot_id, prune=prune, columns=columns,
+                          footers=self.footers)
+
     def execute(self, sql: str, *, prune: bool = True, engine: str | None = None,
                 limits: QueryLimits | None = None) -> QueryResult:
         """Answer one statement: shoal's DDL, `EXPLAIN <select>` or a SELECT; anything
@@ -634,7 +646,7 @@ def _local_views(n: int) -> list[str]:
 
 
 
-def _spark_message(e: Exception) -> str:
+def _spark_message(e: BaseException) -> str:
     text = str(e).strip()
     first = text.splitlines()[0] if text else type(e).__name__
     return first[:2000]

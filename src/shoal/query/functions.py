@@ -162,4 +162,6 @@ def register_functions(spark: SparkSession, processing_log_path: str | None = No
 
     log = ProcessingLog(processing_log_path)
     for spec in (_INT, _BIGINT, _DOUBLE):
-        spark.udf.register(spec.function, arrow_udf(_udf_body(spec, log), spec.spark_type))
+        # pyspark's overloads type `f` by arity; ours is built per spec, hence Callable[..., Any]
+        udf = arrow_udf(_udf_body(spec, log), spec.spark_type)  # type: ignore[call-overload]
+        spark.udf.register(spec.function, udf)

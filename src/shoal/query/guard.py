@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from sqlglot import exp
 from sqlglot.errors import TokenError
@@ -65,7 +65,7 @@ DENIED_FUNCTIONS = frozenset({
 })
 
 # sqlglot's typed functions that read or write files or parse XML.
-_DENIED_CLASSES: tuple[type[exp.Expression], ...] = tuple(
+_DENIED_CLASSES: tuple[type[exp.Expr], ...] = tuple(
     c for c in (getattr(exp, n, None) for n in (
         "ToFile", "ReadCSV", "ReadParquet", "XMLElement", "XMLGet", "XMLTable", "CheckXml"))
     if c is not None)
@@ -155,7 +155,7 @@ weekofyear when width_bucket window window_time xxhash64 year zeroifnull zip_wit
 ALLOWED_FUNCTIONS = (frozenset(_SPARK_BUILTINS.split()) | SHOAL_FUNCTIONS) - DENIED_FUNCTIONS
 
 # Nodes that must not appear anywhere in a query, with what the refusal calls them.
-_FORBIDDEN_NODES: dict[type[exp.Expression], str] = {
+_FORBIDDEN_NODES: dict[type[exp.Expr], str] = {
     exp.QueryTransform: "TRANSFORM ... USING (runs a process)",
     exp.Hint: "query hints",
     exp.JoinHint: "query hints",
@@ -166,7 +166,12 @@ _FORBIDDEN_NODES: dict[type[exp.Expression], str] = {
 }
 
 # Leading words of Spark statements other than queries: refused by name.
-_STATEMENT_WORDS = frozenset(["SET", "RESET", "ADD", "LIST", "CACHE", "UNCACHE", "CLEAR", "REFRESH", "USE", "INSERT", "MERGE", "UPDATE", "DELETE", "DROP", "TRUNCATE", "LOAD", "MSCK", "ANALYZE", "CREATE", "ALTER", "REPLACE", "DESCRIBE", "DESC", "SHOW", "EXECUTE", "DECLARE", "CALL", "BEGIN", "COMMENT", "GRANT", "REVOKE", "REPAIR", "EXPORT", "IMPORT"])
+_STATEMENT_WORDS = frozenset([
+    "SET", "RESET", "ADD", "LIST", "CACHE", "UNCACHE", "CLEAR", "REFRESH", "USE", "INSERT",
+    "MERGE", "UPDATE", "DELETE", "DROP", "TRUNCATE", "LOAD", "MSCK", "ANALYZE", "CREATE",
+    "ALTER", "REPLACE", "DESCRIBE", "DESC", "SHOW", "EXECUTE", "DECLARE", "CALL", "BEGIN",
+    "COMMENT", "GRANT", "REVOKE", "REPAIR", "EXPORT", "IMPORT",
+])
 
 _DDL_WORDS = frozenset({"CREATE", "ALTER", "DESCRIBE", "DESC", "SHOW"})
 
@@ -218,9 +223,9 @@ class Statement:
 
 
 class _Tokens(Tokenizer):
-    QUOTES = ["'", '"']
-    IDENTIFIERS = ["`"]
-    COMMANDS: set[TokenType] = set()
+    QUOTES: ClassVar[list[str | tuple[str, str]]] = ["'", '"']
+    IDENTIFIERS: ClassVar[list[str | tuple[str, str]]] = ["`"]
+    COMMANDS: ClassVar[set[TokenType]] = set()
 
 
 def _tokens(sql: str) -> list[Token]:
@@ -284,7 +289,7 @@ def check_nesting(sql: str, tokens: Iterable[Token]) -> None:
             depth = max(0, depth - 1)
 
 
-def check_query(tree: exp.Expression) -> None:
+def check_query(tree: exp.Expr) -> None:
     """Refuse anything in the parsed SELECT `tree` beyond reading shoal tables."""
     if not isinstance(tree, (exp.Query, exp.Subquery)):
         raise ForbiddenQueryError(f"{tree.key.upper()} statements")
@@ -296,7 +301,7 @@ def check_query(tree: exp.Expression) -> None:
             raise ForbiddenQueryError(what, line=line, column=col)
 
 
-def _forbidden(node: exp.Expression) -> str | None:
+def _forbidden(node: exp.Expr) -> str | None:
     if isinstance(node, _HARMLESS) and not isinstance(node, exp.Func):
         return None
     for cls, what in _FORBIDDEN_NODES.items():
@@ -352,20 +357,20 @@ def _forbidden_function(node: exp.Func) -> str | None:
     return None
 
 
-def _node_position(node: exp.Expression) -> tuple[int | None, int | None]:
+def _node_position(node: exp.Expr) -> tuple[int | None, int | None]:
     for n in node.walk():
         meta = n.meta if hasattr(n, "meta") else {}
         if "line" in meta and "col" in meta:
             return int(meta["line"]), int(meta["col"])
-        this = n.args.get("this") if isinstance(n, exp.Expression) else None
+        this = n.args.get("this") if isinstance(n, exp.Expr) else None
         if isinstance(this, exp.Identifier) and "line" in this.meta:
             return int(this.meta["line"]), int(this.meta["col"])
     return None, None
 
 
-def _check_depth(tree: exp.Expression) -> None:
+def _check_depth(tree: exp.Expr) -> None:
     """Expression depth without recursion (a long `a + a + ...` chain nests too)."""
-    stack: list[tuple[exp.Expression, int]] = [(tree, 1)]
+    stack: list[tuple[exp.Expr, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_SQL_DEPTH * 4:

@@ -67,19 +67,19 @@ class TableRef:
 
 @dataclass
 class Analysis:
-    tree: exp.Expression
+    tree: exp.Expr
     refs: list[TableRef] = field(default_factory=list)
 
     def sql_for(self, views: Sequence[str]) -> str:
         """The statement with reference i reading temporary view `views[i]`."""
         return self.tree_for(views).sql(dialect="spark")
 
-    def tree_for(self, views: Sequence[str]) -> exp.Expression:
+    def tree_for(self, views: Sequence[str]) -> exp.Expr:
         """A copy of the parsed statement with reference i reading view `views[i]`."""
         for i, ref in enumerate(self.refs):
             ref.node.meta["shoal_ref"] = i
 
-        def swap(node: exp.Expression) -> exp.Expression:
+        def swap(node: exp.Expr) -> exp.Expr:
             i = node.meta.get("shoal_ref") if isinstance(node, exp.Table) else None
             if i is None:
                 return node
@@ -90,7 +90,7 @@ class Analysis:
         return self.tree.transform(swap, copy=True)
 
 
-def parse(sql: str) -> exp.Expression:
+def parse(sql: str) -> exp.Expr:
     try:
         trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
     except RecursionError:
@@ -144,7 +144,7 @@ def analyze(sql: str, table_columns: Mapping[str, Mapping[str, ColumnType]]) -> 
     return analysis
 
 
-def referenced_tables(tree: exp.Expression) -> set[str]:
+def referenced_tables(tree: exp.Expr) -> set[str]:
     """Names of every plain table reference (CTE names included; the caller filters)."""
     return {n for t in tree.find_all(exp.Table) if (n := _table_name(t)) is not None}
 
@@ -176,7 +176,7 @@ def _time_travel(t: exp.Table) -> tuple[str | None, str | None]:
                      "(use VERSION AS OF <snapshot id> or TIMESTAMP AS OF '<time>')")
 
 
-def _mentioned_names(tree: exp.Expression) -> set[str]:
+def _mentioned_names(tree: exp.Expr) -> set[str]:
     names = {c.name.lower() for c in tree.find_all(exp.Column) if c.name}
     for join in tree.find_all(exp.Join):
         for ident in join.args.get("using") or []:
@@ -184,26 +184,26 @@ def _mentioned_names(tree: exp.Expression) -> set[str]:
     return names
 
 
-def _has_star(select: exp.Expression, alias: str) -> bool:
+def _has_star(select: exp.Expr, alias: str) -> bool:
     if not isinstance(select, exp.Select):
         return False
     for e in select.expressions:
         if isinstance(e, exp.Star):
             return True
-        if isinstance(e, exp.Column) and isinstance(e.this, exp.Star):
-            if e.table.lower() == alias.lower():
-                return True
+        if (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+                and e.table.lower() == alias.lower()):
+            return True
     return False
 
 
-def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
+def _conjuncts(e: exp.Expr | None) -> list[exp.Expr]:
     if e is None:
         return []
     return list(e.flatten()) if isinstance(e, exp.And) else [e]
 
 
-def _pushable_conjuncts(scope: Scope, select: exp.Expression, source: exp.Table,
-                        alias: str) -> list[exp.Expression]:
+def _pushable_conjuncts(scope: Scope, select: exp.Expr, source: exp.Table,
+                        alias: str) -> list[exp.Expr]:
     if not isinstance(select, exp.Select):
         return []
     where = select.args.get("where")
@@ -218,7 +218,7 @@ def _pushable_conjuncts(scope: Scope, select: exp.Expression, source: exp.Table,
     return [c for c in out if c.find(exp.Subquery, exp.Select) is None]
 
 
-def _column_of(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
+def _column_of(e: exp.Expr, alias: str, types: Mapping[str, ColumnType],
                sole: bool) -> str | None:
     """The table column `e` names, if it is a column of this reference."""
     if not isinstance(e, exp.Column) or isinstance(e.this, exp.Star):
@@ -232,7 +232,7 @@ def _column_of(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
     return name if sole else None
 
 
-def _lower(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
+def _lower(e: exp.Expr, alias: str, types: Mapping[str, ColumnType],
            sole: bool) -> BlockPredicate | None:
     """`e` as a BlockPredicate, or None when it cannot (or need not) be pushed."""
     if isinstance(e, exp.Paren):
@@ -241,8 +241,9 @@ def _lower(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
         parts = [p for c in e.flatten() if (p := _lower(c, alias, types, sole)) is not None]
         return None if not parts else (parts[0] if len(parts) == 1 else And(tuple(parts)))
     if isinstance(e, exp.Or):
-        parts = [_lower(c, alias, types, sole) for c in e.flatten()]
-        return None if any(p is None for p in parts) else Or(tuple(parts))  # type: ignore
+        lowered = [_lower(c, alias, types, sole) for c in e.flatten()]
+        arms = [p for p in lowered if p is not None]
+        return Or(tuple(arms)) if len(arms) == len(lowered) else None
     if isinstance(e, exp.RegexpLike) and isinstance(e.expression, exp.Literal):
         col = _column_of(e.this, alias, types, sole)
         token = _token_of_has_pattern(e.expression.name)
@@ -267,7 +268,7 @@ def _lower(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
         if not values or any(v is None for v in values):
             return None
         if types[col].kind == "timestamp":
-            return Or(tuple(_ts_range(col, exp.EQ, v) for v in values))  # type: ignore
+            return Or(tuple(_ts_range(col, exp.EQ, v) for v in values))
         return InSet(col, tuple(values))
     if isinstance(e, (exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
         left, right, op = e.this, e.expression, type(e)
@@ -287,13 +288,13 @@ def _lower(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
 _FLIP: dict[type, type] = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 
 
-def _lower_not_null(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
+def _lower_not_null(e: exp.Expr, alias: str, types: Mapping[str, ColumnType],
                     sole: bool) -> BlockPredicate | None:
     jp = _json_path(e, alias, types, sole)
     return DynamicPathExists(*jp) if jp is not None else None
 
 
-def _json_path(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
+def _json_path(e: exp.Expr, alias: str, types: Mapping[str, ColumnType],
                sole: bool) -> tuple[str, str] | None:
     """(column, dotted path) of `get_json_object(dynamic_col, '$.a.b')`."""
     if not isinstance(e, (exp.JSONExtractScalar, exp.JSONExtract)):
@@ -315,7 +316,7 @@ def _json_path(e: exp.Expression, alias: str, types: Mapping[str, ColumnType],
 
 
 def _lower_cmp(col: str, ctype: ColumnType, op: type,
-               value_node: exp.Expression | None) -> BlockPredicate | None:
+               value_node: exp.Expr | None) -> BlockPredicate | None:
     if value_node is None:
         return None
     value = _literal_for(ctype, value_node)
@@ -345,7 +346,7 @@ def _ts_range(col: str, op: type, us_ns: int) -> TimeRange:
     return TimeRange(None, us_ns - 1, column=col)       # LT
 
 
-def _literal_for(ctype: ColumnType, node: exp.Expression) -> Any:
+def _literal_for(ctype: ColumnType, node: exp.Expr) -> Any:
     """The storage value of a literal compared with a column of `ctype`, or None."""
     if isinstance(node, exp.Paren):
         return _literal_for(ctype, node.this)
@@ -413,7 +414,7 @@ def _token_of_has_pattern(pattern: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-def _rewrite_functions(tree: exp.Expression) -> None:
+def _rewrite_functions(tree: exp.Expr) -> None:
     for fn in list(tree.find_all(exp.Anonymous)):
         name = str(fn.this).lower()
         args = fn.expressions

@@ -14,6 +14,7 @@ warm needle query touches no extent it will not read, and reads one block of a b
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,9 +25,24 @@ from shoal.catalog.base import Catalog, ManifestEntry
 from shoal.format.base import BlockPredicate, SegmentFormat
 from shoal.format.blockfilters import BlockFilter, prune_blocks
 from shoal.lru import MISSING, Lru
-from shoal.query.scan import ScanStats
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import TIMESTAMP_NS_COLUMN, Schema
+
+@dataclass
+class ScanStats:
+    """What one table reference's scan considered, pruned and read (SPEC §8 stats)."""
+
+    extents_considered: int = 0
+    extents_pruned: int = 0
+    extents_read: int = 0
+    blocks_considered: int = 0
+    blocks_pruned: int = 0
+    blocks_read: int = 0
+    bytes_read: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
 
 # A virtual column: `_timestamp` in integer nanoseconds (Spark's timestamps stop at µs).
 # Reserved in the types layer, so no table can have a real column of this name.
@@ -171,10 +187,9 @@ def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
             blocks = list(range(footer.block_count))
             rows = footer.row_count
         else:
-            fmt, path, f = formats[e.format], e.object_path, footer
-            blocks = prune_blocks(predicate, footer.block_stats,
-                                  lambda column, fmt=fmt, path=path, f=f: _block_filters(
-                                      store, fmt, cache, path, f, column, stats))
+            blocks = prune_blocks(predicate, footer.block_stats, functools.partial(
+                _block_filters, store, formats[e.format], cache, e.object_path, footer,
+                stats=stats))
             rows = sum(footer.block_stats[i]["rows"] for i in blocks)
         stats.blocks_pruned += footer.block_count - len(blocks)
         if blocks:

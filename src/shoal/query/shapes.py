@@ -63,11 +63,12 @@ def spec_arrow_schema(spec: ScanSpec) -> pa.Schema:
     return to_spark_batch(empty, schema, spec.columns).schema
 
 
-def read_tasks(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
-               formats: dict[str, SegmentFormat],
-               on_bytes: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
-    """Batches of `tasks`' surviving blocks in the engines' shape. `on_bytes(n)` is told of
-    every byte fetched, before the batch that needed it is yielded (a LIMIT may stop the
+def read_native(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
+                formats: dict[str, SegmentFormat],
+                on_bytes: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """Batches of `tasks`' surviving blocks with shoal's own types, upgraded to the spec's
+    schema version and holding its stored columns (`stored_columns`). `on_bytes(n)` is told
+    of every byte fetched, before the batch that needed it is yielded (a LIMIT may stop the
     consumer at any batch)."""
     schema = spec.read_schema()
     real = stored_columns(spec.columns)
@@ -80,7 +81,7 @@ def read_tasks(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
             blocks = task.blocks if task.blocks is not None else range(meta.block_count)
             for b in blocks:
                 raw = reader.read_block(b, [c for c in real if c in present])
-                batch = to_spark_batch(upgrade_batch(raw, schema, real), schema, spec.columns)
+                batch = upgrade_batch(raw, schema, real)
                 if on_bytes is not None:
                     on_bytes(reader.bytes_read - counted)
                 counted = reader.bytes_read
@@ -89,3 +90,12 @@ def read_tasks(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
+
+
+def read_tasks(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
+               formats: dict[str, SegmentFormat],
+               on_bytes: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """`read_native`'s batches in the engines' shape (`to_spark_batch`)."""
+    schema = spec.read_schema()
+    for batch in read_native(spec, tasks, store, formats, on_bytes):
+        yield to_spark_batch(batch, schema, spec.columns)

@@ -58,8 +58,8 @@ _WIDENING = [T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.FLOAT, T.DOUBLE]
 _BYTE_TYPES = {"int_from_bytes": T.INT, "bigint_from_bytes": T.BIGINT,
                "double_from_bytes": T.DOUBLE}
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
-_NAMED_AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min",
-                     exp.Max: "max"}
+_NAMED_AGGREGATES: dict[type[exp.Expr], str] = {
+    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 # Structure and operators whose meaning is the same in both engines once their operands
 # pass the type rules below.
 _PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.Having,
@@ -109,7 +109,7 @@ def spark_sql_type(kind: str) -> str:
             "headers": "ARRAY<STRUCT<key STRING, value BINARY>>"}[kind]
 
 
-def to_local(tree: exp.Expression, views: Mapping[str, Mapping[str, str]],
+def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
              sql_text: str) -> LocalStatement:
     """DuckDB SQL for the Spark statement `tree` over `views` (view -> column -> Spark SQL
     type), or `NotLocal`. `sql_text` is what the user wrote (for lexical checks)."""
@@ -123,10 +123,10 @@ def to_local(tree: exp.Expression, views: Mapping[str, Mapping[str, str]],
         typed = annotate_types(typed, schema=dict(views), dialect="spark")
     except (OptimizeError, SqlglotError) as e:
         raise NotLocal(f"the statement could not be resolved for the local engine ({e})"
-                       ) from None
+                       ) from e
     except Exception as e:      # sqlglot's optimizer on an unusual tree: Spark decides
         raise NotLocal(f"the statement could not be typed ({type(e).__name__}: {e})"
-                       ) from None
+                       ) from e
     for lit in typed.find_all(exp.Literal):       # the narrowest reason first
         _vet(lit)
     for node in typed.walk():
@@ -144,7 +144,7 @@ def to_local(tree: exp.Expression, views: Mapping[str, Mapping[str, str]],
 
 
 # ---- the allow-list -------------------------------------------------------------------------
-def _type(node: exp.Expression) -> exp.DataType.Type | None:
+def _type(node: exp.Expr) -> exp.DType | None:
     """The Spark type of `node`: sqlglot's annotation, except where Spark's rules are
     applied here (literals, shoal's functions, the branches of COALESCE / CASE / IF)."""
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in _BYTE_TYPES:
@@ -174,8 +174,9 @@ def _type(node: exp.Expression) -> exp.DataType.Type | None:
         kinds = {_type(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
         if len(kinds) == 1:
             return kinds.pop()
-        if kinds and all(k in _WIDENING for k in kinds):
-            return max(kinds, key=_WIDENING.index)      # type: ignore[arg-type]
+        known = [k for k in kinds if k in _WIDENING]
+        if kinds and len(known) == len(kinds):
+            return max(known, key=_WIDENING.index)
         return None
     t = node.type
     if t is None or t.this in (T.UNKNOWN, T.NULL):
@@ -183,7 +184,7 @@ def _type(node: exp.Expression) -> exp.DataType.Type | None:
     return t.this
 
 
-def _select_alias(col: exp.Column) -> exp.Expression | None:
+def _select_alias(col: exp.Column) -> exp.Expr | None:
     select = col.find_ancestor(exp.Select)
     if select is None:
         return None
@@ -193,19 +194,19 @@ def _select_alias(col: exp.Column) -> exp.Expression | None:
     return None
 
 
-def _family(node: exp.Expression) -> str | None:
+def _family(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Null):
         return "null"
     t = _type(node)
     return _FAMILY.get(t) if t is not None else None
 
 
-def _describe(node: exp.Expression) -> str:
+def _describe(node: exp.Expr) -> str:
     text = node.sql(dialect="spark")
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _vet(node: exp.Expression) -> None:
+def _vet(node: exp.Expr) -> None:
     if isinstance(node, exp.Literal):
         if not node.is_string and not re.fullmatch(r"\d+", node.name):
             raise NotLocal(f"the decimal literal {node.name} (decimal arithmetic)")
@@ -281,7 +282,7 @@ def _vet(node: exp.Expression) -> None:
         unit = node.args.get("unit")
         name = unit.name.upper() if isinstance(unit, (exp.Var, exp.Literal)) else ""
         if name not in _TRUNC_UNITS:
-            raise NotLocal(f"date_trunc unit {name or _describe(unit)!r}")
+            raise NotLocal(f"date_trunc unit {name or (unit and _describe(unit))!r}")
         if _family(node.this) != "timestamp":
             raise NotLocal(f"date_trunc of {_describe(node.this)}")
         return
@@ -326,7 +327,7 @@ def _is_ts_literal(cast: exp.Cast) -> bool:
             and cast.to.is_type(*_TIMESTAMPS))
 
 
-def _same_family(node: exp.Expression, a: exp.Expression, b: exp.Expression | None) -> None:
+def _same_family(node: exp.Expr, a: exp.Expr, b: exp.Expr | None) -> None:
     if b is None:
         return
     fa, fb = _family(a), _family(b)
@@ -345,16 +346,16 @@ def _same_family(node: exp.Expression, a: exp.Expression, b: exp.Expression | No
 
 
 # ---- output names and types -----------------------------------------------------------------
-def _leftmost(node: exp.Expression) -> exp.Select:
+def _leftmost(node: exp.Expr) -> exp.Select:
     while not isinstance(node, exp.Select):
-        if isinstance(node, exp.SetOperation) or isinstance(node, exp.Subquery):
+        if isinstance(node, (exp.SetOperation, exp.Subquery)):
             node = node.this
         else:
             raise NotLocal(f"a {node.key.upper()} at the top of the statement")
     return node
 
 
-def _output_names(original: exp.Expression, typed: exp.Expression) -> list[str]:
+def _output_names(original: exp.Expr, typed: exp.Expr) -> list[str]:
     """Spark's column names of the answer, from the statement as written (`original`) and
     its star expansions (`typed`)."""
     written = _leftmost(original).selects
@@ -379,12 +380,12 @@ def _output_names(original: exp.Expression, typed: exp.Expression) -> list[str]:
     return names
 
 
-def _is_star(e: exp.Expression) -> bool:
+def _is_star(e: exp.Expr) -> bool:
     return isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this,
                                                                                   exp.Star))
 
 
-def _spark_name(e: exp.Expression) -> str:
+def _spark_name(e: exp.Expr) -> str:
     if isinstance(e, exp.Alias):
         return e.alias
     if isinstance(e, exp.Column):
@@ -405,7 +406,7 @@ def _spark_name(e: exp.Expression) -> str:
                    "name; give it an alias)")
 
 
-def _arrow_type(select: exp.Expression) -> pa.DataType:
+def _arrow_type(select: exp.Expr) -> pa.DataType:
     node = select.this if isinstance(select, exp.Alias) else select
     t = _type(node)
     if t in _ARROW:
@@ -423,7 +424,7 @@ def _arrow_type(select: exp.Expression) -> pa.DataType:
 
 
 # ---- rewrites into DuckDB's reading ---------------------------------------------------------
-def _rewrite(node: exp.Expression) -> None:
+def _rewrite(node: exp.Expr) -> None:
     if isinstance(node, exp.RegexpLike):
         m = _HAS_RE.match(node.expression.name)
         if m:       # RE2's (?i) folds Unicode (K and the Kelvin sign); Java's does not
@@ -462,7 +463,7 @@ def _rewrite(node: exp.Expression) -> None:
         node.replace(exp.Case(ifs=[exp.If(this=risky, true=fail)], default=node.copy()))
 
 
-def _replace_ts_literal(column: exp.Expression, value: exp.Expression | None) -> None:
+def _replace_ts_literal(column: exp.Expr, value: exp.Expr | None) -> None:
     """A string literal compared with a timestamp, read as Spark reads it (UTC)."""
     if value is None or not (isinstance(value, exp.Literal) and value.is_string):
         return
@@ -474,7 +475,7 @@ def _replace_ts_literal(column: exp.Expression, value: exp.Expression | None) ->
     value.replace(_ts_literal(ns))
 
 
-def _ts_literal(ns: int) -> exp.Expression:
+def _ts_literal(ns: int) -> exp.Expr:
     """A DuckDB TIMESTAMP (no zone: the local engine reads timestamps as UTC wall time)."""
     from datetime import datetime
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
+from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -110,7 +111,7 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_grant(message: dict) -> None:  # type: ignore[type-arg]
+        async def send_with_grant(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []),
                                       (b"access-control-allow-origin", granted.encode()),

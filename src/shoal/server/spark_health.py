@@ -25,7 +25,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from shoal.query.engine import QueryEngine
@@ -139,7 +139,7 @@ class _Prober:
             self._thread = threading.Thread(target=self._serve, name="shoal-spark-probe",
                                             daemon=True)
             self._thread.start()
-        done, errors = threading.Event(), []
+        done, errors = threading.Event(), cast(list[str], [])
         self._pending = done
         self._requests.put((ping, done, errors))
         if not done.wait(timeout_s):

@@ -16,7 +16,9 @@ Contract (on top of `shoal.storage.base.ObjectStore`):
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import logging
 import os
 import re
 import stat
@@ -29,6 +31,8 @@ import pyarrow as pa
 
 from shoal.errors import ObjectNotFoundError, StorageError
 from shoal.storage.base import ObjectInfo, check_key, check_prefix
+
+log = logging.getLogger(__name__)
 
 _TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
 
@@ -159,10 +163,9 @@ class LocalObjectStore:
                 break
             folder = parent
         for created in reversed(missing):
-            try:
+            # a concurrent put may make it (if it is a file, the open that follows fails)
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(created)
-            except FileExistsError:
-                pass    # a concurrent put made it (if it is a file, the open that follows fails)
             _fsync_folder(os.path.dirname(created))
 
 
@@ -195,7 +198,10 @@ def _fsync_folder(folder: str) -> None:
 
 
 def _unlink_quietly(path: str) -> None:
+    """Remove a temporary file after a failed write; the write's own error is what matters."""
     try:
         os.unlink(path)
-    except OSError:
-        pass
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        log.warning("could not remove the temporary file %s: %s", path, e)

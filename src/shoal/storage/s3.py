@@ -23,6 +23,7 @@ Contract (on top of `shoal.storage.base.ObjectStore`):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -95,11 +96,10 @@ class S3ObjectStore:
 
     def delete(self, path: str) -> None:
         key = self._key(path)
-        with self._errors("delete", path, missing_is_not_found=False):
-            try:
-                self._fs.delete_file(key)
-            except FileNotFoundError:
-                pass
+        # deleting is idempotent: a missing key is not an error
+        with (self._errors("delete", path, missing_is_not_found=False),
+              contextlib.suppress(FileNotFoundError)):
+            self._fs.delete_file(key)
 
     # ---- reads -----------------------------------------------------------------------------
 
