@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord
+from shoal.commit import CommitCoordinator
 from shoal.errors import BackpressureError, ShoalError
-from shoal.ingest.commit import CommitCoordinator
 from shoal.types.schema import Schema
 from shoal.types.upgrade import upgrade_batch
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
+from shoal.commit import CommitCoordinator, CommitSpec
 from shoal.errors import (CommitRetriesExhaustedError, TableAlreadyExistsError,
                           TableNotFoundError)
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.types.columns import BYTES, INT, LONG, STRING
 from shoal.types.schema import PROPS_COLUMN, REJECTS_SUFFIX, TIMESTAMP_COLUMN, Column, Schema
 

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
 from shoal.errors import ShoalError
 from shoal.format.base import ExtentWriteResult, SegmentFormat
-from shoal.ingest.commit import CommitCoordinator, CommitSpec, extent_prefix
+from shoal.commit import CommitCoordinator, CommitSpec, extent_prefix
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
 from shoal.types.schema import Schema

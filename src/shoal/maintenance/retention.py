@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.catalog.base import Catalog, TableInfo
+from shoal.commit import CommitCoordinator, CommitSpec
 from shoal.errors import ShoalError
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.maintenance.policy import TablePolicy
 from shoal.storage.base import ObjectStore
 

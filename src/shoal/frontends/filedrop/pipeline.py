@@ -36,7 +36,7 @@ from shoal.catalog.base import Catalog, LedgerEntry, ManifestEntry, TableInfo
 from shoal.errors import CommitStateUnknownError, IngestError, ShoalError, TableNotFoundError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.frontends.filedrop.task import FileResult, TaskSpec, process_files
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
+from shoal.commit import CommitCoordinator, CommitSpec
 from shoal.ingest.rejects import commit_rejects
 from shoal.storage import ObjectInfo
 from shoal.types.schema import Schema, SchemaMode

@@ -53,7 +53,7 @@ from shoal.types.schema import Schema, SchemaMode
 if TYPE_CHECKING:
     from shoal.format.base import ExtentWriter
     from shoal.ingest.coerce import Coerced
-    from shoal.ingest.commit import CommitCoordinator
+    from shoal.commit import CommitCoordinator
 
 LEDGER_PREFIX = "filedrop:"
 REJECT_PREFIX = "filedrop-reject:"
@@ -118,7 +118,7 @@ def process_files(spec: TaskSpec, objects: Sequence[ObjectInfo]) -> list[FileRes
     """Process a group of objects (one Spark task); see the module docstring."""
     from shoal.catalog import open_catalog
     from shoal.format import default_formats
-    from shoal.ingest.commit import CommitCoordinator
+    from shoal.commit import CommitCoordinator
     from shoal.storage import open_store
 
     catalog = open_catalog(spec.catalog_url)
@@ -302,7 +302,7 @@ class _ExtentSink:
                 or self.nbytes >= EXTENT_BYTES):
             self.finish()
         if self.writer is None:
-            from shoal.ingest.commit import extent_prefix
+            from shoal.commit import extent_prefix
 
             self.schema = info.schema
             self.writer = self.coordinator.format.start_extent(

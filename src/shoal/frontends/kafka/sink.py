@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from shoal.catalog.base import Catalog, ManifestEntry, SourceOffset, TableInfo
 from shoal.errors import InvalidSchemaError, ShoalError
 from shoal.ingest.coerce import coerce_ndjson
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
+from shoal.commit import CommitCoordinator, CommitSpec
 from shoal.ingest.evolve import plan_evolution
 from shoal.ingest.rejects import RejectRecord, commit_rejects
 from shoal.types.schema import Column, Schema, SchemaMode

@@ -52,7 +52,7 @@ def stage_task(spec: StageSpec, ranges: Iterable[Iterator[pa.RecordBatch]]) -> S
     """Coerce the records of `ranges` (one iterator of record batches per range) and write
     the accepted rows as one extent; the result is what the driver commits."""
     from shoal.format import default_formats
-    from shoal.ingest.commit import CommitCoordinator
+    from shoal.commit import CommitCoordinator
     from shoal.storage import open_store
 
     schema = Schema.from_json(spec.schema)
