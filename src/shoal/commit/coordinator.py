@@ -130,11 +130,12 @@ class CommitCoordinator:
                         self._backoff(attempt)
                         continue
                     except CommitStateUnknownError:
-                        snap = self._recover(table, commit_id)
-                        if snap is None:
+                        landed = self._recover(table, commit_id)
+                        if landed is None:
                             if attempt >= self.max_attempts:
                                 raise
                             continue  # certainly not landed: again with the same commit id
+                        snap = landed
                     self._stage("committed", snapshot_id=snap.snapshot_id)
                     return CommitOutcome(snap, list(spec.add), attempt)
         except LedgerKeyExistsError as e:  # (discard_on_failure already deleted `written`)
@@ -145,7 +146,7 @@ class CommitCoordinator:
         for attempt in range(1, 6):
             try:
                 return self.catalog.find_commit(table, commit_id)
-            except Exception as e:  # noqa: BLE001 - retried, then raised as state unknown
+            except Exception as e:  # retried, then raised as state unknown
                 if attempt == 5:
                     raise CommitStateUnknownError(table, e) from e
                 log.warning("looking up commit %s of table %s failed (attempt %d)", commit_id,
