@@ -125,10 +125,6 @@ class ExtentStager:
             raise
         return extent.finish()
 
-    def discard(self, entries: Iterable[ManifestEntry]) -> None:
-        """`discard_extents` on this stager's store."""
-        discard_extents(self.store, entries)
-
     def _written(self, entry: ManifestEntry) -> None:
         if self._on_stage is not None:
             self._on_stage("extent_written", path=entry.object_path, extent_id=entry.extent_id)
