@@ -22,7 +22,7 @@ from shoal.catalog.describe import describe_table
 from shoal.config import Config, load_config
 from shoal.format import default_formats
 from shoal.format.base import BlockPredicate
-from shoal.ingest.commit import CommitCoordinator, CommitOutcome
+from shoal.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.locations import LocationPolicy
 from shoal.storage import ObjectStore, open_store

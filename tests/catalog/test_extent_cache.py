@@ -10,9 +10,9 @@ import pytest
 
 from shoal.catalog import open_catalog
 from shoal.catalog.cache import MISSING, ExtentCache
+from shoal.commit import CommitCoordinator
 from shoal.format.base import Equals, InSet
 from shoal.format.tlm import TlmFormat
-from shoal.ingest.commit import CommitCoordinator
 from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import STRING, Column, Schema

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from shoal.catalog.pruning import MAX_BLOOM_VALUES, compile_predicate
+from shoal.commit import CommitCoordinator
 from shoal.format.base import And, Equals, InSet, Or, TimeRange
 from shoal.format.tlm import TlmFormat
-from shoal.ingest.commit import CommitCoordinator
 from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import INT, STRING, Column, Schema

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 
 from shoal.catalog import open_catalog
+from shoal.commit import CommitCoordinator
 from shoal.format.base import (And, DynamicPathEquals, DynamicPathExists, Equals, InSet, Not,
                                Or, StringHas, TimeRange)
 from shoal.format.tlm import TlmFormat
-from shoal.ingest.commit import CommitCoordinator
 from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import DYNAMIC, INT, LONG, STRING, Column, Schema

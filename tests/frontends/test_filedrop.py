@@ -346,7 +346,7 @@ def test_cli_pipeline_filedrop_once(tmp_path):
 def test_crash_between_rejects_and_data_commit_reruns_once(task_env, spark, monkeypatch):
     db, drop, _ = task_env
     drop.put("a.ndjson", b'{"n": 1}\n{"n": "bad"}\n{"n": 3}\n')
-    from shoal.ingest.commit import CommitCoordinator
+    from shoal.commit import CommitCoordinator
 
     real_run = CommitCoordinator.run
 

@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from shoal.catalog import open_catalog
+from shoal.commit import CommitCoordinator
 from shoal.errors import IdempotencyKeyConflictError
 from shoal.format.tlm import TlmFormat
 from shoal.ingest.buffer import StagingBuffer
-from shoal.ingest.commit import CommitCoordinator
 from shoal.ingest.write_path import WritePath
 from shoal.query.scan import read_table
 from shoal.storage import open_store

@@ -8,9 +8,9 @@ import threading
 import pytest
 
 from shoal.catalog import open_catalog
+from shoal.commit import CommitCoordinator
 from shoal.format import default_formats
 from shoal.format.tlm import TlmFormat
-from shoal.ingest.commit import CommitCoordinator
 from shoal.ingest.rejects import (RejectRecord, commit_rejects, ensure_rejects_table,
                                   rejects_batch, rejects_table_name)
 from shoal.query.scan import read_table

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from shoal.catalog import open_catalog
     from shoal.errors import ShoalError
     from shoal.format.tlm import TlmFormat
-    from shoal.ingest.commit import CommitCoordinator
+    from shoal.commit import CommitCoordinator
     from shoal.storage import open_store
     from shoal.types import Column, parse_type
 

@@ -1,1 +1,2 @@
-"""The shared write path: coercion, evolution, ledger, group commit, commit coordinator."""
+"""The shared write path: coercion, evolution, rejects, group commit; commits go through
+`shoal.commit`."""

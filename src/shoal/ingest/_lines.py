@@ -18,6 +18,7 @@ unknown fields and every unknown top-level key is found, in order of first appea
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import re
 from collections.abc import Iterable
@@ -109,7 +110,7 @@ class LineIndex:
             return self.body
         b = self.body
         return b"\n".join(b[s:e] for s, e in zip(self.starts[lines].tolist(),
-                                                  self.ends[lines].tolist()))
+                                                  self.ends[lines].tolist(), strict=True))
 
     def chunks(self, lines: np.ndarray, target: int | None = None) -> list[tuple[int, int]]:
         """[lo, hi) ranges of `lines` whose byte span holds only those lines and blank ones."""
@@ -122,7 +123,7 @@ class LineIndex:
         seg_edges = np.concatenate(([0], np.flatnonzero(gaps) + 1, [len(lines)]))
         out: list[tuple[int, int]] = []
         starts = self.starts[lines]
-        for lo, hi in zip(seg_edges[:-1].tolist(), seg_edges[1:].tolist()):
+        for lo, hi in zip(seg_edges[:-1].tolist(), seg_edges[1:].tolist(), strict=True):
             while lo < hi:
                 limit = starts[lo] + target
                 cut = int(np.searchsorted(starts[lo:hi], limit, side="left")) + lo
@@ -301,10 +302,9 @@ def _discover(index: LineIndex, chunk: memoryview, lines: np.ndarray, rows: RawR
     except (msgspec.DecodeError, RecursionError, ValueError):
         dicts = []
         for i in lines.tolist():
-            try:
+            # A line that does not decode declares nothing; coercion rejects it with its error.
+            with contextlib.suppress(msgspec.DecodeError, RecursionError):
                 dicts.append(_DICT_DECODER.decode(index.line(i)))
-            except (msgspec.DecodeError, RecursionError):
-                pass
     added = False
     for d in dicts:
         added = _declare(d, rows, seen) or added

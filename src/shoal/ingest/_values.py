@@ -112,7 +112,7 @@ def props_object(own: bytes | None, unknown: list[tuple[str, bytes]]) -> bytes:
         base = [(k, minify(bytes(v))) for k, v in
                 _JSON_DECODE(own, type=dict[str, msgspec.Raw]).items() if k not in names]
         return json_object(base + members)
-    return json_object([("props", own)] + members)
+    return json_object([("props", own), *members])
 
 
 def describe(raw: bytes) -> str:
@@ -266,7 +266,8 @@ def convert(ctype: ColumnType, raw: bytes) -> Any:
         try:
             return rfc3339_ns(_JSON_DECODE(raw))
         except ValueError as e:
-            raise _problem(ctype, raw, "out of range" if str(e) == "out of range" else "")
+            raise _problem(ctype, raw,
+                           "out of range" if str(e) == "out of range" else "") from e
     if k == "vector":
         if kind != "array":
             raise _problem(ctype, raw)

@@ -18,6 +18,7 @@ request's idempotency-ledger row. So many small writers produce few healthy exte
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -27,8 +28,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord
+from shoal.commit import CommitCoordinator
 from shoal.errors import BackpressureError, ShoalError
-from shoal.ingest.commit import CommitCoordinator
 from shoal.types.schema import Schema
 from shoal.types.upgrade import upgrade_batch
 
@@ -90,10 +91,9 @@ class _TableQueue:
             self.flush_requested += 1
             self.cond.notify_all()
         for f in waiting:
-            try:
+            # Only waiting here: the submitter of a failed request reports its own failure.
+            with contextlib.suppress(Exception):
                 f.result()
-            except Exception:  # noqa: BLE001 - the submitter reports its own failure
-                pass
 
     # -- flusher thread --------------------------------------------------------------------
     def _take(self) -> list[_Pending] | None:
@@ -106,7 +106,8 @@ class _TableQueue:
                     age = time.monotonic() - self.pending[0].since
                     if (self.flush_requested or self.closed or rows >= o.max_rows
                             or size >= o.max_bytes or age >= o.debounce_s):
-                        group, taken_rows, taken_bytes = [], 0, 0
+                        group: list[_Pending] = []
+                        taken_rows = taken_bytes = 0
                         while self.pending and (not group or (
                                 taken_rows + self.pending[0].batch.num_rows <= o.max_rows
                                 and taken_bytes + self.pending[0].nbytes <= o.max_bytes)):
@@ -264,7 +265,7 @@ class StagingBuffer:
                 p.future.set_result(SubmitResult(rec.snapshot_id, [], rec))
                 self.stats.replays += 1
             elif first.future.done() and first.future.exception() is not None:
-                p.future.set_exception(first.future.exception())  # type: ignore[arg-type]
+                p.future.set_exception(first.future.exception())
             else:
                 p.future.set_exception(ShoalError("duplicate idempotency key lost its first "
                                                   "request"))

@@ -211,7 +211,7 @@ def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
                                                np.array([ln for ln, _ in ok], np.int64)]),
                                kind="stable")
             arrays = [pa.concat_arrays([a, b]).take(pa.array(order))
-                      for a, b in zip(arrays, slow_arrays)]
+                      for a, b in zip(arrays, slow_arrays, strict=True)]
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema.arrow())
     return Coerced(batch, batch.num_rows, errors, rejected, unknown_fields)
 

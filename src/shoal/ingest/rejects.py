@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
+from shoal.commit import CommitCoordinator
 from shoal.errors import (CommitRetriesExhaustedError, TableAlreadyExistsError,
                           TableNotFoundError)
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.types.columns import BYTES, INT, LONG, STRING
 from shoal.types.schema import PROPS_COLUMN, REJECTS_SUFFIX, TIMESTAMP_COLUMN, Column, Schema
 
@@ -142,11 +142,9 @@ def commit_rejects(coordinator: CommitCoordinator, catalog: Catalog, table: str,
         info = catalog.load_table(info.name)
         entry = coordinator.write_extent(info, [rejects_batch(todo, info.schema)])
         ack = {"table": info.name, "rows": 1, "reject": True}
-        spec = CommitSpec(operation="append", add=[entry],
-                          ledger=[LedgerEntry(r.key, ack) for r in todo],
-                          summary={"added_extents": 1, "added_rows": len(todo),
-                                   "rejects_of": table})
-        outcome = coordinator.run(info.name, lambda _info: spec, written=[entry])
+        outcome = coordinator.append(info.name, [entry],
+                                     ledger=[LedgerEntry(r.key, ack) for r in todo],
+                                     summary={"rejects_of": table})
         if outcome.replayed is None:
             return len(todo)
         # Some key was applied before (a re-run) or meanwhile (a race): keep the missing ones.

@@ -28,9 +28,9 @@ from typing import Any
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord, TableInfo
+from shoal.commit import CommitCoordinator
 from shoal.errors import IdempotencyKeyConflictError, LineError, PayloadError
 from shoal.ingest.buffer import StagingBuffer
-from shoal.ingest.commit import CommitCoordinator
 from shoal.types.schema import SchemaMode
 
 

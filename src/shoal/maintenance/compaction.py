@@ -10,18 +10,19 @@ is about to drop them).
 Write (Spark, one task per group): the task reads every block of its inputs through their
 `SegmentFormat`, upgrades each batch to the table's current schema version (this is the
 background row upgrade), sorts the group by `_timestamp` (groups up to `SORT_MAX_ROWS`;
-bigger ones keep input order, which is already by time) and writes one extent through the
-table's `SegmentFormat` and `ObjectStore`. It returns the `ExtentWriteResult`: the new
-extent's catalog stats come from the writer over the merged rows (time range, distinct and
-token sets, membership filters, present paths), so a merged extent is pruned whenever every
-one of its inputs would have been, subject to the sets' caps (an overflowing distinct set
-falls back to a membership filter where the writer builds one).
+bigger ones keep input order, which is already by time) and writes one extent through an
+`ExtentStager` of the table's `SegmentFormat` and `ObjectStore`. It returns the new
+extent's `ManifestEntry`: its catalog stats come from the writer over the merged rows (time
+range, distinct and token sets, membership filters, present paths), so a merged extent is
+pruned whenever every one of its inputs would have been, subject to the sets' caps (an
+overflowing distinct set falls back to a membership filter where the writer builds one).
 
 Commit (driver): one snapshot `operation="compact"` removes the inputs and adds the outputs
 through `CommitCoordinator.run`. On a conflict the rebase keeps only the groups whose inputs
 are all still live (`live_extent_ids`); outputs of dropped groups are deleted; if no group
-survives the commit gives up cleanly and every output is deleted. Rows are checked: a task
-whose output row count differs from its inputs' fails the unit before anything commits.
+survives the commit gives up cleanly and every output is deleted (`discard_extents`). Rows
+are checked: a task whose output row count differs from its inputs' fails the unit before
+anything commits.
 A commit is also abandoned when `should_continue()` turns False (the worker lost its lease)
 or when writing took longer than `max_commit_delay_s` (orphan GC's grace period must never
 catch an output before its commit).
@@ -38,16 +39,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
+from shoal.commit import (DEFAULT_BLOCK_ROWS, CommitCoordinator, CommitSpec, ExtentStager,
+                          discard_extents, extent_prefix)
 from shoal.errors import ShoalError
-from shoal.format.base import ExtentWriteResult, SegmentFormat
-from shoal.ingest.commit import CommitCoordinator, CommitSpec, extent_prefix
+from shoal.format.base import SegmentFormat
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
 from shoal.types.schema import Schema
 from shoal.types.upgrade import upgrade_batch
 
 SORT_MAX_ROWS = 4_000_000
-DEFAULT_BLOCK_ROWS = 65536
 
 
 class CompactionError(ShoalError):
@@ -132,7 +133,7 @@ class CompactionTask:
 @dataclass(frozen=True)
 class CompactionTaskResult:
     index: int
-    write: ExtentWriteResult
+    entry: ManifestEntry                    # the written extent (not committed yet)
     rows_in: int
     bytes_in: int
     seconds: float
@@ -156,16 +157,10 @@ def run_compaction_task(task: CompactionTask) -> CompactionTaskResult:
     merged = pa.Table.from_batches(batches, schema=target.arrow())
     if 0 < merged.num_rows <= SORT_MAX_ROWS and "_timestamp" in merged.column_names:
         merged = merged.take(pc.sort_indices(merged, sort_keys=[("_timestamp", "ascending")]))
-    writer = task.writer_format.start_extent(store, task.prefix, target.arrow(),
-                                             block_rows=task.block_rows)
-    try:
-        for batch in merged.to_batches(max_chunksize=task.block_rows):
-            writer.append(batch)
-        result = writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
-    return CompactionTaskResult(task.index, result, merged.num_rows, bytes_in,
+    entry = ExtentStager(store, task.writer_format).write(
+        task.prefix, target, merged.to_batches(max_chunksize=task.block_rows),
+        block_rows=task.block_rows)
+    return CompactionTaskResult(task.index, entry, merged.num_rows, bytes_in,
                                 time.perf_counter() - start)
 
 
@@ -247,15 +242,13 @@ def _compact_round(catalog: Catalog, coordinator: CommitCoordinator, runner: Tas
     results = runner.map(run_compaction_task, tasks,
                          description=f"shoal compact {table}: {len(groups)} groups")
     written_at = time.monotonic()
-    outputs: dict[int, ManifestEntry] = {
-        r.index: ManifestEntry.from_write(r.write, schema_version=info.schema.version,
-                                          format=coordinator.format.name) for r in results}
+    outputs: dict[int, ManifestEntry] = {r.index: r.entry for r in results}
     written = list(outputs.values())
     for r in results:
-        if r.rows_in != groups[r.index].rows or r.write.row_count != groups[r.index].rows:
-            _delete(coordinator, written)
+        if r.rows_in != groups[r.index].rows or r.entry.row_count != groups[r.index].rows:
+            discard_extents(coordinator.store, written)
             raise CompactionError(table, f"group {r.index} read {r.rows_in} and wrote "
-                                  f"{r.write.row_count} rows, expected {groups[r.index].rows}")
+                                  f"{r.entry.row_count} rows, expected {groups[r.index].rows}")
     if on_stage is not None:
         on_stage("extents_written", table=table, paths=[e.object_path for e in written])
     kept: list[int] = []
@@ -284,7 +277,8 @@ def _compact_round(catalog: Catalog, coordinator: CommitCoordinator, runner: Tas
         report.gave_up = True
         report.dropped_groups += len(groups)
         return False
-    _delete(coordinator, [outputs[i] for i in range(len(groups)) if i not in kept])
+    discard_extents(coordinator.store,
+                    [outputs[i] for i in range(len(groups)) if i not in kept])
     report.snapshot_id = outcome.snapshot.snapshot_id
     report.groups += len(kept)
     report.dropped_groups += len(groups) - len(kept)
@@ -300,16 +294,9 @@ def _task(index: int, group: CompactionGroup, info: TableInfo, writer: SegmentFo
           formats: dict[str, SegmentFormat], storage_url: str, s3_endpoint: str | None,
           block_rows: int) -> CompactionTask:
     return CompactionTask(index=index, storage_url=storage_url, s3_endpoint=s3_endpoint,
-                          prefix=extent_prefix(info), writer_format=writer, formats=formats,
+                          prefix=extent_prefix(info.name, info.id), writer_format=writer,
+                          formats=formats,
                           target_schema=info.schema.to_json(),
                           sources=tuple((e.object_path, e.format) for e in group.entries),
                           block_rows=block_rows)
 
-
-def _delete(coordinator: CommitCoordinator, entries: Sequence[ManifestEntry]) -> None:
-    """Delete outputs that certainly were not committed (a failure leaves them to GC)."""
-    for e in entries:
-        try:
-            coordinator.store.delete(e.object_path)
-        except ShoalError:
-            pass

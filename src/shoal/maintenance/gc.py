@@ -11,6 +11,7 @@ asked again about that very path: a commit that landed after the listing still w
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ from shoal.maintenance.orphans import find_orphans
 from shoal.storage.base import ObjectStore
 
 DEFAULT_GRACE_S = 3600.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,7 +51,8 @@ def collect_garbage(catalog: Catalog, store: ObjectStore, *, grace_s: float = DE
             continue
         try:
             store.delete(o.path)
-        except ShoalError:
+        except ShoalError as e:
+            log.warning("orphan GC could not delete %s (next run retries): %s", o.path, e)
             continue
         report.deleted += 1
         report.bytes_deleted += o.size

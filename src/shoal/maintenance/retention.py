@@ -22,15 +22,18 @@ never deleted here.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from shoal.catalog.base import Catalog, TableInfo
+from shoal.commit import CommitCoordinator, CommitSpec
 from shoal.errors import ShoalError
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.maintenance.policy import TablePolicy
 from shoal.storage.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -98,8 +101,9 @@ def expire_snapshots(catalog: Catalog, store: ObjectStore, table: str, *,
         try:
             size = store.size(path)
             store.delete(path)
-        except ShoalError:
-            continue  # already gone, or left to orphan GC
+        except ShoalError as e:  # already gone, or left to orphan GC
+            log.warning("could not delete expired extent %s: %s", path, e)
+            continue
         report.files_deleted += 1
         report.bytes_deleted += size
     return report

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shoal.catalog.base import Catalog, WorkUnit
+from shoal.commit import SWEEP_INTERVAL_S
 from shoal.errors import ShoalError
-from shoal.ingest.ledger import SWEEP_INTERVAL_S
 from shoal.maintenance.compaction import plan_compaction
 from shoal.maintenance.policy import TablePolicy
 

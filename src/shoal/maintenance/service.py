@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from shoal.catalog.base import Catalog
 from shoal.config import Config
 from shoal.format.base import SegmentFormat
-from shoal.ingest.commit import CommitCoordinator
+from shoal.commit import CommitCoordinator
 from shoal.maintenance.runner import SparkTaskRunner
 from shoal.maintenance.scheduler import ScheduleSettings, Scheduler
 from shoal.maintenance.worker import MaintenanceWorker, WorkerSettings

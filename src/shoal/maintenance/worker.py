@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.catalog.base import Catalog, WorkUnit
+from shoal.commit import SWEEP_AGE_S, CommitCoordinator
 from shoal.format.base import SegmentFormat
-from shoal.ingest.commit import CommitCoordinator
-from shoal.ingest.ledger import SWEEP_AGE_S
 from shoal.maintenance.compaction import compact_table
 from shoal.maintenance.gc import DEFAULT_GRACE_S, collect_garbage
 from shoal.maintenance.retention import apply_retention

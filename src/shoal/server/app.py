@@ -48,7 +48,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 from shoal.client import Shoal
 from shoal.config import Config
 from shoal.errors import ConfigError, EngineUnavailableError
-from shoal.ingest.ledger import LedgerSweeper
+from shoal.commit import LedgerSweeper
 from shoal.query.limits import QueryLimits
 from shoal.server import ingest, query, tables
 from shoal.server.auth import TokenTable, load_tokens

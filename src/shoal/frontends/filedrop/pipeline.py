@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from shoal.catalog.base import Catalog, LedgerEntry, ManifestEntry, TableInfo
+from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
+from shoal.commit import CommitCoordinator, CommitSpec, discard_extents, discard_on_failure
 from shoal.errors import CommitStateUnknownError, IngestError, ShoalError, TableNotFoundError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.frontends.filedrop.task import FileResult, TaskSpec, process_files
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.ingest.rejects import commit_rejects
 from shoal.storage import ObjectInfo
 from shoal.types.schema import Schema, SchemaMode
@@ -241,7 +241,7 @@ class FileDropPipeline:
                 else:
                     summary.known += 1
             elif r.sha256 in self._done or r.sha256 in in_scan:
-                self._delete(r.extents)
+                discard_extents(self.coordinator.store, r.extents)
                 summary.duplicates += 1
             else:
                 in_scan.add(r.sha256)
@@ -262,15 +262,11 @@ class FileDropPipeline:
             summary={"added_extents": len(add), "added_rows": rows, "source": "filedrop",
                      "files": len(files)})
         single = len(files) == 1
-        try:
+        # One file: the coordinator discards its extents on a replay or a failure. Several:
+        # a replay retries them file by file, so only a failure discards them here.
+        with discard_on_failure(self.coordinator.store, () if single else add):
             outcome = self.coordinator.run(self.table, lambda _info: spec,
                                            written=add if single else ())
-        except CommitStateUnknownError:
-            raise  # the extents stay for orphan GC; a re-run finds the key if it landed
-        except BaseException:
-            if not single:
-                self._delete(add)
-            raise
         if outcome.replayed is not None:
             if single:  # landed by another pipeline meanwhile (the coordinator dropped ours)
                 self._done.add(files[0].sha256)
@@ -288,13 +284,6 @@ class FileDropPipeline:
                                        if c not in summary.new_columns)
         if outcome.snapshot is not None:
             summary.snapshot_id = max(summary.snapshot_id or 0, outcome.snapshot.snapshot_id)
-
-    def _delete(self, entries: Sequence[ManifestEntry]) -> None:
-        for e in entries:
-            try:
-                self.coordinator.store.delete(e.object_path)
-            except ShoalError:
-                pass  # left for orphan GC
 
     # ---- poll loop ----------------------------------------------------------------------------
     def run(self, *, once: bool = False, interval_s: float = 10.0,

@@ -43,17 +43,17 @@ import numpy as np
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
+from shoal.commit import discard_extents, extent_prefix
 from shoal.errors import LineError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.ingest.chunks import iter_chunks
 from shoal.ingest.rejects import RejectRecord
 from shoal.storage import ObjectInfo, ObjectStore
-from shoal.types.schema import Schema, SchemaMode
+from shoal.types.schema import SchemaMode
 
 if TYPE_CHECKING:
-    from shoal.format.base import ExtentWriter
+    from shoal.commit import CommitCoordinator, ExtentStager, OpenExtent
     from shoal.ingest.coerce import Coerced
-    from shoal.ingest.commit import CommitCoordinator
 
 LEDGER_PREFIX = "filedrop:"
 REJECT_PREFIX = "filedrop-reject:"
@@ -117,8 +117,8 @@ class FileResult:
 def process_files(spec: TaskSpec, objects: Sequence[ObjectInfo]) -> list[FileResult]:
     """Process a group of objects (one Spark task); see the module docstring."""
     from shoal.catalog import open_catalog
+    from shoal.commit import CommitCoordinator
     from shoal.format import default_formats
-    from shoal.ingest.commit import CommitCoordinator
     from shoal.storage import open_store
 
     catalog = open_catalog(spec.catalog_url)
@@ -195,11 +195,7 @@ class _FileJob:
                           seconds=time.perf_counter() - t0, **kw)  # type: ignore[arg-type]
 
     def _delete_written(self) -> None:
-        for e in self.written:
-            try:
-                self.coordinator.store.delete(e.object_path)
-            except Exception:  # noqa: BLE001 - left for orphan GC
-                pass
+        discard_extents(self.coordinator.store, self.written)
         self.written = []
 
     # -- parsing ------------------------------------------------------------------------------
@@ -207,7 +203,7 @@ class _FileJob:
         head = raw.read(2)
         raw.seek(0)
         text = _text_stream(raw, head)
-        out = _ExtentSink(self.coordinator, self.spec, self.written)
+        out = _ExtentSink(self.coordinator.extents, self.spec, self.written)
         rejects: list[RejectRecord] = []
         new_columns: list[str] = []
         rows = lines = text_bytes = 0
@@ -284,49 +280,37 @@ class _FileJob:
 class _ExtentSink:
     """A file's rows as extents: a new one per schema version, `EXTENT_ROWS`, `EXTENT_BYTES`."""
 
-    def __init__(self, coordinator: CommitCoordinator, spec: TaskSpec,
+    def __init__(self, extents: ExtentStager, spec: TaskSpec,
                  written: list[ManifestEntry]) -> None:
-        self.coordinator = coordinator
+        self.extents = extents
         self.spec = spec
         self.written = written
-        self.writer: ExtentWriter | None = None
-        self.schema: Schema | None = None
+        self.extent: OpenExtent | None = None
         self.rows = 0
         self.nbytes = 0
 
     def append(self, info: TableInfo, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
-        if self.writer is not None and self.schema is not None and (
-                self.schema.version != info.schema.version or self.rows >= EXTENT_ROWS
+        if self.extent is not None and (
+                self.extent.schema.version != info.schema.version or self.rows >= EXTENT_ROWS
                 or self.nbytes >= EXTENT_BYTES):
             self.finish()
-        if self.writer is None:
-            from shoal.ingest.commit import extent_prefix
-
-            self.schema = info.schema
-            self.writer = self.coordinator.format.start_extent(
-                self.coordinator.store, extent_prefix(info), info.schema.arrow(),
-                block_rows=self.spec.block_rows)
+        if self.extent is None:
+            self.extent = self.extents.open(extent_prefix(info.name, info.id), info.schema,
+                                            block_rows=self.spec.block_rows)
             self.rows = self.nbytes = 0
-        self.writer.append(batch)
+        self.extent.append(batch)
         self.rows += batch.num_rows
         self.nbytes += batch.nbytes
 
     def finish(self) -> None:
-        if self.writer is None:
+        if self.extent is None:
             return
-        writer, self.writer = self.writer, None
-        try:
-            result = writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
-        assert self.schema is not None
-        self.written.append(ManifestEntry.from_write(result, schema_version=self.schema.version,
-                                                     format=self.coordinator.format.name))
+        extent, self.extent = self.extent, None
+        self.written.append(extent.finish())
 
     def abort(self) -> None:
-        if self.writer is not None:
-            self.writer.abort()
-            self.writer = None
+        if self.extent is not None:
+            self.extent.abort()
+            self.extent = None

@@ -31,6 +31,7 @@ they commit each record exactly once:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -41,9 +42,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.catalog.base import Catalog, ManifestEntry, SourceOffset, TableInfo
+from shoal.commit import CommitCoordinator, CommitSpec, discard_extents
 from shoal.errors import InvalidSchemaError, ShoalError
 from shoal.ingest.coerce import coerce_ndjson
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.ingest.evolve import plan_evolution
 from shoal.ingest.rejects import RejectRecord, commit_rejects
 from shoal.types.schema import Column, Schema, SchemaMode
@@ -57,6 +58,8 @@ PSEUDO_COLUMNS: dict[str, tuple[str, ...]] = {
     "_kafka_key": ("bytes", "string"),
 }
 EMPTY_VALUE_ERROR = "record value is empty (a tombstone or blank record)"
+
+log = logging.getLogger(__name__)
 
 
 class ConcurrentPipelineError(ShoalError):
@@ -170,6 +173,7 @@ class KafkaSink:
         a restart resumes at the catalog's offsets.
         """
         base = self.committed() if base is None else base
+        staged_entries = [sb.entry for sb in staged if sb.entry is not None]
         keep: list[StagedBatch] = []
         drop: list[ManifestEntry] = []
         for sb in staged:
@@ -177,18 +181,18 @@ class KafkaSink:
             overlap = [k for k in sb.last if k not in old and base.get(k, -1) >= sb.first[k]]
             if overlap:
                 t, p = overlap[0]
-                self._discard([e for b in staged if b.entry for e in [b.entry]])
+                discard_extents(self.coordinator.store, staged_entries)
                 raise OffsetMismatchError(self.table, t, p, sb.first[(t, p)], base[(t, p)])
             if old and len(old) == len(sb.last):
                 if sb.entry is not None:
                     drop.append(sb.entry)
                 continue
             if old:  # a task mixing applied and new ranges: never produced by the source
-                self._discard([e for b in staged if b.entry for e in [b.entry]])
+                discard_extents(self.coordinator.store, staged_entries)
                 t, p = old[0]
                 raise OffsetMismatchError(self.table, t, p, sb.first[(t, p)], base[(t, p)])
             keep.append(sb)
-        self._discard(drop)
+        discard_extents(self.coordinator.store, drop)
         rejects = [r for sb in keep for r in sb.rejects]
         n_rejects = commit_rejects(self.coordinator, self.catalog, self.table, rejects)
         last: dict[tuple[str, int], int] = {}
@@ -201,20 +205,13 @@ class KafkaSink:
         if self.on_kafka_commit is not None and last:
             try:
                 self.on_kafka_commit({k: o + 1 for k, o in last.items()})
-            except Exception:  # lag tools only; the catalog holds the truth
-                pass
+            except Exception:  # noqa: BLE001 - lag tools only; the catalog holds the truth
+                log.warning("committing offsets of group %s back to Kafka failed", self.group,
+                            exc_info=True)
         return BatchResult(sum(sb.records for sb in keep), n_rows, n_rejects,
                            sum(sb.value_bytes for sb in keep),
                            sum(sb.records for sb in staged) - sum(sb.records for sb in keep),
                            snapshot_id, last)
-
-    def _discard(self, entries: Sequence[ManifestEntry]) -> None:
-        """Delete staged extents that will certainly not be committed (else orphan GC)."""
-        for e in entries:
-            try:
-                self.coordinator.store.delete(e.object_path)
-            except ShoalError:
-                pass
 
     def _commit(self, written: list[ManifestEntry], n_rows: int,
                 last: dict[tuple[str, int], int], base: dict[tuple[str, int], int]
@@ -286,7 +283,7 @@ def prepare_records(records: pa.Table, schema: Schema, *, group: str, mode: Sche
     value_bytes = sum(len(v) for v in values if v)
     first: dict[tuple[str, int], int] = {}
     last: dict[tuple[str, int], int] = {}
-    for t, p, o in zip(topics, parts, offsets):
+    for t, p, o in zip(topics, parts, offsets, strict=True):
         k = (t, p)
         if o > last.get(k, -1):
             last[k] = o

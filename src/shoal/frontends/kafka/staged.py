@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shoal.catalog.base import TableInfo
+from shoal.commit import ExtentStager, extent_prefix
 from shoal.frontends.kafka.sink import StagedBatch, prepare_records
 from shoal.types.schema import Schema, SchemaMode
 
@@ -52,14 +52,11 @@ def stage_task(spec: StageSpec, ranges: Iterable[Iterator[pa.RecordBatch]]) -> S
     """Coerce the records of `ranges` (one iterator of record batches per range) and write
     the accepted rows as one extent; the result is what the driver commits."""
     from shoal.format import default_formats
-    from shoal.ingest.commit import CommitCoordinator
     from shoal.storage import open_store
 
     schema = Schema.from_json(spec.schema)
     store = open_store(spec.storage_url, s3_endpoint=spec.s3_endpoint)
-    coordinator = CommitCoordinator(None, store, default_formats()["tlm"])  # type: ignore[arg-type]
-    info = TableInfo(id=spec.table_id, name=spec.table, current_snapshot_id=0, schema=schema,
-                     mode=spec.mode, properties={}, created_at=0.0)
+    stager = ExtentStager(store, default_formats()["tlm"])
     rejects: list[Any] = []
     first: dict[tuple[str, int], int] = {}
     last: dict[tuple[str, int], int] = {}
@@ -81,6 +78,7 @@ def stage_task(spec: StageSpec, ranges: Iterable[Iterator[pa.RecordBatch]]) -> S
                 yield from prep.rows.to_batches()
 
     batches = list(rows())
-    entry = coordinator.write_extent(info, batches, schema=schema) if batches else None
+    entry = (stager.write(extent_prefix(spec.table, spec.table_id), schema, batches)
+             if batches else None)
     return StagedBatch(entry, rejects, first, last, counts["records"], counts["rows"],
                        counts["bytes"])

@@ -8,14 +8,18 @@ back off exponentially with full jitter.
 
 Failure rules for the extents a commit wrote:
 - the commit certainly failed (conflicts exhausted, a rebase gave up, the ledger key was
-  already applied, an error before COMMIT): the extents are deleted;
+  already applied, an error before COMMIT): the extents are deleted (`discard_extents`);
 - the outcome is unknown (the connection broke during COMMIT): the snapshot is looked up by
   the commit's unique `commit_id`; if it landed, that is success; if the lookup itself fails
   the extents are left for orphan GC and `CommitStateUnknownError` propagates.
+
+Writing extents is delegated to an `ExtentStager` (`coordinator.extents`), the catalog-free
+part that Spark tasks use on their own.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import uuid
@@ -27,13 +31,15 @@ import pyarrow as pa
 
 from shoal.catalog.base import (Catalog, LedgerEntry, LedgerKeyExistsError, LedgerRecord,
                                 ManifestEntry, Snapshot, SourceOffset, TableInfo)
+from shoal.commit.extents import (DEFAULT_BLOCK_ROWS, ExtentStager, StageHook,
+                                  discard_extents, discard_on_failure, extent_prefix)
 from shoal.errors import (CommitConflictError, CommitRetriesExhaustedError,
-                          CommitStateUnknownError, ShoalError)
+                          CommitStateUnknownError)
 from shoal.format.base import SegmentFormat
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import Column, Schema
 
-StageHook = Callable[..., None]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,21 +63,26 @@ class CommitOutcome:
     replayed: LedgerRecord | None = None
 
 
-def extent_prefix(table: TableInfo) -> str:
-    return f"tables/{table.name}.{table.id}/extents"
-
-
 class CommitCoordinator:
+    """Writes extents (through `extents`) and commits snapshots of tables of `catalog`."""
+
     def __init__(self, catalog: Catalog, store: ObjectStore, fmt: SegmentFormat, *,
                  max_attempts: int = 64, base_delay_s: float = 0.002,
                  max_delay_s: float = 0.05, on_stage: StageHook | None = None) -> None:
         self.catalog = catalog
-        self.store = store
-        self.format = fmt
+        self.extents = ExtentStager(store, fmt, on_stage=on_stage)
         self.max_attempts = max_attempts
         self.base_delay_s = base_delay_s
         self.max_delay_s = max_delay_s
         self._on_stage = on_stage
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.extents.store
+
+    @property
+    def format(self) -> SegmentFormat:
+        return self.extents.format
 
     def _stage(self, stage: str, **info: Any) -> None:
         if self._on_stage is not None:
@@ -79,29 +90,12 @@ class CommitCoordinator:
 
     # ---- extents ----------------------------------------------------------------------------
     def write_extent(self, table: TableInfo, batches: Iterable[pa.RecordBatch | pa.Table], *,
-                     schema: Schema | None = None, block_rows: int = 65536) -> ManifestEntry:
-        """Write one extent of `batches` (already shaped to `schema`, default current)."""
-        schema = schema or table.schema
-        writer = self.format.start_extent(self.store, extent_prefix(table), schema.arrow(),
-                                          block_rows=block_rows)
-        try:
-            for b in batches:
-                writer.append(b)
-            result = writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
-        entry = ManifestEntry.from_write(result, schema_version=schema.version,
-                                         format=self.format.name)
-        self._stage("extent_written", path=entry.object_path, extent_id=entry.extent_id)
-        return entry
-
-    def _delete(self, entries: Sequence[ManifestEntry]) -> None:
-        for e in entries:
-            try:
-                self.store.delete(e.object_path)
-            except ShoalError:
-                pass  # left for orphan GC
+                     schema: Schema | None = None,
+                     block_rows: int = DEFAULT_BLOCK_ROWS) -> ManifestEntry:
+        """Write one extent of `table` from `batches` (already shaped to `schema`, default
+        the table's current one); it is part of the table only once a commit adds it."""
+        return self.extents.write(extent_prefix(table.name, table.id), schema or table.schema,
+                                  batches, block_rows=block_rows)
 
     # ---- the retry loop ---------------------------------------------------------------------
     def run(self, table: str, build: Callable[[TableInfo], CommitSpec | None], *,
@@ -114,50 +108,49 @@ class CommitCoordinator:
         commit_id = uuid.uuid4().hex
         attempt = 0
         try:
-            while True:
-                attempt += 1
-                info = self.catalog.load_table(table)
-                spec = build(info)
-                if spec is None:
-                    self._delete(written)
-                    return CommitOutcome(None, [], attempt)
-                self._stage("committing", attempt=attempt, expected=info.current_snapshot_id)
-                try:
-                    snap = self.catalog.commit(
-                        table, expected_snapshot_id=info.current_snapshot_id,
-                        operation=spec.operation, commit_id=commit_id, add=spec.add,
-                        remove=spec.remove, schema=spec.schema, ledger=spec.ledger,
-                        offsets=spec.offsets, summary=spec.summary)
-                except CommitConflictError:
-                    if attempt >= self.max_attempts:
-                        raise CommitRetriesExhaustedError(table, attempt) from None
-                    self._backoff(attempt)
-                    continue
-                except CommitStateUnknownError:
-                    snap = self._recover(table, commit_id)
-                    if snap is None:
+            with discard_on_failure(self.store, written):
+                while True:
+                    attempt += 1
+                    info = self.catalog.load_table(table)
+                    spec = build(info)
+                    if spec is None:
+                        discard_extents(self.store, written)
+                        return CommitOutcome(None, [], attempt)
+                    self._stage("committing", attempt=attempt,
+                                expected=info.current_snapshot_id)
+                    try:
+                        snap = self.catalog.commit(
+                            table, expected_snapshot_id=info.current_snapshot_id,
+                            operation=spec.operation, commit_id=commit_id, add=spec.add,
+                            remove=spec.remove, schema=spec.schema, ledger=spec.ledger,
+                            offsets=spec.offsets, summary=spec.summary)
+                    except CommitConflictError:
                         if attempt >= self.max_attempts:
-                            raise
-                        continue  # certainly not landed: try again with the same commit id
-                self._stage("committed", snapshot_id=snap.snapshot_id)
-                return CommitOutcome(snap, list(spec.add), attempt)
-        except LedgerKeyExistsError as e:
-            self._delete(written)
+                            raise CommitRetriesExhaustedError(table, attempt) from None
+                        self._backoff(attempt)
+                        continue
+                    except CommitStateUnknownError:
+                        landed = self._recover(table, commit_id)
+                        if landed is None:
+                            if attempt >= self.max_attempts:
+                                raise
+                            continue  # certainly not landed: again with the same commit id
+                        snap = landed
+                    self._stage("committed", snapshot_id=snap.snapshot_id)
+                    return CommitOutcome(snap, list(spec.add), attempt)
+        except LedgerKeyExistsError as e:  # (discard_on_failure already deleted `written`)
             return CommitOutcome(None, [], attempt, replayed=e.record)
-        except CommitStateUnknownError:
-            raise  # outcome unknown: extents stay for orphan GC
-        except Exception:
-            self._delete(written)
-            raise
 
     def _recover(self, table: str, commit_id: str) -> Snapshot | None:
         """After an unknown outcome: the snapshot if it landed, None if it certainly did not."""
         for attempt in range(1, 6):
             try:
                 return self.catalog.find_commit(table, commit_id)
-            except Exception as e:
+            except Exception as e:  # retried, then raised as state unknown
                 if attempt == 5:
                     raise CommitStateUnknownError(table, e) from e
+                log.warning("looking up commit %s of table %s failed (attempt %d)", commit_id,
+                            table, attempt, exc_info=True)
                 time.sleep(min(self.max_delay_s, self.base_delay_s * 2 ** attempt))
         return None
 

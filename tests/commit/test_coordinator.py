@@ -6,10 +6,10 @@ import pyarrow as pa
 import pytest
 
 from shoal.catalog import LedgerEntry, open_catalog
+from shoal.commit import CommitCoordinator, CommitSpec
 from shoal.errors import (CommitRetriesExhaustedError, CommitStateUnknownError,
                           IncompatibleSchemaChangeError)
 from shoal.format.tlm import TlmFormat
-from shoal.ingest.commit import CommitCoordinator, CommitSpec
 from shoal.maintenance.orphans import find_orphans
 from shoal.storage import open_store
 from shoal.types import INT, STRING, Column, Schema

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from shoal.catalog import open_catalog
+from shoal.commit import CommitCoordinator
 from shoal.errors import IncompatibleSchemaChangeError, SchemaConflictError
 from shoal.format.tlm import TlmFormat
-from shoal.ingest.commit import CommitCoordinator
 from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import INT, LONG, STRING, Column, Schema

@@ -1,0 +1,130 @@
+"""Extents on their way into a table: written to the store, discarded if they never commit.
+
+This is the catalog-free half of the commit layer, so it runs anywhere, Spark executors
+included: `ExtentStager` writes rows of one schema version as extents under a table's
+prefix and returns their `ManifestEntry`s; only a commit (`CommitCoordinator`) makes them
+part of the table. Until then an extent is unreferenced.
+
+`discard_extents` is the one place that deletes extents which certainly did not commit (a
+failed commit, a rebase that gave up, a replayed ledger key, a parse that failed after some
+extents were written). A delete that fails is logged and left for orphan GC; it never
+raises, so it never hides the error that made the caller discard. `discard_on_failure`
+applies the rule of SPEC §6.3 around a commit: on an error the extents are discarded, except
+when the outcome is unknown (`CommitStateUnknownError`, or an interrupt that is not an
+`Exception`), when they are left for orphan GC because the commit may have landed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+import pyarrow as pa
+
+from shoal.catalog.base import ManifestEntry
+from shoal.errors import CommitStateUnknownError
+from shoal.format.base import ExtentWriter, SegmentFormat
+from shoal.storage.base import ObjectStore
+from shoal.types.schema import Schema
+
+DEFAULT_BLOCK_ROWS = 65536
+
+StageHook = Callable[..., None]
+"""Called as `hook(stage, **info)` at each stage of a write or commit (crash tests, metrics)."""
+
+log = logging.getLogger(__name__)
+
+
+def extent_prefix(table_name: str, table_id: int) -> str:
+    """Where the extents of a table live in its object store (one prefix per table id, so a
+    re-created table never shares objects with its predecessor)."""
+    return f"tables/{table_name}.{table_id}/extents"
+
+
+def discard_extents(store: ObjectStore, entries: Iterable[ManifestEntry]) -> None:
+    """Delete the objects of `entries`, which certainly did not (and will not) commit.
+
+    Never raises: an object that cannot be deleted is logged and left for orphan GC.
+    """
+    for e in entries:
+        try:
+            store.delete(e.object_path)
+        except Exception:  # noqa: BLE001 - a failed delete must not hide the caller's error
+            log.warning("could not delete uncommitted extent %s; left for orphan GC",
+                        e.object_path, exc_info=True)
+
+
+@contextmanager
+def discard_on_failure(store: ObjectStore, entries: Sequence[ManifestEntry]) -> Iterator[None]:
+    """Discard `entries` if the block raises an `Exception` other than
+    `CommitStateUnknownError`; the error always propagates unchanged."""
+    try:
+        yield
+    except CommitStateUnknownError:
+        raise  # the commit may have landed: the extents stay for orphan GC
+    except Exception:
+        discard_extents(store, entries)
+        raise
+
+
+class OpenExtent:
+    """One extent being written: `append` batches, then `finish` (or `abort`)."""
+
+    def __init__(self, writer: ExtentWriter, schema: Schema, format_name: str,
+                 on_written: Callable[[ManifestEntry], None]) -> None:
+        self._writer = writer
+        self.schema = schema
+        self._format_name = format_name
+        self._on_written = on_written
+
+    def append(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self._writer.append(batch)
+
+    def finish(self) -> ManifestEntry:
+        """Close the extent; on failure its partial object is removed and the error raised."""
+        try:
+            result = self._writer.finish()
+        except BaseException:
+            self._writer.abort()
+            raise
+        entry = ManifestEntry.from_write(result, schema_version=self.schema.version,
+                                         format=self._format_name)
+        self._on_written(entry)
+        return entry
+
+    def abort(self) -> None:
+        self._writer.abort()
+
+
+class ExtentStager:
+    """Writes extents of one `SegmentFormat` to one `ObjectStore`; needs no catalog."""
+
+    def __init__(self, store: ObjectStore, fmt: SegmentFormat, *,
+                 on_stage: StageHook | None = None) -> None:
+        self.store = store
+        self.format = fmt
+        self._on_stage = on_stage
+
+    def open(self, prefix: str, schema: Schema, *,
+             block_rows: int = DEFAULT_BLOCK_ROWS) -> OpenExtent:
+        """Start an extent under `prefix` for rows already shaped to `schema`."""
+        writer = self.format.start_extent(self.store, prefix, schema.arrow(),
+                                          block_rows=block_rows)
+        return OpenExtent(writer, schema, self.format.name, self._written)
+
+    def write(self, prefix: str, schema: Schema,
+              batches: Iterable[pa.RecordBatch | pa.Table], *,
+              block_rows: int = DEFAULT_BLOCK_ROWS) -> ManifestEntry:
+        """Write `batches` (shaped to `schema`) as one extent; nothing is left on failure."""
+        extent = self.open(prefix, schema, block_rows=block_rows)
+        try:
+            for b in batches:
+                extent.append(b)
+        except BaseException:
+            extent.abort()
+            raise
+        return extent.finish()
+
+    def _written(self, entry: ManifestEntry) -> None:
+        if self._on_stage is not None:
+            self._on_stage("extent_written", path=entry.object_path, extent_id=entry.extent_id)
