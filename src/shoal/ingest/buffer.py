@@ -18,7 +18,6 @@ request's idempotency-ledger row. So many small writers produce few healthy exte
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord
 from shoal.commit import CommitCoordinator
-from shoal.errors import BackpressureError, ShoalError
+from shoal.errors import BackpressureError, InternalError, UnavailableError
 from shoal.types.schema import Schema
 from shoal.types.upgrade import upgrade_batch
 
@@ -80,7 +79,7 @@ class _TableQueue:
     def put(self, p: _Pending) -> None:
         with self.cond:
             if self.closed:
-                raise ShoalError("the staging buffer is closed")
+                raise UnavailableError("the staging buffer is closed (the server is shutting down)")
             self.pending.append(p)
             self.cond.notify_all()
 
@@ -91,9 +90,9 @@ class _TableQueue:
             self.flush_requested += 1
             self.cond.notify_all()
         for f in waiting:
-            # Only waiting here: the submitter of a failed request reports its own failure.
-            with contextlib.suppress(Exception):
-                f.result()
+            # Only waiting here (`exception()` waits without raising): the submitter of a
+            # failed request reports its own failure.
+            f.exception()
 
     # -- flusher thread --------------------------------------------------------------------
     def _take(self) -> list[_Pending] | None:
@@ -164,7 +163,7 @@ class StagingBuffer:
     def _queue(self, table: str) -> _TableQueue:
         with self._lock:
             if self._closed:
-                raise ShoalError("the staging buffer is closed")
+                raise UnavailableError("the staging buffer is closed (the server is shutting down)")
             q = self._queues.get(table)
             if q is None:
                 q = self._queues[table] = _TableQueue(self, table)
@@ -267,5 +266,5 @@ class StagingBuffer:
             elif first.future.done() and first.future.exception() is not None:
                 p.future.set_exception(first.future.exception())
             else:
-                p.future.set_exception(ShoalError("duplicate idempotency key lost its first "
+                p.future.set_exception(InternalError("duplicate idempotency key lost its first "
                                                   "request"))

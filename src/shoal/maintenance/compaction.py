@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
 from shoal.commit import (DEFAULT_BLOCK_ROWS, CommitCoordinator, CommitSpec, ExtentStager,
                           discard_extents, extent_prefix)
-from shoal.errors import ShoalError
+from shoal.errors import PipelineError
 from shoal.format.base import SegmentFormat
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
@@ -51,7 +51,7 @@ from shoal.types.upgrade import upgrade_batch
 SORT_MAX_ROWS = 4_000_000
 
 
-class CompactionError(ShoalError):
+class CompactionError(PipelineError):
     code = "compaction_failed"
 
     def __init__(self, table: str, reason: str) -> None:

@@ -12,6 +12,7 @@ leaves the queue gauge out of that scrape instead of failing it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -19,6 +20,8 @@ from prometheus_client.registry import Collector
 
 from shoal.catalog.base import Catalog
 from shoal.maintenance.worker import WorkerStats
+
+log = logging.getLogger(__name__)
 
 _COUNTERS = (
     ("extents_compacted", "Small extents replaced by compaction", "extents_compacted"),
@@ -61,7 +64,8 @@ class MaintenanceCollector(Collector):
                                           value=getattr(stats, attr))
         try:
             units_now = self._catalog.list_work(limit=1000)
-        except Exception:  # noqa: BLE001 - a scrape must not fail on the catalog
+        except Exception:  # a scrape must not fail on the catalog
+            log.exception("maintenance metrics: the catalog did not answer")
             return
         queue = GaugeMetricFamily("shoal_maintenance_queue",
                                   "Maintenance units by state (newest 1,000)",
