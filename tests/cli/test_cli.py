@@ -14,7 +14,7 @@ import pytest
 import shoal
 from shoal.format.tlm import TlmFormat
 
-SHOAL = [sys.executable, "-m", "shoal.cli.main"]
+SHOAL = [sys.executable, "-m", "shoal"]
 
 
 def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ import pytest
 import shoal
 from shoal.ingest.chunks import iter_chunks
 
-SHOAL = [sys.executable, "-m", "shoal.cli.main"]
+SHOAL = [sys.executable, "-m", "shoal"]
 
 
 def run(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

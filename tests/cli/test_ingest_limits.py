@@ -10,7 +10,7 @@ from pathlib import Path
 
 import shoal
 
-SHOAL = [sys.executable, "-m", "shoal.cli.main"]
+SHOAL = [sys.executable, "-m", "shoal"]
 
 
 def run(*args: str, cwd: Path, stdin: bytes) -> subprocess.CompletedProcess[bytes]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 from typer.testing import CliRunner
 
-from shoal.cli.extent import extent_app
+from shoal.cli.main import app
 from shoal.format.tlm import TlmFormat
 from shoal.storage import LocalObjectStore
 from shoal.types import LONG, Column, Schema
@@ -26,7 +26,7 @@ def _extent(root: Path) -> str:
 
 def test_inspect_local_file(tmp_path: Path) -> None:
     key = _extent(tmp_path)
-    result = runner.invoke(extent_app, ["inspect", str(tmp_path / key)])
+    result = runner.invoke(app, ["extent", "inspect", str(tmp_path / key)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert (doc["version"], doc["row_count"], doc["block_count"]) == (2, 3, 2)
@@ -39,7 +39,7 @@ def test_inspect_local_file(tmp_path: Path) -> None:
 
 def test_inspect_with_storage_url(tmp_path: Path) -> None:
     key = _extent(tmp_path)
-    result = runner.invoke(extent_app, ["inspect", key, "--storage-url", tmp_path.as_uri()])
+    result = runner.invoke(app, ["extent", "inspect", key, "--storage-url", tmp_path.as_uri()])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["row_count"] == 3
 
@@ -49,7 +49,7 @@ def test_inspect_bad_files(tmp_path: Path) -> None:
     for args in (["inspect", str(tmp_path / "bad.tlm")],
                  ["inspect", str(tmp_path / "missing.tlm")],
                  ["inspect", "missing.tlm", "--storage-url", tmp_path.as_uri()]):
-        result = runner.invoke(extent_app, args)
+        result = runner.invoke(app, ["extent", *args])
         assert result.exit_code == 1
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), result.output

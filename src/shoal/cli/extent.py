@@ -9,37 +9,42 @@ malformed extent prints one line `error: ...` on stderr and exits 1.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import typer
 
-from shoal.errors import InvalidSchemaError, ShoalError
-from shoal.types.columns import type_of_field
-from shoal.types.schema import TIMESTAMP_COLUMN
+from shoal.cli.common import fail, print_json
+from shoal.errors import ShoalError
 
-extent_app = typer.Typer(help="Inspect extents", no_args_is_help=True)
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from shoal.storage import ObjectStore
 
 
-@extent_app.callback()
-def _group() -> None:
+def extent_group() -> None:
     """Inspect extents."""     # a callback keeps `inspect` a subcommand, even when run alone
 
 
 def _shoal_type(f: pa.Field) -> str | None:
+    from shoal.errors import InvalidSchemaError
+    from shoal.types.columns import type_of_field
+
     try:
         return str(type_of_field(f))
     except InvalidSchemaError:
         return None
 
 
-def inspect_extent(store: Any, key: str) -> dict[str, Any]:
+def inspect_extent(store: ObjectStore, key: str) -> dict[str, Any]:
     """The inspection document of one extent (see the module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     from shoal.format.tlm import TlmReader
+    from shoal.types.schema import TIMESTAMP_COLUMN
 
     with TlmReader(store, key) as reader:
         meta = reader.metadata()
@@ -68,12 +73,12 @@ def inspect_extent(store: Any, key: str) -> dict[str, Any]:
         }
 
 
-@extent_app.command("inspect")
-def inspect(path: Annotated[str, typer.Argument(help="Extent file, or key with --storage-url")],
-            storage_url: Annotated[str | None, typer.Option(
-                "--storage-url", help="Object store URL (file:///dir, s3://bucket/prefix); "
-                "PATH is then a key in it")] = None,
-            ) -> None:
+def inspect_command(
+    path: Annotated[str, typer.Argument(help="Extent file, or key with --storage-url")],
+    storage_url: Annotated[str | None, typer.Option(
+        "--storage-url", help="Object store URL (file:///dir, s3://bucket/prefix); "
+                              "PATH is then a key in it")] = None,
+) -> None:
     """Print an extent's framing, schema, block stats and time bounds as JSON."""
     from shoal.storage import open_store
 
@@ -81,8 +86,7 @@ def inspect(path: Annotated[str, typer.Argument(help="Extent file, or key with -
         if storage_url is None:
             full = os.path.abspath(path)
             if not os.path.isfile(full):
-                typer.echo(f"error: {path}: no such file", err=True)
-                raise typer.Exit(1)
+                fail(f"{path}: no such file")
             store = open_store(Path(os.path.dirname(full)).as_uri())
             key = os.path.basename(full)
         else:
@@ -90,6 +94,5 @@ def inspect(path: Annotated[str, typer.Argument(help="Extent file, or key with -
             key = path
         doc = inspect_extent(store, key)
     except (ShoalError, ValueError) as e:     # ValueError: a key the store cannot name
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        fail(str(e))
+    print_json(doc, ensure_ascii=False)

@@ -12,31 +12,75 @@ one-line summary.
 from __future__ import annotations
 
 import gzip
+import os
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import IO, Annotated
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from shoal.errors import LineError, PayloadError
+from shoal.cli.common import SchemaModeOption, connect_or_exit, fail, progress_bar
+from shoal.errors import LineError, PayloadError, ShoalError
 from shoal.ingest.chunks import iter_chunks
 
+if TYPE_CHECKING:
+    from shoal.client import Shoal
+    from shoal.ingest.write_path import IngestAck
+    from shoal.types.schema import SchemaMode
+
 IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_SHOWN = 20  # bad or rejected lines printed (the error line counts them all)
 
 
-def _open(path: str) -> tuple[IO[bytes], int | None]:
+@contextmanager
+def _open(path: str) -> Iterator[tuple[IO[bytes], int | None]]:
+    """The input as bytes (gunzipped when it starts with the gzip magic) and its size when
+    known (a plain file); `-` is stdin."""
     if path == "-":
-        return sys.stdin.buffer, None
-    import os
-
-    size = os.path.getsize(path)
-    f = open(path, "rb")
-    if f.read(2) == b"\x1f\x8b":
+        yield sys.stdin.buffer, None
+        return
+    try:
+        size = os.path.getsize(path)
+        f = open(path, "rb")  # noqa: SIM115 - closed by the `with f` below, after the sniff
+    except OSError as e:
+        fail(f"{path}: {e.strerror or e}")
+    with f:
+        if f.read(2) == GZIP_MAGIC:
+            f.seek(0)
+            with gzip.open(f) as unzipped:
+                yield cast(IO[bytes], unzipped), None
+            return
         f.seek(0)
-        return gzip.open(f), None  # type: ignore[return-value]
-    f.seek(0)
-    return f, size
+        yield f, size
+
+
+@dataclass
+class _Tally:
+    """What the chunks that landed add up to (the summary line)."""
+
+    rows: int = 0
+    chunks: int = 0
+    replayed: int = 0
+    rejected_lines: int = 0
+    read_bytes: int = 0
+    last_snapshot: int | None = None
+    new_columns: list[str] = field(default_factory=list)
+    rejected: list[LineError] = field(default_factory=list)    # the first MAX_SHOWN
+
+    def add(self, ack: IngestAck, offset: int) -> None:
+        self.rows += ack.rows
+        self.chunks += 1
+        self.replayed += ack.replayed
+        self.new_columns.extend(c for c in ack.new_columns if c not in self.new_columns)
+        self.rejected.extend(le.shifted(offset)
+                             for le in ack.rejected[:MAX_SHOWN - len(self.rejected)])
+        self.rejected_lines += ack.rejected_count or 0
+        self.last_snapshot = max(self.last_snapshot or 0, ack.snapshot_id)
 
 
 def ingest_command(
@@ -45,78 +89,72 @@ def ingest_command(
     table: Annotated[str, typer.Option("--table", "-t", help="Target table")],
     idempotency_key: Annotated[str | None, typer.Option(
         "--idempotency-key", help="Apply this input exactly once (chunk i uses KEY#i)")] = None,
-    mode: Annotated[str | None, typer.Option(help="evolve, drop or reject (default: the "
-                                                  "table's mode)")] = None,
+    mode: Annotated[SchemaModeOption | None, typer.Option(
+        help="What to do with unknown fields (default: the table's mode)")] = None,
     partial: Annotated[bool, typer.Option(help="Keep good lines, report bad ones")] = False,
     chunk_mb: Annotated[int, typer.Option(help="Chunk size in MB")] = 32,
 ) -> None:
     """Ingest NDJSON into a table through the shared write path."""
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
+    db = connect_or_exit(ctx)
+    t0 = time.perf_counter()
+    try:
+        with _open(path) as (stream, size):
+            tally = _ingest(db, stream, size, table=table, idempotency_key=idempotency_key,
+                            mode=None if mode is None else mode.literal(), partial=partial,
+                            chunk_bytes=chunk_mb << 20)
+    except PayloadError as e:
+        for le in e.errors[:MAX_SHOWN]:
+            typer.echo(le.message, err=True)
+        fail(str(e))
+    except ShoalError as e:
+        fail(str(e))
+    finally:
+        db.close()
+    dt = time.perf_counter() - t0
+    for le in tally.rejected:
+        typer.echo(f"rejected {le.message}", err=True)
+    extra = "".join([
+        f", {tally.replayed} chunk(s) replayed" if tally.replayed else "",
+        f", new columns: {', '.join(tally.new_columns)}" if tally.new_columns else "",
+        f", {tally.rejected_lines:,} line(s) rejected" if tally.rejected_lines else ""])
+    typer.echo(f"ingested {tally.rows} rows into {table} in {tally.chunks} chunk(s): snapshot "
+               f"{tally.last_snapshot}, {tally.read_bytes / dt / 1e6:.1f} MB/s{extra}")
+
+
+def _ingest(db: Shoal, stream: IO[bytes], size: int | None, *, table: str,
+            idempotency_key: str | None, mode: SchemaMode | None, partial: bool,
+            chunk_bytes: int) -> _Tally:
+    """Send the chunks of `stream`, `IN_FLIGHT` at once, in order; a `PayloadError` names
+    lines of the whole input."""
+    from rich.progress import (BarColumn, DownloadColumn, TimeRemainingColumn,
                                TransferSpeedColumn)
 
-    from shoal.cli.main import connect_or_exit
-    from shoal.errors import ShoalError
+    tally = _Tally()
+    progress = progress_bar("[progress.description]{task.description}", BarColumn(),
+                            DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                            transient=False)
+    with progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        task = progress.add_task(f"ingest -> {table}", total=size)
+        inflight: list[tuple[Future[IngestAck], int, int]] = []
 
-    db = connect_or_exit(ctx)
-    stream, size = _open(path)
-    show = sys.stderr.isatty()
-    progress = Progress("[progress.description]{task.description}", BarColumn(),
-                        DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                        disable=not show, transient=False)
-    rows = chunks = replayed = rejected_lines = 0
-    new_columns: list[str] = []
-    rejected: list[LineError] = []
-    last_snapshot = None
-    t0 = time.perf_counter()
-    read_bytes = 0
-    try:
-        with progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-            task = progress.add_task(f"ingest -> {table}", total=size)
-            inflight: list[tuple[Future, int, int]] = []
+        def settle(fut: Future[IngestAck], offset: int, nbytes: int) -> None:
+            try:
+                ack = fut.result()
+            except PayloadError as e:
+                raise PayloadError([le.shifted(offset) for le in e.errors],
+                                   total_errors=e.total_errors) from e
+            tally.add(ack, offset)
+            progress.advance(task, nbytes)
 
-            def settle(fut: Future, offset: int, nbytes: int) -> None:
-                nonlocal rows, chunks, replayed, last_snapshot, rejected_lines
-                try:
-                    ack = fut.result()
-                except PayloadError as e:
-                    raise PayloadError([le.shifted(offset) for le in e.errors],
-                                       total_errors=e.total_errors) from None
-                rows += ack.rows
-                chunks += 1
-                replayed += ack.replayed
-                new_columns.extend(c for c in ack.new_columns if c not in new_columns)
-                rejected.extend(le.shifted(offset) for le in ack.rejected[:20 - len(rejected)])
-                rejected_lines += ack.rejected_count or 0
-                last_snapshot = max(last_snapshot or 0, ack.snapshot_id)
-                progress.advance(task, nbytes)
-
-            for i, (chunk, offset) in enumerate(iter_chunks(stream, chunk_mb << 20)):
-                # The chunk is read before waiting for a slot: reading overlaps the work.
-                while len(inflight) >= IN_FLIGHT:
-                    settle(*inflight.pop(0))
-                key = None if idempotency_key is None else f"{idempotency_key}#{i}"
-                read_bytes += len(chunk)
-                inflight.append((pool.submit(db.ingest_ndjson, table, chunk, mode=mode,
-                                             partial=partial, idempotency_key=key),
-                                 offset, len(chunk)))
-            while inflight:
+        for i, (chunk, offset) in enumerate(iter_chunks(stream, chunk_bytes)):
+            # The chunk is read before waiting for a slot: reading overlaps the work.
+            while len(inflight) >= IN_FLIGHT:
                 settle(*inflight.pop(0))
-    except PayloadError as e:
-        for le in e.errors[:20]:
-            typer.echo(le.message, err=True)
-        typer.echo(f"error: {e}", err=True)
-        db.close()
-        raise typer.Exit(1) from None
-    except ShoalError as e:
-        typer.echo(f"error: {e}", err=True)
-        db.close()
-        raise typer.Exit(1) from None
-    db.close()
-    dt = time.perf_counter() - t0
-    for le in rejected[:20]:
-        typer.echo(f"rejected {le.message}", err=True)
-    extra = "".join([f", {replayed} chunk(s) replayed" if replayed else "",
-                     f", new columns: {', '.join(new_columns)}" if new_columns else "",
-                     f", {rejected_lines:,} line(s) rejected" if rejected_lines else ""])
-    typer.echo(f"ingested {rows} rows into {table} in {chunks} chunk(s): snapshot "
-               f"{last_snapshot}, {read_bytes / dt / 1e6:.1f} MB/s{extra}")
+            key = None if idempotency_key is None else f"{idempotency_key}#{i}"
+            tally.read_bytes += len(chunk)
+            inflight.append((pool.submit(db.ingest_ndjson, table, chunk, mode=mode,
+                                         partial=partial, idempotency_key=key),
+                             offset, len(chunk)))
+        while inflight:
+            settle(*inflight.pop(0))
+    return tally

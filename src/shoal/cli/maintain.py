@@ -17,21 +17,32 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
-from shoal.errors import ConfigError
+from shoal.cli.common import (EXIT_ERROR, ListFormat, connect, print_json, print_table,
+                              stdout_console)
+
+
+class UnitKind(StrEnum):
+    """`--kind`: the maintenance unit kinds (`shoal.maintenance.worker.KINDS`)."""
+
+    COMPACT = "compact"
+    RETENTION = "retention"
+    GC = "gc"
+    LEDGER_SWEEP = "ledger_sweep"
 
 
 def maintain_command(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run what is due, then exit")] = False,
     status: Annotated[bool, typer.Option("--status", help="Show what ran, then exit")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="table or json (with --status)")
-                   ] = "table",
-    kind: Annotated[list[str], typer.Option(
-        "--kind", help="Unit kinds to run: compact, retention, gc, ledger_sweep")] = [],
+    fmt: Annotated[ListFormat, typer.Option("--format", help="Output format (with --status)")
+                   ] = ListFormat.TABLE,
+    kind: Annotated[list[UnitKind] | None, typer.Option(
+        "--kind", help="Unit kinds to run (repeatable; default: all)")] = None,
     schedule: Annotated[bool, typer.Option("--schedule/--no-schedule",
                                            help="Enqueue due units (default) or only run")
                         ] = True,
@@ -44,24 +55,18 @@ def maintain_command(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT")] = None,
 ) -> None:
     """Run maintenance: compaction, retention, orphan GC, ledger sweep."""
-    from shoal.cli.main import _connect
     from shoal.maintenance.scheduler import Scheduler
     from shoal.maintenance.service import MaintenanceService, build_worker
     from shoal.maintenance.status import maintenance_status
     from shoal.maintenance.worker import KINDS, WorkerSettings
 
-    bad = sorted(set(kind) - set(KINDS))
-    if bad:
-        raise ConfigError(f"--kind {bad[0]!r}: expected one of {', '.join(KINDS)}")
-    if fmt not in ("table", "json"):
-        raise ConfigError(f"--format must be table or json, got {fmt!r}")
-    db = _connect(ctx)
+    db = connect(ctx)
     try:
         if status:
             _print_status(maintenance_status(db.catalog, limit=limit), fmt)
             return
         settings = WorkerSettings(lease_s=lease_s, poll_s=poll_s, gc_grace_s=gc_grace_s,
-                                  kinds=tuple(kind) or KINDS)
+                                  kinds=tuple(k.value for k in kind or ()) or KINDS)
         worker = build_worker(db, settings=settings)
         if metrics_port is not None:
             _serve_metrics(worker, metrics_port)
@@ -75,7 +80,7 @@ def maintain_command(
                                        "table": outcome.unit.payload.get("table"),
                                        "ok": outcome.ok, "result": outcome.result}))
             if failed:
-                raise typer.Exit(1)
+                raise typer.Exit(EXIT_ERROR)
             return
         service = MaintenanceService(db, worker=worker) if schedule else None
         stop = threading.Event()
@@ -110,22 +115,20 @@ def _serve_metrics(worker: Any, port: int) -> None:
     start_http_server(port, addr="127.0.0.1", registry=registry)
 
 
-def _print_status(doc: dict[str, Any], fmt: str) -> None:
-    if fmt == "json":
-        typer.echo(json.dumps(doc, indent=2))
+def _print_status(doc: dict[str, Any], fmt: ListFormat) -> None:
+    if fmt is ListFormat.JSON:
+        print_json(doc)
         return
-    from rich.console import Console
-    from rich.table import Table
+    stdout_console().print("units: " + ", ".join(f"{k} {v}" for k, v in doc["counts"].items()))
+    print_table(("id", "kind", "table", "state", "attempts", "finished", "changed"),
+                ((str(u["id"]), u["kind"], u["table"] or "", u["state"], str(u["attempts"]),
+                  _finished(u), _changed(u)) for u in doc["units"]))
 
-    console = Console()
-    console.print("units: " + ", ".join(f"{k} {v}" for k, v in doc["counts"].items()))
-    t = Table("id", "kind", "table", "state", "attempts", "finished", "changed")
-    for u in doc["units"]:
-        when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(u["updated_at"]))
-                if u["updated_at"] else "")
-        t.add_row(str(u["id"]), u["kind"], u["table"] or "", u["state"], str(u["attempts"]),
-                  when, _changed(u))
-    console.print(t)
+
+def _finished(u: dict[str, Any]) -> str:
+    if not u["updated_at"]:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(u["updated_at"]))
 
 
 def _changed(u: dict[str, Any]) -> str:
@@ -145,7 +148,3 @@ def _changed(u: dict[str, Any]) -> str:
         return f"{r.get('swept', 0)} ledger keys swept"
     return ""
 
-
-def register(app: typer.Typer, one_line_errors: Callable[[Any], Any]) -> None:
-    """Hook called by `shoal.cli.main`: adds `shoal maintain`."""
-    app.command("maintain")(one_line_errors(maintain_command))

@@ -16,19 +16,18 @@ scan retries what did not land.
 from __future__ import annotations
 
 import signal
-import sys
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from shoal.cli.main import one_line_errors
-from shoal.cli.pipeline import pipeline_app
+from shoal.cli.common import SchemaModeOption, config_of, connect_or_exit, progress_bar
 from shoal.errors import ConfigError, TableNotFoundError
 
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
-@pipeline_app.command("filedrop")
-@one_line_errors
+
 def filedrop_command(
     ctx: typer.Context,
     table: Annotated[str, typer.Option("--table", "-t", help="Target table")],
@@ -40,9 +39,9 @@ def filedrop_command(
     interval: Annotated[float | None, typer.Option(
         "--interval", help="Seconds between scans when polling (default: the table's "
                            "filedrop_interval, else 10)")] = None,
-    mode: Annotated[str | None, typer.Option(
-        help="evolve, drop or reject (default: the table's filedrop_mode, else its mode; "
-             "new tables: evolve)")] = None,
+    mode: Annotated[SchemaModeOption | None, typer.Option(
+        help="What to do with unknown fields (default: the table's filedrop_mode, else its "
+             "mode; new tables: evolve)")] = None,
     create: Annotated[bool, typer.Option(
         "--create", help="Create the table (evolve mode, no columns) if it does not exist")
     ] = False,
@@ -53,16 +52,13 @@ def filedrop_command(
         "--chunk-mb", help="Coercion chunk size per file, MB")] = 32,
 ) -> None:
     """Ingest NDJSON files dropped into a directory or S3 prefix, exactly once."""
-    from shoal.cli.main import connect_or_exit
     from shoal.frontends.filedrop import FileDropPipeline, ScanProgress, ScanSummary
     from shoal.frontends.filedrop.binding import resolve_binding
     from shoal.locations import LocationPolicy
 
-    if mode is not None and mode not in ("evolve", "drop", "reject"):
-        raise ConfigError(f"--mode {mode!r}: expected evolve, drop or reject")
     if (interval is not None and interval <= 0) or chunk_mb <= 0:
         raise ConfigError("--interval and --chunk-mb must be positive")
-    cfg = ctx.obj
+    cfg = config_of(ctx)
     db = connect_or_exit(ctx)
     try:  # the table and its binding: fail in one line before Spark starts
         try:
@@ -73,7 +69,8 @@ def filedrop_command(
                 raise
             exists = False
         binding = resolve_binding(db.catalog, table, path=path, interval_s=interval,
-                                  mode=mode, s3_endpoint=cfg.s3_endpoint, table_exists=exists,
+                                  mode=None if mode is None else mode.value,
+                                  s3_endpoint=cfg.s3_endpoint, table_exists=exists,
                                   locations=LocationPolicy.from_config(cfg))
     except BaseException:
         db.close()
@@ -89,14 +86,13 @@ def filedrop_command(
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, request_stop)
 
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    show = sys.stderr.isatty()
-    progress = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                        TimeElapsedColumn(), disable=not show, transient=True)
-    bar: dict[str, int] = {}
+    progress = progress_bar(TextColumn("[progress.description]{task.description}"),
+                            BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                            transient=True)
+    bar: dict[str, TaskID] = {}
 
     def on_progress(p: ScanProgress) -> None:
         rate = f"{p.rows / max(p.elapsed_s, 1e-9):,.0f} records/s"

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from shoal.cli.main import one_line_errors
-from shoal.cli.pipeline import pipeline_app
+from shoal.cli.common import SchemaModeOption, connect, stderr_is_tty
+
+if TYPE_CHECKING:
+    from shoal.frontends.kafka import PipelineProgress
 
 
-@pipeline_app.command("kafka")
-@one_line_errors
-def kafka(
+def kafka_command(
     ctx: typer.Context,
     table: Annotated[str, typer.Option("--table", help="Target table")],
     bootstrap: Annotated[str | None, typer.Option(
@@ -35,8 +35,9 @@ def kafka(
     ] = None,
     group: Annotated[str | None, typer.Option(
         "--group", help="Consumer group (default shoal-<table>)")] = None,
-    mode: Annotated[str | None, typer.Option(
-        "--mode", help="Unknown fields: drop (default), evolve or reject")] = None,
+    mode: Annotated[SchemaModeOption | None, typer.Option(
+        "--mode", help="What to do with unknown fields (default: the table's kafka_mode, "
+                       "else drop)")] = None,
     until_idle: Annotated[float | None, typer.Option(
         "--until-idle", help="Stop once caught up and idle for SECONDS")] = None,
     trigger: Annotated[float, typer.Option(
@@ -46,32 +47,33 @@ def kafka(
     ] = 50_000,
 ) -> None:
     """Consume Kafka topics into a table, exactly once (offsets commit with the data)."""
-    from shoal.cli.main import _connect
     from shoal.frontends.kafka import KafkaPipeline, resolve_binding
     from shoal.locations import LocationPolicy
 
-    db = _connect(ctx)
-    binding = resolve_binding(db.catalog, table, bootstrap=bootstrap, topics=topic or (),
-                              group=group, mode=mode,
-                              default_bootstrap=db.config.kafka_bootstrap,
-                              locations=LocationPolicy.from_config(db.config))
-    tty = sys.stderr.isatty()
-
-    def show(p) -> None:  # type: ignore[no-untyped-def]
-        if tty:
-            sys.stderr.write(f"\r{p.records:,} records  {p.rate:,.0f} records/s  "
-                             f"rows {p.rows:,}  rejected {p.rejects:,}  lag {p.lag:,}   ")
-            sys.stderr.flush()
-
-    pipeline = KafkaPipeline(db, binding, trigger_s=trigger,
-                             max_records_per_partition=max_records, on_progress=show)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: pipeline.stop())
+    db = connect(ctx)
     try:
-        progress = pipeline.run(until_idle_s=until_idle)
+        binding = resolve_binding(db.catalog, table, bootstrap=bootstrap, topics=topic or (),
+                                  group=group, mode=None if mode is None else mode.value,
+                                  default_bootstrap=db.config.kafka_bootstrap,
+                                  locations=LocationPolicy.from_config(db.config))
+        tty = stderr_is_tty()
+
+        def show(p: PipelineProgress) -> None:
+            if tty:
+                sys.stderr.write(f"\r{p.records:,} records  {p.rate:,.0f} records/s  "
+                                 f"rows {p.rows:,}  rejected {p.rejects:,}  lag {p.lag:,}   ")
+                sys.stderr.flush()
+
+        pipeline = KafkaPipeline(db, binding, trigger_s=trigger,
+                                 max_records_per_partition=max_records, on_progress=show)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: pipeline.stop())
+        try:
+            progress = pipeline.run(until_idle_s=until_idle)
+        finally:
+            if tty:
+                sys.stderr.write("\n")
+            pipeline.close()
     finally:
-        if tty:
-            sys.stderr.write("\n")
-        pipeline.close()
         db.close()
     typer.echo(progress.summary(table))

@@ -14,21 +14,33 @@ from __future__ import annotations
 
 import socket
 from dataclasses import replace
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 
-from shoal.config import Config
+from shoal.cli.common import EXIT_ERROR, config_of
 from shoal.errors import ConfigError
 
 
-def serve(ctx: typer.Context,
+class LogLevel(StrEnum):
+    """`--log-level`: uvicorn's levels (`uvicorn.config.LOG_LEVELS`), any case."""
+
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"
+    TRACE = "trace"
+
+
+def serve_command(ctx: typer.Context,
           host: Annotated[str | None, typer.Option(
               "--host", help="Address to bind (SHOAL_HOST, default 127.0.0.1)")] = None,
           port: Annotated[int | None, typer.Option(
               "--port", help="Port to bind (SHOAL_PORT, default 8720)")] = None,
-          log_level: Annotated[str, typer.Option(
-              "--log-level", help="uvicorn log level")] = "info",
+          log_level: Annotated[LogLevel, typer.Option(
+              "--log-level", case_sensitive=False, help="uvicorn log level")] = LogLevel.INFO,
           warm_spark: Annotated[bool, typer.Option(
               "--warm-spark/--lazy-spark",
               help="Start Spark at startup (default) or on the first query")] = True,
@@ -42,10 +54,7 @@ def serve(ctx: typer.Context,
     from shoal.client import Shoal
     from shoal.server import check_bind, create_app, load_tokens
 
-    if log_level.lower() not in uvicorn.config.LOG_LEVELS:
-        raise ConfigError(f"unknown log level {log_level!r} (expected one of "
-                          f"{', '.join(uvicorn.config.LOG_LEVELS)})")
-    base: Config = ctx.obj
+    base = config_of(ctx)
     cfg = replace(base, host=host or base.host, port=base.port if port is None else port,
                   otlp_grpc_port=(base.otlp_grpc_port if otlp_grpc_port is None
                                   else otlp_grpc_port))
@@ -61,11 +70,11 @@ def serve(ctx: typer.Context,
                          otlp_grpc_port=cfg.otlp_grpc_port, maintenance=cfg.maintenance,
                          pipelines=cfg.pipelines)
         server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port,
-                                               log_level=log_level.lower(), lifespan="on",
+                                               log_level=log_level.value, lifespan="on",
                                                proxy_headers=False))
         server.run()
         if not server.started:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_ERROR)
     finally:
         db.close()    # idempotent; covers a failed startup, where the lifespan never ran
 
@@ -81,4 +90,4 @@ def _check_port_free(host: str, port: int) -> None:
         except OSError as e:
             raise ConfigError(f"cannot bind OTLP/gRPC to {host}:{port}: "
                               f"{e.strerror or e}; choose another port with "
-                              "--otlp-grpc-port N, or 0 to turn it off") from None
+                              "--otlp-grpc-port N, or 0 to turn it off") from e

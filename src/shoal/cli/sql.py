@@ -11,54 +11,69 @@ picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`, else auto); `--stats
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import sys
+from enum import StrEnum
+from typing import Annotated, Any
 
 import typer
+
+from shoal.cli.common import connect, print_json, print_table
+
+
+class SqlFormat(StrEnum):
+    """`shoal sql --format`."""
+
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+
+
+class EngineOption(StrEnum):
+    """`shoal sql --engine` (`shoal.config.QUERY_ENGINES`)."""
+
+    AUTO = "auto"
+    LOCAL = "local"
+    SPARK = "spark"
 
 
 def sql_command(
     ctx: typer.Context,
     statement: Annotated[str, typer.Argument(help="One SQL statement, or - to read stdin")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
+    fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format")
+                   ] = SqlFormat.TABLE,
     stats: Annotated[bool, typer.Option("--stats", help="Print pruning stats on stderr")
                      ] = False,
     prune: Annotated[bool, typer.Option("--prune/--no-prune",
                                         help="Skip data by the pruning cascade")] = True,
-    engine: Annotated[str | None, typer.Option(
-        "--engine", help="auto, local (embedded) or spark; default SHOAL_QUERY_ENGINE")
+    engine: Annotated[EngineOption | None, typer.Option(
+        "--engine", help="local (embedded) or spark; default SHOAL_QUERY_ENGINE, else auto")
     ] = None,
 ) -> None:
     """Run SQL: SELECT (embedded engine or Spark), or CREATE TABLE / ALTER TABLE / DESCRIBE /
     SHOW TABLES."""
-    import sys
-
-    from shoal.cli.main import _connect
-    from shoal.errors import QueryError
     from shoal.query.results import answer_document, csv_text, json_rows
 
-    if fmt not in ("table", "json", "csv"):
-        raise QueryError(f"--format must be table, json or csv, got {fmt!r}")
     text = sys.stdin.read() if statement == "-" else statement
-    db = _connect(ctx)
+    db = connect(ctx)
     try:
-        result = db.sql(text, prune=prune, engine=engine)
+        result = db.sql(text, prune=prune, engine=None if engine is None else engine.value)
     finally:
         db.close()
     doc = result.stats.to_json()
-    if fmt == "json":
-        typer.echo(json.dumps(answer_document(result.table, doc), indent=2))
-    elif fmt == "csv":
+    if fmt is SqlFormat.JSON:
+        print_json(answer_document(result.table, doc))
+    elif fmt is SqlFormat.CSV:
         typer.echo(csv_text(result.table), nl=False)
     else:
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(*result.table.schema.names)
-        for row in json_rows(result.table):
-            t.add_row(*["" if v is None else (json.dumps(v) if isinstance(v, (list, dict))
-                                              else str(v)) for v in row])
-        Console().print(t)
+        print_table(result.table.schema.names,
+                    ([_cell(v) for v in row] for row in json_rows(result.table)))
         typer.echo(f"({result.table.num_rows} rows)")
     if stats and result.kind != "ddl":
         summary = {k: v for k, v in doc.items() if k != "scans"}
         typer.echo("stats: " + json.dumps(summary), err=True)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
