@@ -4,7 +4,6 @@ that import cheaply and without side effects, and no layer below importing the C
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import subprocess
@@ -123,19 +122,3 @@ print(heavy)
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
-
-
-def test_nothing_below_the_cli_imports_it():
-    """cli is the top layer: no module of shoal outside `shoal.cli` (and `__main__`) imports
-    it, at module level or inside a function."""
-    offenders = []
-    for path in SRC.rglob("*.py"):
-        rel = path.relative_to(SRC)
-        if rel.parts[0] == "cli" or rel.name == "__main__.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offenders += [f"{rel}: {n}" for n in names
-                          if n == "shoal.cli" or n.startswith("shoal.cli.")]
-    assert offenders == []

@@ -50,7 +50,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from shoal.errors import ShoalError
+from shoal.errors import InternalError, ShoalError
 
 SERVICES = ["api", "auth", "billing", "search", "checkout", "mailer"]
 SLOTS = 12                         # 20-minute slots: four hours of logs
@@ -102,7 +102,7 @@ MESSAGES: dict[str, list[tuple[str, list[int], str]]] = {
 LEVEL_WEIGHTS = {"info": 82, "warn": 12, "error": 6}
 
 
-class DemoError(ShoalError):
+class DemoError(InternalError):
     code = "demo_failed"
 
 
