@@ -87,11 +87,12 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
     (its `bound_port` once started). `maintenance` runs the maintenance scheduler and a
-    worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka
-    pipelines of bound tables (`shoal.server.pipelines`). None follows `warm_spark`, i.e. on
-    for `shoal serve` (which passes the config's `maintenance` and `pipelines`), off for
-    apps that tests build. `spark_probe_interval_s` / `spark_probe_timeout_s`: how often
-    the Spark supervisor checks the session, and how long its probe may take.
+    worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka and
+    file-drop pipelines of bound tables (`shoal.server.pipelines`). None follows
+    `warm_spark`, i.e. on for `shoal serve` (which passes the config's `maintenance` and
+    `pipelines`), off for apps that tests build. `spark_probe_interval_s` /
+    `spark_probe_timeout_s`: how often the Spark supervisor checks the session, and how long
+    its probe may take.
     """
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
@@ -140,7 +141,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                     sweeper.stop()
                 raise
         start_maintenance()
-        start_pipelines()   # Kafka sources bound to tables (`shoal.server.pipelines`)
+        start_pipelines()   # sources bound to tables (`shoal.server.pipelines`)
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
                              daemon=True).start()
@@ -163,9 +164,11 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
     install_error_handlers(app)
-    app.add_middleware(EdgeMiddleware, **EdgeMiddleware.options(
+    # `options` returns the keyword arguments as a plain dict; Starlette checks them per name.
+    edge_options: dict[str, Any] = dict(EdgeMiddleware.options(
         auth_enabled=state.tokens.enabled, http_hosts=config.http_hosts,
         cors_origins=config.cors_origins))
+    app.add_middleware(EdgeMiddleware, **edge_options)
     app.add_middleware(MetricsMiddleware, metrics=metrics)   # outermost: counts refusals too
     app.include_router(tables_router)
     app.include_router(ingest_router)
