@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -74,7 +75,7 @@ class FakeKind:
         self.started: queue.Queue[tuple[str, str]] = queue.Queue()
         self.stopped: queue.Queue[tuple[str, str]] = queue.Queue()
 
-    def is_bound(self, properties: dict[str, Any]) -> bool:
+    def is_bound(self, properties: Mapping[str, Any]) -> bool:
         return self.name in properties
 
     def resolve(self, table: str) -> tuple[str, str] | None:
@@ -106,7 +107,7 @@ def _setup(*names: str, **options: Any
     options.setdefault("restart_delay_s", 5.0)
     options.setdefault("max_restart_delay_s", 300.0)
     options.setdefault("reset_after_s", 60.0)
-    sup = BindingSupervisor(catalog, kinds, clock=time.clock, sleep=time.sleep,  # type: ignore[arg-type]
+    sup = BindingSupervisor(catalog, kinds, clock=time.clock, sleep=time.sleep,
                             **options)
     return catalog, time, kinds, sup
 
@@ -249,7 +250,7 @@ def test_a_run_that_ends_by_itself_is_a_failure(name):
     def run(binding, stop, state):  # noqa: ANN001
         ended.set()
 
-    kind.run = run  # type: ignore[method-assign]
+    kind.run = run
     catalog.tables["t"] = {name: "v1"}
     try:
         sup.rescan()
@@ -306,7 +307,7 @@ def test_stop_ends_every_run_and_no_runner_starts_after_it():
 def test_kinds_must_have_distinct_names_and_counters_be_declared():
     catalog, time = FakeCatalog(), FakeTime()
     with pytest.raises(ValueError, match="distinct"):
-        BindingSupervisor(catalog, [FakeKind("a", catalog, time), FakeKind("a", catalog, time)])  # type: ignore[arg-type, list-item]
+        BindingSupervisor(catalog, [FakeKind("a", catalog, time), FakeKind("a", catalog, time)])
     state = BindingState("a", "t", counters={"items": 0}, gauges={})
     with pytest.raises(ValueError, match="no counter"):
         state.count(other=1)
