@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from shoal.errors import ShoalError
 
@@ -55,6 +55,7 @@ Clock = Callable[[], float]
 # Wait up to `seconds` unless the event is set first; True when it was set.
 Sleep = Callable[[threading.Event, float], bool]
 MetricNames = Sequence[tuple[str, str]]    # (name, help text)
+Outcome = Literal["retired", "stopped", "failed"]   # of one attempt to run a binding
 
 
 def wait_event(event: threading.Event, seconds: float) -> bool:
@@ -292,7 +293,8 @@ class BindingSupervisor:
                 if self._clock() - started >= self.reset_after_s:
                     failures = 0
                 failures += 1
-                delay = min(self.restart_delay_s * 2 ** (failures - 1), self.max_restart_delay_s)
+                delay = min(self.restart_delay_s * 2.0 ** min(failures - 1, 64),
+                            self.max_restart_delay_s)
                 logging.getLogger(f"shoal.{r.kind.name}").info(
                     "%s pipeline of table %s restarts in %gs", r.kind.name, r.table, delay)
                 self._sleep(wake, delay)
@@ -303,7 +305,7 @@ class BindingSupervisor:
                 if r.retired:
                     self.states.pop(r.key, None)
 
-    def _attempt(self, r: _Runner, wake: threading.Event) -> str:
+    def _attempt(self, r: _Runner, wake: threading.Event) -> Outcome:
         """Resolve and run once: "retired" (no binding), "stopped" (asked to) or "failed"."""
         logger = logging.getLogger(f"shoal.{r.kind.name}")
         state = r.state
