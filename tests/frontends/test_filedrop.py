@@ -498,8 +498,9 @@ def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path,
 
     import httpx
 
+    from shoal.frontends.filedrop.kind import FileDropKind
+    from shoal.frontends.supervisor import BindingSupervisor
     from shoal.server import create_app
-    from shoal.server.pipelines import FileDropSupervisor
     from tests.support.server import serve_app
 
     drop = tmp_path / "drop"
@@ -511,8 +512,8 @@ def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path,
     db = Shoal(Config(data_dir=str(tmp_path / "data"), spark_master="local[2]",
                       allowed_paths=str(tmp_path)))
     app = create_app(db, config=db.config, sweep_ledger=False, pipelines=True)
-    sup = FileDropSupervisor(db, rescan_s=0.3)
-    app.state.filedrop_pipelines = sup
+    sup = BindingSupervisor(db.catalog, [FileDropKind(db)], rescan_s=0.3)
+    app.state.pipelines = sup
 
     def metrics(url: str, table: str = "served") -> dict[str, float]:
         found = {}

@@ -285,8 +285,9 @@ def test_header_columns_refuse_other_write_paths(tmp_path):
 def test_server_runs_bound_sources_with_metrics(broker, spark, tmp_path):
     import httpx
 
+    from shoal.frontends.kafka.kind import KafkaKind
+    from shoal.frontends.supervisor import BindingSupervisor
     from shoal.server import create_app
-    from shoal.server.pipelines import KafkaSupervisor
     from tests.support.server import serve_app
 
     topic = _topic("served")
@@ -294,8 +295,9 @@ def test_server_runs_bound_sources_with_metrics(broker, spark, tmp_path):
     db = shoal.connect(data_dir=str(tmp_path), spark_master="local[2]",
                        kafka_bootstrap=broker.bootstrap)
     app = create_app(db, config=db.config, sweep_ledger=False)
-    app.state.kafka_pipelines = KafkaSupervisor(db, default_bootstrap=broker.bootstrap,
-                                                rescan_s=0.3, trigger_s=0.2)
+    app.state.pipelines = BindingSupervisor(
+        db.catalog, [KafkaKind(db, default_bootstrap=broker.bootstrap, trigger_s=0.2)],
+        rescan_s=0.3)
     broker.produce(topic, [(i % 2, b'{"v":%d}' % i if i != 7 else b"[1]", [])
                            for i in range(300)])
     try:

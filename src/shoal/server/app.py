@@ -1,7 +1,7 @@
 """The HTTP server app: `create_app(db, config=...)` wires routes, auth, errors and metrics.
 
 Routes (SPEC §11): `/v1/tables...` (tables.py), `/v1/ingest/{table}` (ingest.py), OTLP/HTTP
-`/v1/logs`, `/v1/traces`, `/v1/metrics` (`shoal.frontends.otlp.http`), and the open
+`/v1/logs`, `/v1/traces`, `/v1/metrics` (`otlp_http.py`), and the open
 operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
 catalog answers a cheap query, the server is not shutting down and, once the server has had
 a Spark session, that session is alive; else 503 + Retry-After) and `GET /metrics`
@@ -49,17 +49,21 @@ from shoal.client import Shoal
 from shoal.config import Config
 from shoal.errors import ConfigError, EngineUnavailableError
 from shoal.commit import LedgerSweeper
+from shoal.frontends.otlp import ExportResult, OtlpSink, OtlpTables
 from shoal.query.limits import QueryLimits
-from shoal.server import ingest, query, tables
 from shoal.server.auth import TokenTable, load_tokens
 from shoal.server.edge import EdgeMiddleware
 from shoal.server.errors import NotReadyError, install_error_handlers
+from shoal.server.ingest import router as ingest_router
 from shoal.server.maintenance import install_maintenance
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
 from shoal.server.openapi import install_openapi
+from shoal.server.otlp_http import router as otlp_router
 from shoal.server.pipelines import install_pipelines
+from shoal.server.query import router as query_router
 from shoal.server.spark_health import SparkSupervisor
 from shoal.server.state import QuerySlots, ServerState, server_state
+from shoal.server.tables import router as tables_router
 
 READY_PROBE_KEY = "shoal-readyz-probe"   # looked up, never written: an indexed point read
 READY_TIMEOUT_S = 5.0
@@ -83,15 +87,13 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
     (its `bound_port` once started). `maintenance` runs the maintenance scheduler and a
-    worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka
-    pipelines of bound tables (`shoal.server.pipelines`). None follows `warm_spark`, i.e. on
-    for `shoal serve` (which passes the config's `maintenance` and `pipelines`), off for
-    apps that tests build. `spark_probe_interval_s` / `spark_probe_timeout_s`: how often
-    the Spark supervisor checks the session, and how long its probe may take.
+    worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka and
+    file-drop pipelines of bound tables (`shoal.server.pipelines`). None follows
+    `warm_spark`, i.e. on for `shoal serve` (which passes the config's `maintenance` and
+    `pipelines`), off for apps that tests build. `spark_probe_interval_s` /
+    `spark_probe_timeout_s`: how often the Spark supervisor checks the session, and how long
+    its probe may take.
     """
-    from shoal.frontends.otlp import OtlpSink, OtlpTables
-    from shoal.frontends.otlp import http as otlp_http
-
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
     metrics = ServerMetrics(lambda: db.write_path.buffer)
@@ -112,9 +114,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     otlp_sink = OtlpSink(db.write_path, OtlpTables.from_config(config))
     otlp_grpc = None
     if otlp_grpc_port:
-        from shoal.frontends.otlp.grpc_server import OtlpGrpcServer
+        from shoal.server.otlp_grpc import OtlpGrpcServer   # grpcio: only when it is served
 
-        def observe(result: Any, wire_bytes: int) -> None:
+        def observe(result: ExportResult, wire_bytes: int) -> None:
             metrics.observe_ingest(result.table, rows=result.rows, nbytes=wire_bytes,
                                    wire_bytes=wire_bytes, rejected=result.rejected,
                                    replayed=result.replayed)
@@ -139,7 +141,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                     sweeper.stop()
                 raise
         start_maintenance()
-        start_pipelines()   # Kafka sources bound to tables (`shoal.server.pipelines`)
+        start_pipelines()   # sources bound to tables (`shoal.server.pipelines`)
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
                              daemon=True).start()
@@ -162,14 +164,16 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
     install_error_handlers(app)
-    app.add_middleware(EdgeMiddleware, **EdgeMiddleware.options(
+    # `options` returns the keyword arguments as a plain dict; Starlette checks them per name.
+    edge_options: dict[str, Any] = dict(EdgeMiddleware.options(
         auth_enabled=state.tokens.enabled, http_hosts=config.http_hosts,
         cors_origins=config.cors_origins))
+    app.add_middleware(EdgeMiddleware, **edge_options)
     app.add_middleware(MetricsMiddleware, metrics=metrics)   # outermost: counts refusals too
-    app.include_router(tables.router)
-    app.include_router(ingest.router)
-    app.include_router(query.router)
-    app.include_router(otlp_http.router)
+    app.include_router(tables_router)
+    app.include_router(ingest_router)
+    app.include_router(query_router)
+    app.include_router(otlp_router)
     start_maintenance, stop_maintenance = install_maintenance(
         app, db, enabled=warm_spark if maintenance is None else maintenance)
     start_pipelines, stop_pipelines = install_pipelines(

@@ -5,7 +5,8 @@
 (`task.process_files`: hash, ledger check, coerce, write extents) and commits each group on
 the driver: rejects first, then the extents with one ledger row `filedrop:{sha256}` per file
 in one compare-and-swap. Bad lines land in `<table>__rejects` with file and line.
-`resolve_binding` reads a table's file-drop binding (`WITH (filedrop_path='...')`, `binding.py`).
+`resolve_binding` reads a table's file-drop binding (`WITH (filedrop_path='...')`, `binding.py`);
+`kind.FileDropKind` runs bound tables under the binding supervisor (`frontends.supervisor`).
 """
 
 from shoal.frontends.filedrop.binding import FileDropBinding, resolve_binding

@@ -19,6 +19,7 @@ arguments alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,7 +44,7 @@ class FileDropBinding:
     mode: SchemaMode | None = None      # None: the table's mode at each scan
 
 
-def is_bound(properties: dict[str, Any]) -> bool:
+def is_bound(properties: Mapping[str, Any]) -> bool:
     """True when a table's properties bind a file-drop path."""
     return bool(str(properties.get(PATH_PROPERTY) or "").strip())
 

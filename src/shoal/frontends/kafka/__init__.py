@@ -3,7 +3,8 @@
 - `source.py`: the Python streaming DataSource `shoal_kafka` over confluent-kafka;
 - `sink.py`: one micro-batch through coercion, header/pseudo-columns and rejects into ONE
   catalog commit carrying the per-partition offsets (exactly-once);
-- `pipeline.py`: the streaming query, its binding to a table, progress and until-idle stop.
+- `pipeline.py`: the streaming query, its binding to a table, progress and until-idle stop;
+- `kind.py`: Kafka bindings as a kind run by the binding supervisor (`frontends.supervisor`).
 """
 
 from shoal.frontends.kafka.pipeline import (KafkaBinding, KafkaPipeline, PipelineProgress,

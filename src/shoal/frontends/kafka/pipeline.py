@@ -5,7 +5,8 @@
 driver (`sink.KafkaSink`: coerce, header and pseudo-columns, rejects, data + offsets in one
 catalog transaction) and watches it: progress (records/s, MB/s, lag) goes to `on_progress`
 about once a second; with `until_idle_s` the query stops once every partition is caught up
-and nothing new arrived for that long; `stop()` (another thread, a signal) stops it too.
+and nothing new arrived for that long; `stop()` (another thread, a signal) or setting the
+`stop` event given to the constructor (a supervisor's) stops it too.
 By default the write path runs inside the Spark tasks (`staged.py`: each task coerces
 its records and writes one extent; `foreachBatch` collects only the small staged results);
 in mode `evolve` (the schema may change mid-batch) `foreachBatch` collects the records
@@ -147,7 +148,7 @@ class KafkaPipeline:
                  kafka_config: dict[str, Any] | None = None,
                  on_progress: Callable[[PipelineProgress], None] | None = None,
                  on_batch: Callable[[BatchResult], None] | None = None,
-                 stage_in_tasks: bool = True) -> None:
+                 stage_in_tasks: bool = True, stop: threading.Event | None = None) -> None:
         self.db = db
         self.binding = binding
         self.trigger_s = trigger_s
@@ -158,7 +159,7 @@ class KafkaPipeline:
         # The write path runs in the Spark tasks unless the schema may change (evolve).
         self._staged = stage_in_tasks and binding.mode != "evolve"
         self.progress = PipelineProgress()
-        self._stop = threading.Event()
+        self._stop = stop if stop is not None else threading.Event()   # set: `run` ends
         self._error: BaseException | None = None
         self._lock = threading.Lock()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
@@ -233,7 +234,7 @@ class KafkaPipeline:
                 if records is None or self._error is not None:
                     return
                 self._commit(records)
-            except BaseException as e:
+            except BaseException as e:  # noqa: BLE001 - kept: `_batch` and `run` raise it
                 self._error = e
             finally:
                 self._queue.task_done()
@@ -312,14 +313,14 @@ class KafkaPipeline:
                 now = time.monotonic()
                 if now - last_tick >= 1.0:
                     with self._lock:
-                        p = self.progress
-                        p.rate = (p.records - last_records) / (now - last_tick)
-                        last_tick, last_records = now, p.records
-                    p.lag = self.lag()
+                        prog = self.progress
+                        prog.rate = (prog.records - last_records) / (now - last_tick)
+                        last_tick, last_records = now, prog.records
+                    prog.lag = self.lag()
                     if self.on_progress is not None:
-                        self.on_progress(p)
-                    if (until_idle_s is not None and p.lag == 0
-                            and now - p.last_record >= until_idle_s):
+                        self.on_progress(prog)
+                    if (until_idle_s is not None and prog.lag == 0
+                            and now - prog.last_record >= until_idle_s):
                         break
         finally:
             try:

@@ -94,7 +94,7 @@ class KafkaAdmin:
             try:
                 md = self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
             except Exception as e:  # KafkaException: broker unreachable
-                raise KafkaSourceError(f"kafka metadata for topic {topic!r}: {e}") from None
+                raise KafkaSourceError(f"kafka metadata for topic {topic!r}: {e}") from e
             tmd = md.topics.get(topic)
             if tmd is None or tmd.error is not None:
                 continue  # unknown topic: no partitions yet
@@ -107,9 +107,9 @@ class KafkaAdmin:
         try:
             return self._consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False)
-        except Exception as e:
+        except Exception as e:  # KafkaException: broker unreachable
             raise KafkaSourceError(
-                f"kafka watermarks of {topic}[{partition}]: {e}") from None
+                f"kafka watermarks of {topic}[{partition}]: {e}") from e
 
     def has_records(self, topic: str, partition: int, start: int, end: int) -> bool:
         """Whether offsets [start, end) hold any record: False when they are only control
@@ -286,18 +286,20 @@ def read_range(bootstrap: str, group: str, extra: dict[str, Any], r: KafkaRange
             last_progress = time.monotonic()
             offsets, stamps, keys, values, headers = cols
             for m in msgs:
-                err = m.error()
+                err, off = m.error(), m.offset()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         # The fetch reached the end of the partition: offsets up to there
                         # that gave no record hold none (transaction markers, compacted or
                         # aborted records), so a range ending on them is complete.
-                        if m.offset() >= r.end:
+                        if off is not None and off >= r.end:
                             nxt = r.end
                             break
                         continue
                     raise KafkaSourceError(f"kafka {r.topic}[{r.partition}]: {err.str()}")
-                off = m.offset()
+                if off is None:   # never for a record read from an assigned partition
+                    raise KafkaSourceError(f"kafka {r.topic}[{r.partition}]: a record "
+                                           "without an offset")
                 if off >= r.end:
                     nxt = r.end
                     break

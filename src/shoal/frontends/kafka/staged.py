@@ -25,8 +25,6 @@ from shoal.commit import ExtentStager, extent_prefix
 from shoal.frontends.kafka.sink import StagedBatch, prepare_records
 from shoal.types.schema import Schema, SchemaMode
 
-from shoal.frontends.kafka.source import STAGED_DDL  # noqa: F401  (re-exported)
-
 
 @dataclass(frozen=True)
 class StageSpec:

@@ -1,6 +1,9 @@
-"""The OTLP frontend (SPEC §7.2): OTLP/HTTP routes and an OTLP/gRPC server over one sink.
+"""The OTLP frontend (SPEC §7.2): the protocol, turned into rows on the shared write path.
 
     decode (codec) -> map to Arrow rows (mapping, values) -> OtlpSink -> WritePath.ingest_arrow
+
+The edges that need auth, body limits and server state (the OTLP/HTTP routes, the OTLP/gRPC
+server) are the server's: `shoal.server.otlp_http`, `shoal.server.otlp_grpc`.
 
 Logs, spans and metrics land in standard tables (schemas), created on first use.
 """
@@ -9,13 +12,5 @@ from shoal.frontends.otlp.schemas import (LOGS_SCHEMA, METRICS_SCHEMA, SCHEMAS, 
                                           OtlpTables, Signal)
 from shoal.frontends.otlp.sink import ExportResult, OtlpSink
 
-__all__ = [
-                                          "LOGS_SCHEMA",
-                                          "METRICS_SCHEMA",
-                                          "SCHEMAS",
-                                          "SPANS_SCHEMA",
-                                          "ExportResult",
-                                          "OtlpSink",
-                                          "OtlpTables",
-                                          "Signal",
-]
+__all__ = ["LOGS_SCHEMA", "METRICS_SCHEMA", "SCHEMAS", "SPANS_SCHEMA", "ExportResult",
+           "OtlpSink", "OtlpTables", "Signal"]

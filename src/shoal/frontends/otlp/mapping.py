@@ -54,8 +54,8 @@ _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
 def _batch(schema: Schema, names: Sequence[str], rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     fields = [schema.column(n).arrow_field() for n in names]
-    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [()] * len(names)
-    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, fields)]
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [()] * len(names)
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, fields, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
@@ -197,7 +197,7 @@ def _number(p: Any) -> tuple[Any, ...]:
     kind = p.WhichOneof("value")
     value = (_finite(p.as_double) if kind == "as_double"
              else float(p.as_int) if kind == "as_int" else None)
-    return (value,) + _POINT_NONE[1:]
+    return (value, *_POINT_NONE[1:])
 
 
 def _optional(p: Any, name: str) -> float | None:
@@ -254,6 +254,6 @@ def map_metrics(request: Any) -> Mapped:
             if not m.name:
                 _reject(rejected, n, "data point", "name", "the metric has no name")
                 continue
-            rows.append((p.time_unix_nano or None, p.start_time_unix_nano or None)
-                        + head + point(p) + (p.flags, attributes_json(p.attributes)) + tail)
+            rows.append((p.time_unix_nano or None, p.start_time_unix_nano or None, *head,
+                         *point(p), p.flags, attributes_json(p.attributes), *tail))
     return Mapped(_batch(METRICS_SCHEMA, _METRIC_COLUMNS, rows), rejected)

@@ -15,6 +15,7 @@ idempotency ledger and ack-after-commit as REST. It returns once the rows are co
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,10 +76,9 @@ class OtlpSink:
                                             rejected=mapped.rejected)
 
     def _create(self, signal: Signal, table: str) -> None:
-        try:
+        # Another first request may have created it meanwhile: the table is there either way.
+        with contextlib.suppress(TableAlreadyExistsError):
             self.write_path.catalog.create_table(table, SCHEMAS[signal], mode="drop")
-        except TableAlreadyExistsError:
-            pass
 
 
 def _message(ack: IngestAck) -> str:

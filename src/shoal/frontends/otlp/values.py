@@ -142,14 +142,15 @@ def attributes_json(kvs: Any) -> bytes:
     if not kvs:
         return b"{}"
     keys = tuple([kv.key for kv in kvs])
-    plan = _PLANS.get(keys, _MISSING)
-    if plan is _MISSING:
+    try:
+        plan = _PLANS[keys]     # one lookup: another thread may clear the cache meanwhile
+    except KeyError:
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         plan = _PLANS[keys] = _compile(keys)
     if plan is None:
         return _encode(attributes(kvs))
-    literals, order = plan  # type: ignore[misc]
+    literals, order = plan
     values = [kv.value for kv in kvs]
     parts = [literals[0]]
     for j, i in enumerate(order, 1):

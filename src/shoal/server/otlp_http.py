@@ -1,5 +1,8 @@
 """OTLP/HTTP: `POST /v1/logs`, `/v1/traces`, `/v1/metrics` (SPEC §7.2, §11).
 
+The server's edge of the OTLP frontend: auth, body limits and server state here; decoding,
+mapping and the write (`shoal.frontends.otlp`: codec, mapping, `OtlpSink`) there.
+
 Bodies are `application/x-protobuf` or `application/json` (OTLP/JSON), optionally
 `Content-Encoding: gzip`, capped like REST ingest bodies (before and after decoding).
 `X-Idempotency-Key` is honoured as on `/v1/ingest/{table}`. The `ingest` scope is required
