@@ -18,7 +18,8 @@ from shoal.server.errors import status_for
 
 def _all_error_classes() -> list[type[ShoalError]]:
     for mod in pkgutil.walk_packages(shoal.__path__, "shoal."):
-        importlib.import_module(mod.name)
+        if not mod.name.endswith("__main__"):      # running it would start the CLI
+            importlib.import_module(mod.name)
     seen: list[type[ShoalError]] = []
     todo = [ShoalError]
     while todo:

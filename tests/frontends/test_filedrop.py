@@ -289,13 +289,13 @@ def test_modes_drop_and_reject_follow_the_table_rules(task_env):
 
 
 def test_drop_source_paths(tmp_path):
-    from shoal.errors import ConfigError
+    from shoal.errors import InvalidPropertyError
     from shoal.frontends.filedrop import is_drop_name
 
     assert DropSource.parse(str(tmp_path)).display("a/b.ndjson") == str(tmp_path / "a/b.ndjson")
     assert DropSource.parse("s3://bkt/in/drop/", s3_endpoint="h:1") == DropSource(
         "s3://bkt/in/drop", "h:1")
-    with pytest.raises(ConfigError, match="no such directory"):
+    with pytest.raises(InvalidPropertyError, match="no such directory"):
         DropSource.parse(str(tmp_path / "missing"))
     assert [n for n in ("a.ndjson", "b.JSONL.gz", "c.json", "x/.d.ndjson", "_e.ndjson",
                         "f.ndjson.part", "g.csv", "h.gz") if is_drop_name(n)] == [

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 import shoal
-from shoal.errors import ConfigError, PayloadError
+from shoal.errors import InvalidPropertyError, PayloadError
 from shoal.frontends.kafka import KafkaPipeline, resolve_binding, source_name
 from tests.support.kafka import kafka_broker
 
@@ -250,9 +250,9 @@ def test_binding_and_cli_errors(broker, tmp_path):
     assert (b.topics, b.bootstrap, b.group, b.mode) == (("a", "b"), "h:1", "grp", "reject")
     b = resolve_binding(db.catalog, "b1", topics=["c"], bootstrap="x:2", mode="evolve")
     assert (b.topics, b.bootstrap, b.group, b.mode) == (("c",), "x:2", "grp", "evolve")
-    with pytest.raises(ConfigError, match="no Kafka topic"):
+    with pytest.raises(InvalidPropertyError, match="no Kafka topic"):
         resolve_binding(db.catalog, "b2", default_bootstrap="h:1")
-    with pytest.raises(ConfigError, match="no Kafka bootstrap"):
+    with pytest.raises(InvalidPropertyError, match="no Kafka bootstrap"):
         resolve_binding(db.catalog, "b2", topics=["t"])
     assert resolve_binding(db.catalog, "b2", topics=["t"], default_bootstrap="h:9").group \
         == "shoal-b2"

@@ -9,9 +9,10 @@
 property `filedrop_path` (a directory, `file:///abs/dir` or `s3://bucket/prefix`; a relative
 directory is relative to the process's working directory), `filedrop_interval` (seconds
 between scans, default 10) and `filedrop_mode` (`evolve`, `drop` or `reject`; default: the
-table's own mode, decided at each scan). No path from either side is a `ConfigError` naming
-both ways to give one; so are a non-positive interval and an unknown mode. The path is parsed
-(`DropSource.parse`) here, so a missing directory fails before any Spark work.
+table's own mode, decided at each scan). No path from either side is an
+`InvalidPropertyError` naming both ways to give one; so are a non-positive interval and an
+unknown mode. The path is parsed (`DropSource.parse`) here, so a missing directory fails
+before any Spark work.
 
 `table_exists=False` (for `--create`, the table does not exist yet) resolves from the
 arguments alone.
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from shoal.errors import ConfigError
+from shoal.errors import InvalidPropertyError
 from shoal.locations import LocationPolicy
 from shoal.frontends.filedrop.source import DropSource
 from shoal.types.schema import SchemaMode
@@ -64,22 +65,23 @@ def resolve_binding(catalog: Catalog | None, table: str, *, path: str | None = N
     if not (path or "").strip() and chosen_path and locations is not None:
         locations.check_path(chosen_path, what=PATH_PROPERTY)
     if not chosen_path:
-        raise ConfigError(f'no file-drop path for table "{table}": pass --path or bind one '
-                          "with CREATE TABLE ... WITH (filedrop_path='...')")
+        raise InvalidPropertyError(
+            f'no file-drop path for table "{table}": pass --path or bind one '
+            "with CREATE TABLE ... WITH (filedrop_path='...')")
     interval: Any = interval_s if interval_s is not None else props.get("filedrop_interval")
     if interval is None or (isinstance(interval, str) and not interval.strip()):
         interval = DEFAULT_INTERVAL_S
     try:
         seconds = float(interval)
     except (TypeError, ValueError):
-        raise ConfigError(f'file-drop interval of table "{table}": expected seconds, '
+        raise InvalidPropertyError(f'file-drop interval of table "{table}": expected seconds, '
                           f"got {interval!r}") from None
     if not seconds > 0:
-        raise ConfigError(f'file-drop interval of table "{table}" must be positive, '
+        raise InvalidPropertyError(f'file-drop interval of table "{table}" must be positive, '
                           f"got {interval!r}")
     chosen_mode = mode or str(props.get("filedrop_mode") or "").strip() or None
     if chosen_mode is not None and chosen_mode not in MODES:
-        raise ConfigError(f"file-drop mode must be one of {', '.join(MODES)}, "
+        raise InvalidPropertyError(f"file-drop mode must be one of {', '.join(MODES)}, "
                           f"got {chosen_mode!r}")
     return FileDropBinding(table=table,
                            source=DropSource.parse(chosen_path, s3_endpoint=s3_endpoint),

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from shoal.errors import ConfigError
+from shoal.errors import InvalidPropertyError
 from shoal.storage import ObjectInfo, ObjectStore, open_store
 
 NDJSON_SUFFIXES = (".ndjson", ".jsonl", ".json")
@@ -48,20 +48,21 @@ class DropSource:
         parts = urlsplit(path)
         if parts.scheme == "s3":
             if not parts.netloc:
-                raise ConfigError(f"file-drop path {path!r}: no bucket "
+                raise InvalidPropertyError(f"file-drop path {path!r}: no bucket "
                                   "(expected s3://bucket/prefix)")
             endpoint = s3_endpoint or os.environ.get("SHOAL_S3_ENDPOINT") or None
             return cls(f"s3://{parts.netloc}/{parts.path.strip('/')}".rstrip("/"), endpoint)
         if parts.scheme == "file":
             local = unquote(parts.path)
         elif parts.scheme and len(parts.scheme) > 1:
-            raise ConfigError(f"file-drop path {path!r}: unsupported scheme {parts.scheme!r}; "
-                              "expected a directory or s3://bucket/prefix")
+            raise InvalidPropertyError(
+                f"file-drop path {path!r}: unsupported scheme {parts.scheme!r}; "
+                "expected a directory or s3://bucket/prefix")
         else:
             local = path
         local = os.path.abspath(os.path.expanduser(local))
         if not os.path.isdir(local):
-            raise ConfigError(f"file-drop path {path!r}: no such directory")
+            raise InvalidPropertyError(f"file-drop path {path!r}: no such directory")
         return cls(f"file://{local}")
 
     def open(self) -> ObjectStore:

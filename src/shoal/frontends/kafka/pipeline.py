@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from shoal.errors import ConfigError, ShoalError
+from shoal.errors import InvalidPropertyError, PipelineError
 from shoal.locations import LocationPolicy
 from shoal.frontends.kafka.sink import BatchResult, KafkaSink, StagedBatch
 from shoal.frontends.kafka.staged import StageSpec
@@ -85,17 +85,19 @@ def resolve_binding(catalog: Catalog, table: str, *, bootstrap: str | None = Non
         bound = props.get("kafka_topic")
         topic_list = [t.strip() for t in str(bound or "").split(",") if t.strip()]
     if not topic_list:
-        raise ConfigError(f'no Kafka topic for table "{table}": pass --topic or bind one with '
-                          "CREATE TABLE ... WITH (kafka_topic='...')")
+        raise InvalidPropertyError(
+            f'no Kafka topic for table "{table}": pass --topic or bind one with '
+            "CREATE TABLE ... WITH (kafka_topic='...')")
     server = bootstrap or props.get("kafka_bootstrap") or default_bootstrap
     if not bootstrap and props.get("kafka_bootstrap") and locations is not None:
         locations.check_hosts(str(props["kafka_bootstrap"]), what="kafka_bootstrap")
     if not server:
-        raise ConfigError(f'no Kafka bootstrap servers for table "{table}": pass --bootstrap, '
-                          "set SHOAL_KAFKA_BOOTSTRAP or the table property kafka_bootstrap")
+        raise InvalidPropertyError(
+            f'no Kafka bootstrap servers for table "{table}": pass --bootstrap, '
+            "set SHOAL_KAFKA_BOOTSTRAP or the table property kafka_bootstrap")
     chosen = mode or props.get("kafka_mode") or "drop"
     if chosen not in MODES:
-        raise ConfigError(f"Kafka mode must be one of {', '.join(MODES)}, got {chosen!r}")
+        raise InvalidPropertyError(f"Kafka mode must be one of {', '.join(MODES)}, got {chosen!r}")
     return KafkaBinding(table=table, bootstrap=str(server), topics=tuple(topic_list),
                         group=str(group or props.get("kafka_group") or f"shoal-{table}"),
                         mode=cast(SchemaMode, chosen))
@@ -306,7 +308,7 @@ class KafkaPipeline:
                     if self._error is not None:
                         raise self._error
                     if exc is not None:
-                        raise ShoalError(f"kafka pipeline failed: {exc}")
+                        raise PipelineError(f"kafka pipeline failed: {exc}")
                     break
                 if self._stop.wait(min(0.5, self.trigger_s)):
                     break

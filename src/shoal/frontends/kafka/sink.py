@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from shoal.catalog.base import Catalog, ManifestEntry, SourceOffset, TableInfo
 from shoal.commit import CommitCoordinator, CommitSpec, discard_extents
-from shoal.errors import InvalidSchemaError, ShoalError
+from shoal.errors import InvalidSchemaError, PipelineError
 from shoal.ingest.coerce import coerce_ndjson
 from shoal.ingest.evolve import plan_evolution
 from shoal.ingest.rejects import RejectRecord, commit_rejects
@@ -62,7 +62,7 @@ EMPTY_VALUE_ERROR = "record value is empty (a tombstone or blank record)"
 log = logging.getLogger(__name__)
 
 
-class ConcurrentPipelineError(ShoalError):
+class ConcurrentPipelineError(PipelineError):
     """Another pipeline committed offsets of the same source and table meanwhile."""
 
     code = "concurrent_pipeline"
@@ -73,7 +73,7 @@ class ConcurrentPipelineError(ShoalError):
                          "group into the same table?")
 
 
-class OffsetMismatchError(ShoalError):
+class OffsetMismatchError(PipelineError):
     """A staged batch does not continue the catalog's offsets (it overlaps applied records)."""
 
     code = "kafka_offset_mismatch"

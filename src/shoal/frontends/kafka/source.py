@@ -33,7 +33,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceStreamReader, InputPartition)
 from pyspark.sql.types import StructType
 
-from shoal.errors import ShoalError
+from shoal.errors import PipelineError
 
 RECORD_DDL = ("topic string, partition int, offset bigint, timestamp bigint, key binary, "
               "value binary, headers array<struct<key:string,value:binary>>")
@@ -53,7 +53,7 @@ _STALL_TIMEOUT_S = 60.0
 _METADATA_TIMEOUT_S = 10.0
 
 
-class KafkaSourceError(ShoalError):
+class KafkaSourceError(PipelineError):
     """Kafka could not be reached or answered with an error the pipeline cannot skip."""
 
     code = "kafka_error"
