@@ -62,7 +62,7 @@ def _media(fmt: WireFormat) -> str:
 
 
 def error_response(exc: ShoalError, fmt: WireFormat) -> Response:
-    status = 415 if isinstance(exc, UnsupportedContentTypeError) else status_for(exc)
+    status = status_for(exc)
     if status >= 500 and not isinstance(exc, (NotReadyError, BackpressureError)):
         log.error("OTLP export failed: %s", exc, exc_info=exc)
     return Response(encode_status(status, str(exc), fmt), status_code=status,
