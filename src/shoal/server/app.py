@@ -164,11 +164,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
     install_error_handlers(app)
-    # `options` returns the keyword arguments as a plain dict; Starlette checks them per name.
-    edge_options: dict[str, Any] = dict(EdgeMiddleware.options(
+    app.add_middleware(EdgeMiddleware, **EdgeMiddleware.options(
         auth_enabled=state.tokens.enabled, http_hosts=config.http_hosts,
         cors_origins=config.cors_origins))
-    app.add_middleware(EdgeMiddleware, **edge_options)
     app.add_middleware(MetricsMiddleware, metrics=metrics)   # outermost: counts refusals too
     app.include_router(tables_router)
     app.include_router(ingest_router)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import Any, TypedDict
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -57,6 +57,14 @@ def _origin_authority(origin: str) -> str | None:
     return rest.rstrip("/")
 
 
+class EdgeOptions(TypedDict):
+    """The keyword arguments of `EdgeMiddleware` that a server's settings decide."""
+
+    check_host: bool
+    hosts: list[str]
+    cors_origins: list[str]
+
+
 class EdgeMiddleware:
     """Refuses foreign origins, rebinding `Host` names and non-JSON bodies on JSON routes."""
 
@@ -69,7 +77,7 @@ class EdgeMiddleware:
 
     @classmethod
     def options(cls, *, auth_enabled: bool, http_hosts: str | None,
-                cors_origins: str | None) -> dict[str, object]:
+                cors_origins: str | None) -> EdgeOptions:
         hosts = _split(http_hosts)
         return {"check_host": not auth_enabled or bool(hosts), "hosts": hosts,
                 "cors_origins": _split(cors_origins)}
