@@ -14,14 +14,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from shoal.catalog.base import Catalog
-from shoal.config import Config
-from shoal.format.base import SegmentFormat
 from shoal.commit import CommitCoordinator
+from shoal.commit.workspace import Workspace
 from shoal.maintenance.runner import SparkTaskRunner
 from shoal.maintenance.scheduler import ScheduleSettings, Scheduler
 from shoal.maintenance.worker import MaintenanceWorker, WorkerSettings
-from shoal.storage.base import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -31,21 +28,8 @@ class _SparkHolder(Protocol):
     def spark(self) -> Any: ...
 
 
-class MaintenanceHost(Protocol):
-    """What maintenance needs of an open shoal (`shoal.client.Shoal` is one; maintenance sits
-    below the client in the layers, so it names only these members)."""
-
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def catalog(self) -> Catalog: ...
-
-    @property
-    def store(self) -> ObjectStore: ...
-
-    @property
-    def formats(self) -> dict[str, SegmentFormat]: ...
+class MaintenanceHost(Workspace, Protocol):
+    """A workspace with its commit coordinator and a Spark session for compaction tasks."""
 
     @property
     def coordinator(self) -> CommitCoordinator: ...
