@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.pg import fresh_schema, require_postgres
+from tests.support.clock import ManualClock
 
 pytest_plugins = ["tests.support.fixtures"]
 
@@ -40,6 +41,22 @@ def catalog(catalog_url):
     from shoal.catalog import open_catalog
 
     cat = open_catalog(catalog_url)
+    yield cat
+    cat.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A clock the test advances (see `tests.support.clock`)."""
+    return ManualClock()
+
+
+@pytest.fixture
+def clocked_catalog(catalog_url, clock):
+    """The `catalog` fixture's catalog, reading the time from the test's `clock`."""
+    from shoal.catalog import open_catalog
+
+    cat = open_catalog(catalog_url, clock=clock)
     yield cat
     cat.close()
 

@@ -190,6 +190,20 @@ class SchemaConflictError(ConflictError, SchemaError):
             f"this change wanted {proposed}")
 
 
+class CatalogCorruptError(CatalogError):
+    """A value stored in the catalog does not decode (JSON that does not parse, a schema
+    document or a membership filter that is not valid): the database was damaged or edited
+    by hand. `catalog_table` is the catalog's own table, `row` names the row in it."""
+
+    code = "catalog_corrupt"
+
+    def __init__(self, catalog_table: str, row: str, reason: str) -> None:
+        self.catalog_table = catalog_table
+        self.row = row
+        self.reason = reason
+        super().__init__(f"corrupt catalog data in {catalog_table} ({row}): {reason}")
+
+
 class CommitError(InternalError):
     """Committing a snapshot failed (conflicts are retried inside the commit layer)."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
@@ -166,12 +165,15 @@ def test_ledger_written_with_snapshot_and_replay_refused(catalog):
     assert again.extent_id not in ids(catalog.manifests("logs"))
 
 
-def test_sweep_ledger(catalog):
+def test_sweep_ledger(clocked_catalog, clock):
+    catalog = clocked_catalog
     catalog.create_table("logs", SCHEMA)
     commit(catalog, "logs", add=[entry()], ledger=[LedgerEntry("old", {})])
-    time.sleep(0.3)
+    clock.advance(300)
     commit(catalog, "logs", add=[entry()], ledger=[LedgerEntry("new", {})])
-    assert catalog.sweep_ledger(0.2) == 1
+    assert catalog.sweep_ledger(300) == 0       # "old" is exactly 300 s old: not older
+    clock.advance(1)
+    assert catalog.sweep_ledger(300) == 1
     assert catalog.ledger_get("old") is None and catalog.ledger_get("new") is not None
     # The swept key is fresh again.
     commit(catalog, "logs", add=[entry()], ledger=[LedgerEntry("old", {})])
@@ -188,15 +190,19 @@ def test_source_offsets_move_with_snapshots(catalog):
 
 
 # ---- work units ------------------------------------------------------------------------------
-def test_work_units_claim_lease_finish(catalog):
+def test_work_units_claim_lease_finish(clocked_catalog, clock):
+    catalog = clocked_catalog
     catalog.create_table("logs", SCHEMA)
     u1 = catalog.enqueue_work("compact", table="logs", payload={"n": 1})
     u2 = catalog.enqueue_work("gc")
     assert u1.state == "pending" and u2.table_id is None
-    got = catalog.claim_work("w1", kinds=["compact"], lease_s=0.3)
+    got = catalog.claim_work("w1", kinds=["compact"], lease_s=30)
     assert got.id == u1.id and got.state == "running" and got.attempts == 1
+    assert got.lease_expires_at == clock() + 30
     assert catalog.claim_work("w2", kinds=["compact"]) is None
-    time.sleep(0.4)  # the lease expires: another worker reclaims the unit
+    clock.advance(30)   # at its expiry the lease still holds...
+    assert catalog.claim_work("w2", kinds=["compact"]) is None
+    clock.advance(1)    # ...past it, another worker reclaims the unit
     again = catalog.claim_work("w2", kinds=["compact"])
     assert again.id == u1.id and again.lease_owner == "w2" and again.attempts == 2
     assert catalog.finish_work(u1.id, "w1", ok=True) is False  # lost its lease

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -177,14 +176,6 @@ def test_sizing_estimate_for_many_hashes() -> None:
     assert 0.99 * exact_m <= bf.m <= 1.08 * exact_m
     absent = pa.array(np.arange(10**9, 10**9 + 20_000))
     assert sum(bf.might_contain(int(v)) for v in absent.to_pylist()[:5000]) / 5000 <= 0.02
-
-
-def test_build_is_fast() -> None:
-    values = pa.array([f"{i:032x}" for i in range(100_000)])
-    BloomFilter.build(values.slice(0, 1000))
-    start = time.perf_counter()
-    BloomFilter.build(values)
-    assert time.perf_counter() - start < 0.5    # target ~50 ms; generous for loaded CI hosts
 
 
 def test_filters_of_2_to_the_32_bits_probe_with_a_division(monkeypatch) -> None:

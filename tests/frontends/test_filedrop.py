@@ -28,6 +28,7 @@ from shoal.config import Config
 from shoal.frontends.filedrop import DropSource, FileDropPipeline, TaskSpec, process_files
 from shoal.storage import open_store
 from shoal.types import LONG, Column
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 N_FILES = 50
@@ -379,12 +380,16 @@ def test_poll_loop_picks_up_new_files_reports_errors_and_stops(task_env, spark):
         interval_s=0.2, should_stop=stop.is_set, on_error=errors.append)))
     loop.start()
     try:
-        wait_for(lambda: len(errors) >= 2)          # the table is missing: reported, polled on
+        # the table is missing: reported, polled on
+        eventually(lambda: len(errors), "two scans to report the missing table",
+                   until=lambda n: n >= 2)
         assert str(errors[0]) == 'table "later" does not exist'
         db.create_table("later", [Column("n", LONG)])
-        wait_for(lambda: len(rows(db, "later")) == 1)
+        eventually(lambda: len(rows(db, "later")), "the first file's row",
+                   until=lambda n: n == 1)
         drop.put("second.ndjson", b'{"n": 2}\n')
-        wait_for(lambda: len(rows(db, "later")) == 2)
+        eventually(lambda: len(rows(db, "later")), "the second file's row",
+                   until=lambda n: n == 2)
     finally:
         stop.set()
         loop.join(timeout=60)
@@ -393,26 +398,16 @@ def test_poll_loop_picks_up_new_files_reports_errors_and_stops(task_env, spark):
     assert sorted(r["n"] for r in rows(db, "later")) == [1, 2]
 
 
-def wait_for(cond, timeout: float = 60.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
-def test_ledger_sweep_keeps_filedrop_keys(catalog):
-    import time
-
+def test_ledger_sweep_keeps_filedrop_keys(clocked_catalog, clock):
     from shoal.catalog import LedgerEntry
     from shoal.types import Schema
 
+    catalog = clocked_catalog
     catalog.create_table("events", Schema.create([Column("n", LONG)]))
     for i, key in enumerate(["req-1", "filedrop:" + "ab" * 32, "filedrop-reject:x:1"]):
         catalog.commit("events", expected_snapshot_id=1 + i, operation="append",
                        commit_id=f"c{i}", ledger=[LedgerEntry(key, {})])
-    time.sleep(0.05)
+    clock.advance(1)
     assert catalog.sweep_ledger(0.0) == 2
     assert catalog.ledger_get("filedrop:" + "ab" * 32) is not None
     assert catalog.ledger_get("req-1") is None
@@ -524,13 +519,8 @@ def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path,
         return found
 
     def until(url: str, cond, table: str = "served") -> dict[str, float]:  # noqa: ANN001
-        deadline = time.monotonic() + 60
-        m = metrics(url, table)
-        while not cond(m):
-            assert time.monotonic() < deadline, m
-            time.sleep(0.2)
-            m = metrics(url, table)
-        return m
+        return eventually(lambda: metrics(url, table), f"the filedrop metrics of {table}",
+                          until=cond)
 
     try:
         with serve_app(app) as url:

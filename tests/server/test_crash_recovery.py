@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 
 import httpx
@@ -16,6 +15,7 @@ import pytest
 
 import shoal
 from tests.support.server import start_server
+from tests.support.waiting import eventually
 
 CLIENTS, ROWS_PER_REQUEST = 8, 5
 
@@ -58,12 +58,12 @@ def test_sigkill_mid_stream_loses_no_ack_and_duplicates_nothing(tmp_path):
     threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
     for t in threads:
         t.start()
-    time.sleep(3.0)
+    # Kill mid-stream: once the clients have 20 acknowledgements, with requests in flight.
+    eventually(lambda: len(acked), "20 acknowledged requests", until=lambda n: n >= 20)
     assert server.kill() == -9
     stop.set()
     for t in threads:
         t.join(timeout=60)
-    assert len(acked) > 20, "the clients should have streamed for a while"
 
     def landed() -> Counter:
         db = shoal.connect(data_dir=str(data_dir))

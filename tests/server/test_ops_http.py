@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -16,6 +15,7 @@ from shoal.ingest.write_path import WritePath
 from shoal.server import create_app
 from tests.server.conftest import create
 from tests.support.server import serve_app
+from tests.support.waiting import eventually
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -110,9 +110,11 @@ def test_readyz_is_503_when_the_catalog_fails(tmp_path, monkeypatch):
 def test_full_staging_buffer_is_429_with_retry_after(tmp_path):
     db = shoal.connect(data_dir=str(tmp_path))
     db.create_table("t", [shoal.Column("n", shoal.LONG)])
-    # Test-only wiring: a buffer that holds one request at a time, for half a second.
-    db._write_path = WritePath(db.catalog, db.coordinator, buffer=StagingBuffer(
-        db.catalog, db.coordinator, max_pending_bytes=1, debounce_s=0.5, retry_after_s=2.5))
+    # Test-only wiring: a buffer that holds one request at a time, until the test flushes it
+    # (the debounce is only a hang guard).
+    buffer = StagingBuffer(db.catalog, db.coordinator, max_pending_bytes=1, debounce_s=120,
+                           retry_after_s=2.5)
+    db._write_path = WritePath(db.catalog, db.coordinator, buffer=buffer)
     app = create_app(db, config=db.config)
     try:
         with serve_app(app) as url:
@@ -124,17 +126,18 @@ def test_full_staging_buffer_is_429_with_retry_after(tmp_path):
 
             t = threading.Thread(target=slow)
             t.start()
-            deadline = time.monotonic() + 5
-            while db.write_path.buffer.pending_bytes == 0 and time.monotonic() < deadline:
-                time.sleep(0.005)
-            assert db.write_path.buffer.pending_bytes > 0
+            eventually(lambda: buffer.pending_bytes, "the first request to be buffered")
             with httpx.Client(base_url=url, timeout=30) as c:
                 r = c.post("/v1/ingest/t", content=b'{"n": 3}\n',
                            headers={"X-Idempotency-Key": "k-429"})
                 assert r.status_code == 429, r.text
                 assert r.headers["retry-after"] == "3"
                 assert r.json()["error"]["code"] == "backpressure"
+                buffer.flush("t")             # the first request commits now...
+                buffer.debounce_s = 0.0       # ...and later ones at once
                 t.join(timeout=30)
+                eventually(lambda: buffer.pending_bytes, "the buffer to drain",
+                           until=lambda n: n == 0)
                 assert first[0].status_code == 200 and first[0].json()["rows"] == 2
                 assert "shoal_staging_backpressure_rejections_total 1.0" in c.get(
                     "/metrics").text
@@ -162,13 +165,12 @@ def test_64_concurrent_clients(open_server, http, table_name):
 
     with ThreadPoolExecutor(64) as pool:
         futures = [pool.submit(write, w) for w in range(64)]
-        t0 = time.monotonic()
         # The server still answers probes while every ingest thread is busy.
         assert http.get("/readyz").status_code == 200
-        results = [f.result(timeout=120) for f in futures]
+        results = [f.result(timeout=300) for f in futures]  # hang guard; the wall time of
+        # this run is bench/bench_timings.py's figure
     assert [r.status_code for r in results] == [200] * 64, [r.text for r in results][:3]
     assert all(r.json()["rows"] == 50 for r in results)
-    assert time.monotonic() - t0 < 60
     doc = http.get(f"/v1/tables/{table_name}").json()
     assert doc["row_count"] == 64 * 50
     assert doc["extent_count"] < 64          # group commit merged concurrent requests

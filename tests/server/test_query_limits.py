@@ -21,7 +21,7 @@ import shoal
 from shoal.client import Shoal
 from shoal.server import create_app
 from tests.support.fixtures import SPARK_MASTER
-from tests.support.waiting import wait_for
+from tests.support.waiting import eventually
 from tests.support.server import serve_app
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -119,8 +119,9 @@ def test_timeout_cancels_the_spark_job_and_frees_the_slot(db):
         worker = threading.Thread(target=lambda: answer.update(
             r=http.post("/v1/query", params={"engine": "spark"}, json={"sql": heavy})))
         worker.start()
-        wait_for(lambda: running_tasks(db) > 0 or not worker.is_alive(),
-                 "the heavy query's tasks to run")
+        eventually(lambda: (running_tasks(db), worker.is_alive()),
+                   "the heavy query's tasks to run (running tasks, query in flight)",
+                   until=lambda seen: seen[0] > 0 or not seen[1])
         assert worker.is_alive(), f"answered before its Spark tasks ran: {answer['r'].text}"
 
         # Its slot is the only one: another SELECT is refused at once, DDL still answers.
@@ -140,7 +141,8 @@ def test_timeout_cancels_the_spark_job_and_frees_the_slot(db):
         assert "8 s" in error["message"] and "query_timeout_s" in error["message"]
 
         # Cancelled in Spark: no task of it keeps running, and the slot is free again.
-        wait_for(lambda: running_tasks(db) == 0, "the cancelled tasks to stop")
+        eventually(lambda: running_tasks(db), "the cancelled tasks to stop",
+                   until=lambda n: n == 0)
         assert queries_running(http) == 0
     # The engine keeps answering (through an app whose limit does not race a busy machine).
     with live(db) as http:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.waiting import wait_for
+from tests.support.waiting import eventually
 from tests.support.server import ServerHandle, start_server
 
 NUMS = 3000
@@ -153,7 +153,8 @@ def test_sigkill_of_the_spark_jvm_is_survived(server):
 
     worker = threading.Thread(target=endless)
     worker.start()
-    wait_for(lambda: metric(server.url, "shoal_queries_running") == 1, "the query to start")
+    eventually(lambda: metric(server.url, "shoal_queries_running"), "the query to start",
+               until=lambda n: n == 1)
     os.kill(jvm, signal.SIGKILL)
 
     worker.join(300)
@@ -162,8 +163,10 @@ def test_sigkill_of_the_spark_jvm_is_survived(server):
     assert r.json()["error"]["code"] == "engine_unavailable"
     assert int(r.headers["retry-after"]) >= 1
 
-    wait_for(lambda: status(server.url, "/readyz") == 503, "/readyz to say not ready", 60)
-    wait_for(lambda: status(server.url, "/readyz") == 200, "/readyz to be ready again")
+    eventually(lambda: status(server.url, "/readyz"), "/readyz to say not ready",
+               until=lambda code: code == 503)
+    eventually(lambda: status(server.url, "/readyz"), "/readyz to be ready again",
+               until=lambda code: code == 200, timeout_s=300)
     [again] = java_children(server.proc.pid)
     assert again != jvm
     assert metric(server.url, "shoal_spark_restarts") == 1
@@ -185,8 +188,10 @@ def test_a_wedged_spark_jvm_is_restarted(server):
     restarts = metric(server.url, "shoal_spark_restarts")
     os.kill(jvm, signal.SIGSTOP)        # alive, but answers nothing
     try:
-        wait_for(lambda: status(server.url, "/readyz") == 503, "/readyz to say not ready")
-        wait_for(lambda: status(server.url, "/readyz") == 200, "/readyz to be ready again")
+        eventually(lambda: status(server.url, "/readyz"), "/readyz to say not ready",
+                   until=lambda code: code == 503, timeout_s=300)
+        eventually(lambda: status(server.url, "/readyz"), "/readyz to be ready again",
+                   until=lambda code: code == 200, timeout_s=300)
     finally:
         if Path(f"/proc/{jvm}").exists():
             os.kill(jvm, signal.SIGCONT)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from typing import Any
 
@@ -80,12 +79,10 @@ def test_missing_bucket(s3_endpoint: str) -> None:
 def test_unreachable_endpoint_is_a_storage_error(s3_endpoint: str) -> None:
     store = S3ObjectStore(TEST_BUCKET, "p", endpoint="http://127.0.0.1:9", region=TEST_REGION,
                           access_key="testing", secret_key="testing")
-    started = time.monotonic()
     with pytest.raises(StorageError, match="s3://shoal-test/p/k"):
         store.get("k")
     with pytest.raises(StorageError, match="s3://shoal-test/p/k"):
         store.put("k", b"x")
-    assert time.monotonic() - started < 20
 
 
 def test_delete_leaves_only_a_folder_marker(s3_endpoint: str, s3_store: S3ObjectStore) -> None:

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -29,6 +28,8 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import boto3
+
+from tests.support.waiting import HANG_GUARD_S, eventually
 
 TEST_BUCKET = "shoal-test"
 TEST_REGION = "us-east-1"
@@ -53,8 +54,10 @@ main(sys.argv[1:])
 
 
 @contextmanager
-def s3_server(*, bucket: str = TEST_BUCKET, startup_timeout_s: float = 30.0) -> Iterator[str]:
-    """Run moto's S3 server with `bucket` created; yield its endpoint URL."""
+def s3_server(*, bucket: str = TEST_BUCKET,
+              startup_timeout_s: float = HANG_GUARD_S) -> Iterator[str]:
+    """Run moto's S3 server with `bucket` created; yield its endpoint URL (`startup_timeout_s`
+    only guards against a hang)."""
     log = tempfile.NamedTemporaryFile(prefix="shoal-moto-", suffix=".log", delete=False)
     proc: subprocess.Popen[bytes] | None = None
     endpoint = ""
@@ -91,16 +94,22 @@ def _free_port() -> int:
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """Poll until moto answers (True) or its process ends (False); `timeout_s` only guards
+    against a hang (False too, after it)."""
+    def state() -> str:
         if proc.poll() is not None:
-            return False
+            return "exited"
         try:
             with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1):
-                return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.05)
-    return False
+                return "ready"
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+            return f"not answering ({type(e).__name__})"
+
+    try:
+        return eventually(state, f"moto at {endpoint}", until=lambda s: s in ("ready", "exited"),
+                          timeout_s=timeout_s) == "ready"
+    except AssertionError:
+        return False
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

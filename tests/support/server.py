@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+
+from tests.support.waiting import HANG_GUARD_S, eventually
 
 # Runs in the child: the `shoal` CLI exactly as `python -m shoal.cli.main ...` would, plus a
 # thread that leaves as soon as the parent goes away (stdin reaches EOF).
@@ -46,8 +47,10 @@ runpy.run_module("shoal.cli.main", run_name="__main__", alter_sys=True)
 
 
 @contextmanager
-def serve_app(app: Any, *, startup_timeout_s: float = 20.0) -> Iterator[str]:
-    """Run `app` under uvicorn in a thread on 127.0.0.1; yield `http://127.0.0.1:<port>`."""
+def serve_app(app: Any, *, startup_timeout_s: float = HANG_GUARD_S) -> Iterator[str]:
+    """Run `app` under uvicorn in a thread on 127.0.0.1; yield `http://127.0.0.1:<port>`.
+
+    `startup_timeout_s` only guards against a hang."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -57,13 +60,18 @@ def serve_app(app: Any, *, startup_timeout_s: float = 20.0) -> Iterator[str]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
                               name=f"uvicorn-{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + startup_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            sock.close()
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
+
+    def started() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn did not start: its thread ended")
+        return bool(server.started)
+
+    try:
+        eventually(started, "uvicorn to start", timeout_s=startup_timeout_s, poll_s=0.01)
+    except BaseException:
+        server.should_exit = True
+        sock.close()
+        raise
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -132,7 +140,7 @@ def start_server(data_dir: str | Path | None = None, *, catalog_url: str | None 
                  storage_url: str | None = None, env: Mapping[str, str] | None = None,
                  tokens: str | Mapping[str, str | Iterable[str]] | None = None,
                  host: str = "127.0.0.1", port: int | None = None,
-                 extra_args: Iterable[str] = (), startup_timeout_s: float = 60.0,
+                 extra_args: Iterable[str] = (), startup_timeout_s: float = 180.0,
                  ) -> ServerHandle:
     """Start `shoal serve` in a subprocess and wait until `/readyz` answers 200.
 
@@ -180,15 +188,19 @@ def start_server(data_dir: str | Path | None = None, *, catalog_url: str | None 
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """Poll until the server answers `/readyz` with 200 (True) or its process ends (False);
+    `timeout_s` only guards against a hang (False too, after it)."""
+    def state() -> str:
         if proc.poll() is not None:
-            return False
+            return "exited"
         try:
             with urllib.request.urlopen(f"{url}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(0.05)
-    return False
+                return "ready" if r.status == 200 else f"HTTP {r.status}"
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+            return f"not answering ({type(e).__name__})"
+
+    try:
+        return eventually(state, f"{url}/readyz", until=lambda s: s in ("ready", "exited"),
+                          timeout_s=timeout_s) == "ready"
+    except AssertionError:
+        return False

@@ -16,13 +16,19 @@ The extents visible at snapshot N are those with `added_snapshot_id <= N` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from shoal.errors import CommitError
 from shoal.format.base import BlockPredicate, ExtentWriteResult
 from shoal.types.schema import Schema, SchemaMode
+
+
+# What a catalog reads the time from: seconds since the epoch, as `time.time` gives them.
+# Snapshot and ledger timestamps, ledger sweeps and work-unit leases all use it, so a test
+# hands the catalog a clock it advances instead of sleeping past a TTL or a lease.
+Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)

@@ -155,18 +155,18 @@ class _Compiler:
         if isinstance(pred, TimeRange):
             if pred.column != TIMESTAMP_COLUMN:
                 return true()
-            conds = []
+            bounds = []
             if pred.lo_ns is not None:
                 p = self._param(None)
                 params[p] = int(pred.lo_ns)
-                conds.append(text(f"max_ts >= :{p}"))
+                bounds.append(text(f"max_ts >= :{p}"))
             if pred.hi_ns is not None:
                 p = self._param(None)
                 params[p] = int(pred.hi_ns)
-                conds.append(text(f"min_ts <= :{p}"))
+                bounds.append(text(f"min_ts <= :{p}"))
             if pred.lo_ns is not None and pred.hi_ns is not None and pred.lo_ns > pred.hi_ns:
                 return false()
-            return and_(true(), *conds)  # type: ignore[arg-type]
+            return and_(true(), *bounds)
         if isinstance(pred, Equals):
             return self.leaf_equals(pred.column, pred.value, params)
         if isinstance(pred, InSet):
@@ -178,7 +178,7 @@ class _Compiler:
             versions = self._versions(pred.column, lambda k: k == "string")
             cond = and_(*(self._contains("column_stats", (pred.column, "tokens"), t, params)
                           for t in tokens))
-            return self._restrict(cond, versions, params)  # type: ignore[arg-type]
+            return self._restrict(cond, versions, params)
         if isinstance(pred, (DynamicPathExists, DynamicPathEquals)):
             if (isinstance(pred, DynamicPathEquals) and pred.value is None) or self._full():
                 return true()

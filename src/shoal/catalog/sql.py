@@ -7,10 +7,15 @@ current_snapshot_id = :expected` re-checks the row after waiting for a concurren
 the primary key of `(table_id, snapshot_id)` stops two commits from claiming one snapshot.
 Errors raised before COMMIT mean the transaction certainly failed; an error raised by COMMIT
 itself leaves the outcome unknown (`CommitStateUnknownError`).
+
+Time comes from the injected `clock` (default `time.time`): row timestamps, the ledger
+sweep's cutoff and work-unit leases. Stored values that do not decode (JSON, schema
+documents, membership filters) raise `CatalogCorruptError` naming the catalog table and row.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -18,25 +23,45 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import (Connection, Engine, and_, create_engine, delete, event, func,
+from sqlalchemy import (Connection, CursorResult, Engine, and_, create_engine, delete, event, func,
                         insert, or_, select, update)
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from shoal.catalog import tables as T
-from shoal.catalog.base import (PERMANENT_LEDGER_PREFIXES, ExpiredSnapshots, LedgerEntry,
+from shoal.catalog.base import (PERMANENT_LEDGER_PREFIXES, Clock, ExpiredSnapshots, LedgerEntry,
                                 LedgerKeyExistsError, LedgerRecord, ManifestEntry, PlanResult,
                                 Snapshot, SourceOffset, TableInfo, WorkUnit)
 from shoal.catalog.cache import (DEFAULT_CACHE_BYTES, MISSING, ExtentCache, entry_bytes,
                                  filter_bytes)
 from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
-from shoal.errors import (CommitConflictError, CommitStateUnknownError, ConfigError,
-                          InvalidSchemaError, SnapshotNotFoundError, TableAlreadyExistsError,
-                          TableNotFoundError)
+from shoal.errors import (CatalogCorruptError, CommitConflictError, CommitStateUnknownError,
+                          ConfigError, InvalidSchemaError, SchemaError, SnapshotNotFoundError,
+                          TableAlreadyExistsError, TableNotFoundError)
 from shoal.format.base import BlockPredicate
 from shoal.format.membership import BloomFilter
 from shoal.types.schema import SCHEMA_MODES, Schema, SchemaMode, check_table_name
 
 _IN_CHUNK = 2000
+log = logging.getLogger(__name__)
+# What decoding a stored value raises when the value is damaged: JSON that does not parse
+# (ValueError), a document without its keys or of the wrong shape, a schema that does not
+# validate, a membership filter with a bad header (ValueError).
+_DECODE_ERRORS = (ValueError, KeyError, TypeError, SchemaError)
+
+
+# The columns of a table row that commits and expiry lock and read (no stored JSON).
+_CAS_COLUMNS = (T.tables.c.id, T.tables.c.current_snapshot_id, T.tables.c.schema_version)
+
+
+@contextmanager
+def _decoding(catalog_table: str, row: str) -> Iterator[None]:
+    """Decode failures inside the block are corrupt data of `row` of `catalog_table`.
+
+    Wraps the fetch too: SQLAlchemy decodes JSON columns while it builds the rows."""
+    try:
+        yield
+    except _DECODE_ERRORS as e:
+        raise CatalogCorruptError(catalog_table, row, f"{type(e).__name__}: {e}") from e
 
 
 def _normalise_url(url: str) -> str:
@@ -49,8 +74,9 @@ class SqlCatalog:
     """The `Catalog` protocol over one SQL database."""
 
     def __init__(self, url: str, *, engine: Engine | None = None,
-                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, clock: Clock = time.time) -> None:
         self.url = url
+        self._clock = clock
         # Decoded manifest entries and membership filters for stage 1 (immutable per
         # extent id; see `shoal.catalog.cache`).
         self.extent_cache = ExtentCache(cache_bytes)
@@ -68,7 +94,7 @@ class SqlCatalog:
         self.dialect = engine.dialect.name
         if self.dialect == "sqlite":
             self._setup_sqlite(engine)
-        with self._write() as conn:
+        with self._write() as conn, _decoding("catalog_meta", "version"):
             T.migrate(conn)
 
     # ---- connection plumbing ----------------------------------------------------------------
@@ -91,9 +117,8 @@ class SqlCatalog:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        with self.engine.connect().execution_options(shoal_write=True) as conn:
-            with conn.begin():
-                yield conn
+        with self.engine.connect().execution_options(shoal_write=True) as conn, conn.begin():
+            yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -105,21 +130,33 @@ class SqlCatalog:
 
     # ---- tables and schemas -----------------------------------------------------------------
     def _table_row(self, conn: Connection, name: str) -> Any:
-        row = conn.execute(select(T.tables).where(T.tables.c.name == name)).first()
+        with _decoding("tables", f'table "{name}"'):
+            row = conn.execute(select(T.tables).where(T.tables.c.name == name)).first()
         if row is None:
             raise TableNotFoundError(name)
         return row
 
-    def _schema(self, conn: Connection, table_id: int, version: int) -> Schema:
-        doc = conn.execute(select(T.schema_versions.c.schema).where(
-            T.schema_versions.c.table_id == table_id,
-            T.schema_versions.c.version == version)).scalar_one()
-        return Schema.from_json(doc)
+    def _schema(self, conn: Connection, row: Any, version: int) -> Schema:
+        with _decoding("schema_versions", f'table "{row.name}" version {version}'):
+            doc: dict[str, Any] = conn.execute(select(T.schema_versions.c.schema).where(
+                T.schema_versions.c.table_id == row.id,
+                T.schema_versions.c.version == version)).scalar_one()
+            return Schema.from_json(doc)
+
+    def _schemas(self, conn: Connection, row: Any) -> list[Schema]:
+        """Every schema version of the table, oldest first."""
+        with _decoding("schema_versions", f'table "{row.name}"'):
+            docs: Sequence[dict[str, Any]] = conn.execute(
+                select(T.schema_versions.c.schema).where(T.schema_versions.c.table_id == row.id)
+                                .order_by(T.schema_versions.c.version)).scalars().all()
+            return [Schema.from_json(d) for d in docs]
 
     def _info(self, conn: Connection, row: Any) -> TableInfo:
+        with _decoding("tables", f'table "{row.name}"'):
+            properties = dict(row.properties)
         return TableInfo(id=row.id, name=row.name, current_snapshot_id=row.current_snapshot_id,
-                         schema=self._schema(conn, row.id, row.schema_version), mode=row.mode,
-                         properties=dict(row.properties), created_at=row.created_at)
+                         schema=self._schema(conn, row, row.schema_version), mode=row.mode,
+                         properties=properties, created_at=row.created_at)
 
     def create_table(self, name: str, schema: Schema, *, mode: SchemaMode = "evolve",
                      properties: dict[str, Any] | None = None) -> TableInfo:
@@ -129,14 +166,14 @@ class SqlCatalog:
                                      f"{', '.join(SCHEMA_MODES)})")
         if schema.version != 1:
             schema = Schema(schema.columns, 1)
-        now = time.time()
+        now = self._clock()
         try:
             with self._write() as conn:
                 if conn.execute(select(T.tables.c.id).where(T.tables.c.name == name)).first():
                     raise TableAlreadyExistsError(name)
-                table_id = conn.execute(insert(T.tables).values(
+                table_id = _inserted_id(conn.execute(insert(T.tables).values(
                     name=name, current_snapshot_id=1, schema_version=1, mode=mode,
-                    properties=properties or {}, created_at=now)).inserted_primary_key[0]
+                    properties=properties or {}, created_at=now)))
                 conn.execute(insert(T.schema_versions).values(
                     table_id=table_id, version=1, schema=schema.to_json(), created_at=now))
                 conn.execute(insert(T.snapshots).values(
@@ -153,21 +190,19 @@ class SqlCatalog:
 
     def list_tables(self) -> list[TableInfo]:
         with self._read() as conn:
-            rows = conn.execute(select(T.tables).order_by(T.tables.c.name)).all()
-            return [self._info(conn, r) for r in rows]
+            # Names first (no stored JSON), then row by row: a corrupt row is named.
+            names: Sequence[str] = conn.execute(
+                select(T.tables.c.name).order_by(T.tables.c.name)).scalars().all()
+            return [self._info(conn, self._table_row(conn, n)) for n in names]
 
     def schema_history(self, name: str) -> list[Schema]:
         with self._read() as conn:
-            row = self._table_row(conn, name)
-            docs = conn.execute(select(T.schema_versions.c.schema)
-                                .where(T.schema_versions.c.table_id == row.id)
-                                .order_by(T.schema_versions.c.version)).scalars().all()
-            return [Schema.from_json(d) for d in docs]
+            return self._schemas(conn, self._table_row(conn, name))
 
     def schema_version(self, name: str, version: int) -> Schema:
         with self._read() as conn:
             row = self._table_row(conn, name)
-            return self._schema(conn, row.id, version)
+            return self._schema(conn, row, version)
 
     def set_properties(self, name: str, properties: dict[str, Any], *,
                        mode: SchemaMode | None = None) -> TableInfo:
@@ -175,7 +210,8 @@ class SqlCatalog:
             raise InvalidSchemaError(f"unknown schema mode {mode!r}")
         with self._write() as conn:
             row = self._table_row(conn, name)
-            merged = {**row.properties, **properties}
+            with _decoding("tables", f'table "{name}"'):
+                merged = {**row.properties, **properties}
             merged = {k: v for k, v in merged.items() if v is not None}
             conn.execute(update(T.tables).where(T.tables.c.id == row.id)
                          .values(properties=merged, mode=mode or row.mode))
@@ -188,14 +224,14 @@ class SqlCatalog:
                ledger: Sequence[LedgerEntry] = (), offsets: Sequence[SourceOffset] = (),
                summary: dict[str, Any] | None = None) -> Snapshot:
         new_id = expected_snapshot_id + 1
-        now = time.time()
+        now = self._clock()
         conn = self.engine.connect().execution_options(shoal_write=True)
         trans = None
         try:
             trans = conn.begin()
             # Postgres: lock the table row first, so racing committers queue here and the
             # losers fail fast on the check below instead of after all their inserts.
-            row = conn.execute(select(T.tables).where(T.tables.c.name == table)
+            row = conn.execute(select(*_CAS_COLUMNS).where(T.tables.c.name == table)
                                .with_for_update()).first()
             if row is None:
                 raise TableNotFoundError(table)
@@ -275,26 +311,29 @@ class SqlCatalog:
 
     def _upsert_offset(self, conn: Connection, table_id: int, snapshot_id: int,
                        off: SourceOffset, now: float) -> None:
+        values = {"source": off.source, "partition": off.partition, "table_id": table_id,
+                  "offset": off.offset, "snapshot_id": snapshot_id, "updated_at": now}
+        keys = ["source", "partition"]
+        changed = {"offset": off.offset, "table_id": table_id, "snapshot_id": snapshot_id,
+                   "updated_at": now}
         if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+            conn.execute(pg_insert(T.source_offsets).values(values)
+                         .on_conflict_do_update(index_elements=keys, set_=changed))
         else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        stmt = dialect_insert(T.source_offsets).values(
-            source=off.source, partition=off.partition, table_id=table_id, offset=off.offset,
-            snapshot_id=snapshot_id, updated_at=now)
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=["source", "partition"],
-            set_={"offset": off.offset, "table_id": table_id, "snapshot_id": snapshot_id,
-                  "updated_at": now}))
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+            conn.execute(sqlite_insert(T.source_offsets).values(values)
+                         .on_conflict_do_update(index_elements=keys, set_=changed))
 
     # ---- snapshots and manifests ------------------------------------------------------------
     def _snapshot_row(self, conn: Connection, row: Any, snapshot_id: int | None) -> Snapshot:
         sid = row.current_snapshot_id if snapshot_id is None else snapshot_id
-        s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
-                                                   T.snapshots.c.snapshot_id == sid)).first()
-        if s is None:
-            raise SnapshotNotFoundError(row.name, sid)
-        return _snapshot(s)
+        with _decoding("snapshots", f'table "{row.name}" snapshot {sid}'):
+            s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
+                                                       T.snapshots.c.snapshot_id == sid)).first()
+            if s is None:
+                raise SnapshotNotFoundError(row.name, sid)
+            return _snapshot(s)
 
     def snapshot(self, table: str, snapshot_id: int | None = None) -> Snapshot:
         with self._read() as conn:
@@ -303,17 +342,19 @@ class SqlCatalog:
     def snapshots(self, table: str) -> list[Snapshot]:
         with self._read() as conn:
             row = self._table_row(conn, table)
-            rows = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id)
-                                .order_by(T.snapshots.c.snapshot_id)).all()
-            return [_snapshot(s) for s in rows]
+            with _decoding("snapshots", f'table "{table}"'):
+                rows = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id)
+                                    .order_by(T.snapshots.c.snapshot_id)).all()
+                return [_snapshot(s) for s in rows]
 
     def find_commit(self, table: str, commit_id: str) -> Snapshot | None:
         with self._read() as conn:
             row = self._table_row(conn, table)
-            s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
-                                                       T.snapshots.c.commit_id == commit_id)
-                             ).first()
-            return None if s is None else _snapshot(s)
+            with _decoding("snapshots", f'table "{table}" commit {commit_id}'):
+                s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
+                                                           T.snapshots.c.commit_id == commit_id)
+                                 ).first()
+                return None if s is None else _snapshot(s)
 
     @staticmethod
     def _visible(table_id: int, sid: int) -> Any:
@@ -325,9 +366,11 @@ class SqlCatalog:
         with self._read() as conn:
             row = self._table_row(conn, table)
             sid = self._snapshot_row(conn, row, snapshot_id).snapshot_id
-            rows = conn.execute(select(T.manifests).where(self._visible(row.id, sid))
-                                .order_by(T.manifests.c.min_ts, T.manifests.c.extent_id)).all()
-            entries = [_entry(r) for r in rows]
+            with _decoding("manifests", f'table "{table}" snapshot {sid}'):
+                rows = conn.execute(select(T.manifests).where(self._visible(row.id, sid))
+                                    .order_by(T.manifests.c.min_ts, T.manifests.c.extent_id)
+                                    ).all()
+                entries = [_entry(r) for r in rows]
             return self._attach_filters(conn, row.id, entries)
 
     def _attach_filters(self, conn: Connection, table_id: int,
@@ -361,9 +404,7 @@ class SqlCatalog:
         with self._read() as conn:
             row = self._table_row(conn, table)
             sid = self._snapshot_row(conn, row, snapshot_id).snapshot_id
-            history = [Schema.from_json(d) for d in conn.execute(
-                select(T.schema_versions.c.schema)
-                .where(T.schema_versions.c.table_id == row.id)).scalars()]
+            history = self._schemas(conn, row)
             visible = self._visible(row.id, sid)
             considered = conn.execute(select(func.count()).select_from(T.manifests)
                                       .where(visible)).scalar_one()
@@ -372,7 +413,8 @@ class SqlCatalog:
             stmt = (select(m.extent_id, m.removed_snapshot_id).where(visible, cond)
                     .order_by(m.min_ts, m.extent_id))
             live = conn.execute(stmt, params).all()
-            entries = self._cached_entries(conn, row.id, live)
+            with _decoding("manifests", f'table "{table}" snapshot {sid}'):
+                entries = self._cached_entries(conn, row.id, live)
             if len(entries) != len(live):   # rows gone between two statements (Postgres
                 raise SnapshotNotFoundError(table, sid)  # READ COMMITTED): sid was expired
             leaves = bloom_leaves(predicate)
@@ -429,7 +471,9 @@ class SqlCatalog:
                     T.manifest_filters.c.table_id == table_id,
                     T.manifest_filters.c.column_name.in_(wanted),
                     T.manifest_filters.c.extent_id.in_(chunk))):
-                loaded[(r.extent_id, r.column_name)] = BloomFilter.from_bytes(r.filter)
+                with _decoding("manifest_filters", f"extent {r.extent_id} column "
+                               f"{r.column_name}"):
+                    loaded[(r.extent_id, r.column_name)] = BloomFilter.from_bytes(r.filter)
         for eid, cols in missing.items():
             for col in cols:
                 f = loaded.get((eid, col))
@@ -481,12 +525,12 @@ class SqlCatalog:
         no snapshot >= keep_from sees those rows. One transaction; objects are the caller's."""
         m, s = T.manifests.c, T.snapshots.c
         with self._write() as conn:
-            row = conn.execute(select(T.tables).where(T.tables.c.name == table)
+            row = conn.execute(select(*_CAS_COLUMNS).where(T.tables.c.name == table)
                                .with_for_update()).first()
             if row is None:
                 raise TableNotFoundError(table)
             keep_from = min(keep_from, row.current_snapshot_id)
-            ids = list(conn.execute(select(s.snapshot_id).where(
+            ids: list[int] = list(conn.execute(select(s.snapshot_id).where(
                 s.table_id == row.id, s.snapshot_id < keep_from)
                 .order_by(s.snapshot_id)).scalars())
             gone = conn.execute(select(m.extent_id, m.object_path).where(
@@ -507,7 +551,7 @@ class SqlCatalog:
 
     # ---- ledger and offsets -----------------------------------------------------------------
     def ledger_get(self, key: str) -> LedgerRecord | None:
-        with self._read() as conn:
+        with self._read() as conn, _decoding("ingest_ledger", f'key "{key}"'):
             r = conn.execute(select(T.ingest_ledger).where(T.ingest_ledger.c.key == key)).first()
             if r is None:
                 return None
@@ -515,7 +559,7 @@ class SqlCatalog:
                                 ack=dict(r.ack), created_at=r.created_at)
 
     def sweep_ledger(self, older_than_s: float) -> int:
-        cutoff = time.time() - older_than_s
+        cutoff = self._clock() - older_than_s
         with self._write() as conn:
             return conn.execute(delete(T.ingest_ledger).where(
                 T.ingest_ledger.c.created_at < cutoff,
@@ -526,12 +570,12 @@ class SqlCatalog:
         with self._read() as conn:
             rows = conn.execute(select(T.source_offsets.c.partition, T.source_offsets.c.offset)
                                 .where(T.source_offsets.c.source == source)).all()
-            return {p: int(o) for p, o in rows}
+            return {str(r.partition): int(r.offset) for r in rows}
 
     # ---- work units -------------------------------------------------------------------------
     def enqueue_work(self, kind: str, *, table: str | None = None,
                      payload: dict[str, Any] | None = None, dedupe: bool = False) -> WorkUnit:
-        now = time.time()
+        now = self._clock()
         w = T.work_units.c
         with self._write() as conn:
             table_id = None if table is None else self._table_row(conn, table).id
@@ -540,16 +584,15 @@ class SqlCatalog:
                     conn.execute(select(func.pg_advisory_xact_lock(
                         7302452, func.hashtext(f"{kind}:{table_id}"))))
                 same_table = w.table_id.is_(None) if table_id is None else w.table_id == table_id
-                r = conn.execute(select(T.work_units).where(
+                same = conn.execute(select(w.id).where(
                     w.kind == kind, same_table, w.state.in_(["pending", "running"]))
-                    .order_by(w.id).limit(1)).first()
-                if r is not None:
-                    return _unit(r)
-            uid = conn.execute(insert(T.work_units).values(
+                    .order_by(w.id).limit(1)).scalar()
+                if same is not None:
+                    return _units(conn, [same])[0]
+            uid = _inserted_id(conn.execute(insert(T.work_units).values(
                 kind=kind, table_id=table_id, payload=payload or {}, state="pending",
-                attempts=0, created_at=now, updated_at=now)).inserted_primary_key[0]
-            return _unit(conn.execute(select(T.work_units)
-                                      .where(T.work_units.c.id == uid)).one())
+                attempts=0, created_at=now, updated_at=now)))
+            return _units(conn, [uid])[0]
 
     def claim_work(self, worker: str, *, kinds: Sequence[str] | None = None,
                    lease_s: float = 300.0) -> WorkUnit | None:
@@ -558,11 +601,11 @@ class SqlCatalog:
         Postgres: `FOR UPDATE SKIP LOCKED`, so concurrent workers never wait on each other.
         SQLite: the IMMEDIATE write lock serialises claimers; the lease fields are the claim.
         """
-        now = time.time()
+        now = self._clock()
         w = T.work_units.c
         claimable = or_(w.state == "pending",
                         and_(w.state == "running", w.lease_expires_at < now))
-        stmt = select(T.work_units).where(claimable)
+        stmt = select(w.id, w.attempts).where(claimable)
         if kinds:
             stmt = stmt.where(w.kind.in_(list(kinds)))
         stmt = stmt.order_by(w.id).limit(1)
@@ -575,7 +618,7 @@ class SqlCatalog:
             conn.execute(update(T.work_units).where(w.id == r.id).values(
                 state="running", lease_owner=worker, lease_expires_at=now + lease_s,
                 attempts=r.attempts + 1, updated_at=now))
-            return _unit(conn.execute(select(T.work_units).where(w.id == r.id)).one())
+            return _units(conn, [r.id])[0]
 
     def finish_work(self, unit_id: int, worker: str, *, ok: bool,
                     result: dict[str, Any] | None = None) -> bool:
@@ -585,12 +628,12 @@ class SqlCatalog:
             n = conn.execute(update(T.work_units).where(
                 w.id == unit_id, w.lease_owner == worker, w.state == "running").values(
                 state="done" if ok else "failed", result=result, lease_expires_at=None,
-                updated_at=time.time())).rowcount
+                updated_at=self._clock())).rowcount
             return n == 1
 
     def renew_work(self, unit_id: int, worker: str, *, lease_s: float = 300.0) -> bool:
         w = T.work_units.c
-        now = time.time()
+        now = self._clock()
         with self._write() as conn:
             n = conn.execute(update(T.work_units).where(
                 w.id == unit_id, w.lease_owner == worker, w.state == "running").values(
@@ -602,15 +645,16 @@ class SqlCatalog:
                   limit: int = 100) -> list[WorkUnit]:
         w = T.work_units.c
         with self._read() as conn:
-            stmt = select(T.work_units)
+            stmt = select(w.id)
             if kinds:
                 stmt = stmt.where(w.kind.in_(list(kinds)))
             if states:
                 stmt = stmt.where(w.state.in_(list(states)))
             if table is not None:
                 stmt = stmt.where(w.table_id == self._table_row(conn, table).id)
-            rows = conn.execute(stmt.order_by(w.id.desc()).limit(limit)).all()
-            return [_unit(r) for r in rows]
+            ids: Sequence[int] = conn.execute(
+                stmt.order_by(w.id.desc()).limit(limit)).scalars().all()
+            return _units(conn, ids)
 
 
 # ---- row mapping ------------------------------------------------------------------------------
@@ -639,12 +683,36 @@ def _snapshot(s: Any) -> Snapshot:
                     created_at=s.created_at, commit_id=s.commit_id, summary=dict(s.summary))
 
 
+def _units(conn: Connection, ids: Sequence[int]) -> list[WorkUnit]:
+    """The work units of `ids`, in that order. Stored JSON is decoded while the rows are
+    fetched: if that fails, the units are read again one by one to name the damaged one."""
+    w = T.work_units.c
+    try:
+        rows = {r.id: r for chunk in _chunks(list(ids))
+                for r in conn.execute(select(T.work_units).where(w.id.in_(chunk)))}
+    except _DECODE_ERRORS as e:
+        for uid in ids:
+            with _decoding("work_units", f"unit {uid}"):
+                conn.execute(select(T.work_units).where(w.id == uid)).one()
+        raise CatalogCorruptError("work_units", f"units {list(ids)}",
+                                  f"{type(e).__name__}: {e}") from e
+    return [_unit(rows[i]) for i in ids]
+
+
 def _unit(r: Any) -> WorkUnit:
-    return WorkUnit(id=r.id, kind=r.kind, table_id=r.table_id, payload=dict(r.payload),
-                    state=r.state, attempts=r.attempts, lease_owner=r.lease_owner,
-                    lease_expires_at=r.lease_expires_at,
-                    result=None if r.result is None else dict(r.result),
-                    created_at=r.created_at, updated_at=r.updated_at)
+    with _decoding("work_units", f"unit {r.id}"):
+        return WorkUnit(id=r.id, kind=r.kind, table_id=r.table_id, payload=dict(r.payload),
+                        state=r.state, attempts=r.attempts, lease_owner=r.lease_owner,
+                        lease_expires_at=r.lease_expires_at,
+                        result=None if r.result is None else dict(r.result),
+                        created_at=r.created_at, updated_at=r.updated_at)
+
+
+def _inserted_id(result: CursorResult[Any]) -> int:
+    """The primary key generated by an INSERT of one row."""
+    pk = result.inserted_primary_key
+    assert pk is not None  # set for every single-row INSERT
+    return int(pk[0])
 
 
 def _chunks(items: list[Any]) -> Iterator[list[Any]]:
@@ -657,5 +725,7 @@ def _rollback(trans: Any) -> None:
         try:
             trans.rollback()
         except DBAPIError:
-            pass
+            # The connection broke: the transaction ends with it. The caller raises the
+            # error that made it roll back; this one is only logged.
+            log.warning("catalog rollback failed", exc_info=True)
 
