@@ -42,7 +42,7 @@ def _topic(base: str) -> str:  # unique per run, so a real broker can be reused
 
 
 def _shoal(data_dir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "shoal.cli.main", "--data-dir", str(data_dir), *args]
+    return [sys.executable, "-m", "shoal", "--data-dir", str(data_dir), *args]
 
 
 def _env() -> dict[str, str]:

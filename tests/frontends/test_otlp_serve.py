@@ -57,7 +57,7 @@ def test_grpc_port_in_use_fails_startup(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         out = subprocess.run(
-            [sys.executable, "-m", "shoal.cli.main", "--data-dir", str(tmp_path), "serve",
+            [sys.executable, "-m", "shoal", "--data-dir", str(tmp_path), "serve",
              "--lazy-spark", "--port", str(free_port()), "--otlp-grpc-port", str(port)],
             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 1, out.stderr

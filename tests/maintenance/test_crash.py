@@ -11,9 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from shoal.catalog import open_catalog
+from shoal.commit import CommitCoordinator
 from shoal.maintenance.gc import collect_garbage
 from shoal.maintenance.service import build_worker
 from tests.maintenance.helpers import (append_rows, make_table, open_db,
@@ -48,7 +51,7 @@ def test_worker_killed_mid_compaction_leaves_table_intact_and_unit_reruns(spark,
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.maintenance.worker_proc", "--data-dir",
-         str(tmp_path / "data"), "--name", "doomed", "--lease", "3",
+         str(tmp_path / "data"), "--name", "doomed", "--lease", "600",
          "--pause-at", "extents_written"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -68,14 +71,16 @@ def test_worker_killed_mid_compaction_leaves_table_intact_and_unit_reruns(spark,
     assert (held.id, held.state, held.lease_owner, held.attempts) == (unit.id, "running",
                                                                      "doomed", 1)
 
-    # once the dead worker's lease lapses, another worker picks the unit up and finishes it
-    worker = build_worker(db, name="survivor")
-    deadline = time.monotonic() + 30
-    outcome = None
-    while outcome is None and time.monotonic() < deadline:
-        outcome = worker.run_one()
-        if outcome is None:
-            time.sleep(0.5)
+    # a worker that sees the unit's lease still running does not take it...
+    assert build_worker(db, name="early").run_one() is None
+    # ...once the dead worker's lease has lapsed (a catalog whose clock reads an hour later,
+    # not a wait), another worker picks the unit up and finishes it
+    later = open_catalog(db.config.resolved_catalog_url, clock=lambda: time.time() + 3600)
+    host = SimpleNamespace(config=db.config, catalog=later, store=db.store,
+                           formats=db.formats, query_engine=db.query_engine,
+                           coordinator=CommitCoordinator(later, db.store, db.formats["tlm"]))
+    outcome = build_worker(host, name="survivor").run_one()
+    later.close()
     assert outcome is not None and outcome.unit.id == unit.id, outcome
     assert outcome.ok and outcome.recorded and outcome.unit.attempts == 2
     done = db.catalog.list_work(kinds=["compact"])[0]

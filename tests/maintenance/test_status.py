@@ -18,6 +18,7 @@ from shoal.server import create_app
 from shoal.server.auth import token_table
 from tests.maintenance.helpers import append_rows, make_table, open_db, row
 from tests.support.server import serve_app
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUR_NS = 3600 * 10**9
@@ -25,7 +26,7 @@ HOUR_NS = 3600 * 10**9
 
 def _shoal(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
-    return subprocess.run([sys.executable, "-m", "shoal.cli.main", "--data-dir",
+    return subprocess.run([sys.executable, "-m", "shoal", "--data-dir",
                            str(data_dir), *args], cwd=ROOT, capture_output=True, text=True,
                           env={**env, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "250"},
                           timeout=120)
@@ -73,13 +74,9 @@ def test_http_status_endpoint_and_metrics(tmp_path):
     app.state.maintenance = service
     with serve_app(app) as url:
         admin = {"Authorization": "Bearer adm"}
-        deadline = time.monotonic() + 20
-        doc: dict = {}
-        while time.monotonic() < deadline:
-            doc = httpx.get(f"{url}/v1/maintenance", headers=admin).json()
-            if doc["counts"]["done"] >= 3:
-                break
-            time.sleep(0.2)
+        doc = eventually(lambda: httpx.get(f"{url}/v1/maintenance", headers=admin).json(),
+                         "three maintenance units done",
+                         until=lambda d: d["counts"]["done"] >= 3)
         assert doc["service"] == {"running": True, "worker": "srv"}
         assert doc["last"]["retention"]["result"]["rows_removed"] == 1
         assert {u["kind"] for u in doc["units"]} >= {"retention", "gc", "ledger_sweep"}

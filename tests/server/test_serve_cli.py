@@ -7,14 +7,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import httpx
 
 import shoal
 from tests.support.server import start_server
+from tests.support.waiting import eventually
 
-SHOAL = [sys.executable, "-m", "shoal.cli.main"]
+SHOAL = [sys.executable, "-m", "shoal"]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -67,9 +67,7 @@ def test_serve_round_trip_and_graceful_stop(tmp_path):
             t.start()
             assert half_sent.wait(30)
             srv.proc.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 30
-            while "Shutting down" not in srv.log() and time.monotonic() < deadline:
-                time.sleep(0.02)
+            eventually(lambda: "Shutting down" in srv.log(), "the server to start shutting down")
             resume.set()
             t.join(timeout=60)
             code = srv.proc.wait(timeout=60)

@@ -3,7 +3,7 @@
 - `serve_app(app)`: a context manager running a FastAPI app under a real uvicorn server on
   127.0.0.1 and a kernel-chosen port, in a background thread; yields the base URL. Fast, and
   the test keeps a handle on the app's objects (e.g. a `Shoal` with a tiny staging buffer).
-- `start_server(data_dir, ...)`: `python -m shoal.cli.main --data-dir D serve --port N` as a
+- `start_server(data_dir, ...)`: `python -m shoal --data-dir D serve --port N` as a
   subprocess (a real process that a test may SIGTERM or SIGKILL), waiting for `/readyz`.
   Returns a `ServerHandle` (`.url`, `.proc`, `.stop()`, `.kill()`, `.log()`); also a context
   manager that stops the server on exit. Inherited `SHOAL_*` variables are dropped so the
@@ -33,7 +33,7 @@ import uvicorn
 
 from tests.support.waiting import HANG_GUARD_S, eventually
 
-# Runs in the child: the `shoal` CLI exactly as `python -m shoal.cli.main ...` would, plus a
+# Runs in the child: the `shoal` CLI exactly as `python -m shoal ...` would, plus a
 # thread that leaves as soon as the parent goes away (stdin reaches EOF).
 _BOOT = """
 import os, runpy, sys, threading
@@ -42,7 +42,7 @@ def _watch_parent():
     os._exit(70)
 threading.Thread(target=_watch_parent, daemon=True).start()
 sys.argv = ["shoal", *sys.argv[1:]]
-runpy.run_module("shoal.cli.main", run_name="__main__", alter_sys=True)
+runpy.run_module("shoal", run_name="__main__", alter_sys=True)
 """
 
 

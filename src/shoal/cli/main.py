@@ -81,6 +81,3 @@ def build_app() -> typer.Typer:
 
 
 app = build_app()
-
-if __name__ == "__main__":  # pragma: no cover - `python -m shoal.cli.main`, as some tests run it
-    app()
