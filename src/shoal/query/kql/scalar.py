@@ -52,11 +52,16 @@ _NOCONST: Any = object()
 _SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOKEN = re.compile(r"^[A-Za-z0-9]+$")
 # Words sqlglot or Spark would read as syntax where a name is meant: quoted when used.
-_RESERVED = frozenset("""all and any array as asc between both by case cast create cross
-current date day desc distinct div else end except exists false fetch filter for from full
-group having hour if in inner intersect interval is join lateral left like limit minus minute
-month not null nulls of on or order outer over partition right rlike second select semi some
-table then time timestamp to true union unknown using when where window with year""".split())
+_RESERVED = frozenset({"all", "and", "any", "array", "as", "asc", "between", "both", "by", "case",
+                       "cast", "create", "cross", "current", "date", "day", "desc", "distinct",
+                       "div", "else", "end", "except", "exists", "false", "fetch", "filter",
+                       "for", "from", "full", "group", "having", "hour", "if", "in", "inner",
+                       "intersect", "interval", "is", "join", "lateral", "left", "like", "limit",
+                       "minus", "minute", "month", "not", "null", "nulls", "of", "on", "or",
+                       "order", "outer", "over", "partition", "right", "rlike", "second",
+                       "select", "semi", "some", "table", "then", "time", "timestamp", "to",
+                       "true", "union", "unknown", "using", "when", "where", "window", "with",
+                       "year"})
 SPARK_TYPES = {"bool": "BOOLEAN", "int": "INT", "long": "BIGINT", "real": "DOUBLE",
                "string": "STRING", "timestamp": "TIMESTAMP", "dynamic": "STRING"}
 NUMERIC = frozenset({"int", "long", "real"})
