@@ -193,8 +193,9 @@ def _schemas() -> dict[str, Schema]:
             "type": "object",
             "properties": {"sql": {"type": "string", "minLength": 1,
                                    "description": "SELECT, WITH, EXPLAIN or shoal's DDL"},
-                           "kql": {"type": "string",
-                                   "description": "a later wave: answers 400 not_implemented"}},
+                           "kql": {"type": "string", "minLength": 1,
+                                   "description": "a KQL query (translated to SQL; see the "
+                                                  "README's KQL section)"}},
             "anyOf": [{"required": ["sql"]}, {"required": ["kql"]}]},
         "QueryStats": _obj({**scan, "scans": {"type": "array", "items": _obj(
             {"table": STR, "alias": STR, "snapshot_id": INT, "pushed": _nullable(STR),
@@ -202,7 +203,12 @@ def _schemas() -> dict[str, Schema]:
         "QueryAnswer": _obj({
             "columns": {"type": "array", "items": _obj({"name": STR, "type": STR})},
             "rows": {"type": "array", "items": {"type": "array"}},
-            "stats": _ref("QueryStats")}),
+            "stats": _ref("QueryStats"),
+            "sql": {**STR, "description": "KQL only: the SQL statement the query ran as"},
+            "render": {**_nullable({"type": "object"}),
+                       "description": "KQL only: the query's render hint "
+                                      "({visualization, properties}) or null"}},
+            optional=("sql", "render")),
         "MaintenanceUnit": unit,
         "MaintenanceStatus": _obj({
             "counts": {"type": "object", "additionalProperties": COUNT,
@@ -386,12 +392,13 @@ def _operations() -> dict[tuple[str, str], Operation]:
             responses=_responses(_ok(_ref("IngestAck"), "the rows are committed"),
                                  *AUTH, *BODY, 404, 409, 429, 503)),
         ("POST", "/v1/query"): _op(
-            "query", "Run one SQL statement", "query", scope="query",
+            "query", "Run one SQL statement or KQL query", "query", scope="query",
             parameters=[{"name": "prune", "in": "query", "required": False,
                          "schema": {"type": "boolean", "default": True},
                          "description": "false reads every extent"}],
             body=_json_body(_ref("QueryRequest"), show={"sql": "SHOW TABLES"},
-                            select={"sql": "SELECT 1 AS one"}),
+                            select={"sql": "SELECT 1 AS one"},
+                            kql={"kql": "logs | where level == 'error' | count"}),
             responses=_responses({"200": {
                 "description": "the answer; DDL (CREATE/ALTER) needs the admin scope",
                 "content": {JSON: {"schema": _ref("QueryAnswer")},
@@ -401,7 +408,10 @@ def _operations() -> dict[tuple[str, str], Operation]:
                             }}},
                 "headers": {"X-Shoal-Stats": {
                     "description": "the stats (JSON, without scans) of an Arrow answer",
-                    "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
+                    "schema": STR},
+                    "X-Shoal-Render": {
+                        "description": "a KQL query's render hint (JSON), when it has one",
+                        "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
         ("GET", "/v1/maintenance"): _op(
             "maintenance_status", "Maintenance work units and their results", "maintenance",
             scope="admin",
