@@ -242,6 +242,7 @@ class QueryResult:
     truncated: str | None = None    # the cap that cut the answer (`shoal.query.limits`)
     render: dict[str, Any] | None = None    # a KQL query's `render` hint
     translated_sql: str | None = None       # the SQL a KQL query ran as
+    kinds: list[str | None] | None = None   # a KQL answer's column types (shoal kinds)
 
 
 class QueryEngine:
@@ -375,6 +376,7 @@ class QueryEngine:
         result = self.execute(translation.sql, prune=prune, engine=engine, limits=limits)
         result.render = translation.render
         result.translated_sql = translation.sql
+        result.kinds = [c.kind for c in translation.columns]
         return result
 
     def translate_kql(self, kql: str, *, now_ns: int | None = None):

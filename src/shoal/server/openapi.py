@@ -209,6 +209,12 @@ def _schemas() -> dict[str, Schema]:
                        "description": "KQL only: the query's render hint "
                                       "({visualization, properties}) or null"}},
             optional=("sql", "render")),
+        "KustoRequest": _obj({"db": STR, "csl": {"type": "string", "minLength": 1},
+                              "properties": {}}, optional=("db", "properties"),
+                             closed=False),
+        "KustoFrame": {"type": "object", "required": ["FrameType"],
+                       "properties": {"FrameType": {"enum": ["DataSetHeader", "DataTable",
+                                                             "DataSetCompletion"]}}},
         "MaintenanceUnit": unit,
         "MaintenanceStatus": _obj({
             "counts": {"type": "object", "additionalProperties": COUNT,
@@ -412,6 +418,22 @@ def _operations() -> dict[tuple[str, str], Operation]:
                     "X-Shoal-Render": {
                         "description": "a KQL query's render hint (JSON), when it has one",
                         "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
+        ("POST", "/v2/rest/query"): _op(
+            "kusto_query", "Kusto query REST API (v2): a KQL query, Kusto's frames",
+            "kusto", scope="query",
+            body=_json_body(_ref("KustoRequest"),
+                            count={"db": "shoal", "csl": "logs | count"}),
+            responses=_responses(_ok({"type": "array", "items": _ref("KustoFrame")},
+                                     "DataSetHeader, DataTables (@ExtendedProperties, "
+                                     "PrimaryResult, QueryCompletionInformation), "
+                                     "DataSetCompletion"),
+                                 *AUTH, *BODY, 404, 409, 429, 503)),
+        ("POST", "/v1/rest/mgmt"): _op(
+            "kusto_mgmt", "Kusto management REST API (v1): .show tables, .show table T "
+            "schema", "kusto", scope="query",
+            body=_json_body(_ref("KustoRequest"), tables={"db": "shoal", "csl": ".show tables"}),
+            responses=_responses(_ok(_obj({"Tables": {"type": "array", "items": {
+                "type": "object"}}}), "Kusto's v1 answer: one table"), *AUTH, *BODY, 404)),
         ("GET", "/v1/maintenance"): _op(
             "maintenance_status", "Maintenance work units and their results", "maintenance",
             scope="admin",

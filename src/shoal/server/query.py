@@ -93,7 +93,7 @@ async def query(request: Request,
     from shoal.query.results import answer_document, arrow_stream
 
     if language == "kql":
-        result = await _run_on_engine(state, sql, prune=prune, engine=engine, kql=True)
+        result = await run_on_engine(state, sql, prune=prune, engine=engine, kql=True)
     elif (statement := classify(sql)).kind in ("ddl", "admin_ddl"):
         # Decided on the tokens of the statement, so no comment or white space can hide DDL.
         if statement.kind == "admin_ddl" and state.tokens.enabled:
@@ -101,7 +101,7 @@ async def query(request: Request,
         # the catalog only: no slot, no Spark
         result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune))
     else:
-        result = await _run_on_engine(state, sql, prune=prune, engine=engine)
+        result = await run_on_engine(state, sql, prune=prune, engine=engine)
     stats: dict[str, Any] = result.stats.to_json()
     stats["truncated"] = result.truncated is not None
     if result.truncated is not None:
@@ -119,7 +119,7 @@ async def query(request: Request,
     return JSONResponse(doc)
 
 
-async def _run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: str,
+async def run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: str,
                          kql: bool = False) -> QueryResult:
     """One statement on the Spark engine under the server's bounds: a free slot (else 429),
     a live engine (else 503), the timeout and the result caps."""
