@@ -346,6 +346,17 @@ CASES = [
          "team) on $left.service == $right.svc | summarize c = count() by team, action",
          "SELECT t.team, a.action, count(*) AS c FROM audit a JOIN teams t "
          "ON a.service = t.service GROUP BY t.team, a.action"),
+    Case("join_default_innerunique", "audit | join teams on service "
+         "| summarize c = count() by team",
+         "SELECT t.team, count(*) AS c FROM (SELECT DISTINCT service FROM audit) a "
+         "JOIN teams t ON a.service = t.service GROUP BY t.team", local=False),
+    Case("union_withsource", "union withsource=src teams, audit | summarize c = count() "
+         "by src",
+         "SELECT 'teams' AS src, count(*) AS c FROM teams UNION ALL "
+         "SELECT 'audit', count(*) FROM audit", local=False),
+    Case("in_caseless", "logs | where level in~ ('ERROR', 'Warn') | count",
+         "SELECT count(*) AS Count FROM logs WHERE lower(level) IN ('error', 'warn')",
+         local=False),
     Case("join_columns_named_1", "teams | join kind=inner (teams | where tier < 2) on service "
          "| project service, tier, tier1",
          "SELECT a.service, a.tier, b.tier AS tier1 FROM teams a JOIN teams b "
