@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from shoal.query.kql import ast
-from shoal.query.kql.scalar import (NUMERIC, SPARK_TYPES, Sql, literal, quote_string,
-                                    semantic, trunc_unit)
+from shoal.query.kql.sqltext import (NUMERIC, SPARK_TYPES, Context, Sql, literal, quote_string,
+                                     semantic, trunc_unit)
 
-if TYPE_CHECKING:
-    from shoal.query.kql.scalar import Scalars
+Scalars = Context       # what a scalar function reads from the translation
 
 
 def _arity(e: ast.Call, args: list[Sql], low: int, high: int | None = None) -> None:

@@ -40,63 +40,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from shoal.errors import KqlSemanticError
 from shoal.format.tokens import MIN_TOKEN_LEN
 from shoal.query.kql import ast
-from shoal.query.kql.lexer import NS_PER_UNIT, Token
-from shoal.query.kql.values import spark_timestamp
+from shoal.query.kql.functions import AGGREGATES, SCALARS
+from shoal.query.kql.sqltext import (NUMERIC, SIMPLE_NAME, Sql, literal, quote_ident,
+                                     quote_string, semantic)
 
-_NOCONST: Any = object()
-_SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOKEN = re.compile(r"^[A-Za-z0-9]+$")
-# Words sqlglot or Spark would read as syntax where a name is meant: quoted when used.
-_RESERVED = frozenset({"all", "and", "any", "array", "as", "asc", "between", "both", "by", "case",
-                       "cast", "create", "cross", "current", "date", "day", "desc", "distinct",
-                       "div", "else", "end", "except", "exists", "false", "fetch", "filter",
-                       "for", "from", "full", "group", "having", "hour", "if", "in", "inner",
-                       "intersect", "interval", "is", "join", "lateral", "left", "like", "limit",
-                       "minus", "minute", "month", "not", "null", "nulls", "of", "on", "or",
-                       "order", "outer", "over", "partition", "right", "rlike", "second",
-                       "select", "semi", "some", "table", "then", "time", "timestamp", "to",
-                       "true", "union", "unknown", "using", "when", "where", "window", "with",
-                       "year"})
-SPARK_TYPES = {"bool": "BOOLEAN", "int": "INT", "long": "BIGINT", "real": "DOUBLE",
-               "string": "STRING", "timestamp": "TIMESTAMP", "dynamic": "STRING"}
-NUMERIC = frozenset({"int", "long", "real"})
-_DAY, _HOUR, _MIN, _SEC = (NS_PER_UNIT[u] for u in ("d", "h", "m", "s"))
-_TRUNC = {_DAY: "DAY", _HOUR: "HOUR", _MIN: "MINUTE", _SEC: "SECOND"}
 _REGEX_META = set(".^$*+?()[]{}|\\/-")
 _CLASS_SAFE = set(" _:/=,;@#%&\"<>~!.")
-
-
-def quote_ident(name: str) -> str:
-    if _SIMPLE_NAME.match(name) and name.lower() not in _RESERVED:
-        return name
-    return "`" + name.replace("`", "``") + "`"
-
-
-def quote_string(value: str) -> str:
-    """A Spark SQL string literal (backslash escapes, as Spark reads them by default)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
-
-
-@dataclass(frozen=True)
-class Sql:
-    text: str
-    kind: str | None
-    names: frozenset[str] = frozenset()
-    const: Any = _NOCONST
-    aggregate: bool = False
-
-    @property
-    def is_const(self) -> bool:
-        return self.const is not _NOCONST
-
-
-def semantic(message: str, at: Token) -> KqlSemanticError:
-    return KqlSemanticError(message, line=at.line, column=at.column)
 
 
 def path_name(e: ast.Expr) -> str | None:
@@ -158,7 +111,7 @@ class Scalars:
         for key in reversed(keys):
             if isinstance(key, int):
                 path += f"[{key}]"
-            elif _SIMPLE_NAME.match(key):
+            elif SIMPLE_NAME.match(key):
                 path += f".{key}"
             else:
                 path += "['" + key.replace("'", "") + "']"
@@ -272,8 +225,6 @@ class Scalars:
         return Sql(text, "bool", names, aggregate=x.aggregate)
 
     def _call(self, e: ast.Call, scope, aggregates) -> Sql:
-        from shoal.query.kql.functions import AGGREGATES, SCALARS
-
         if e.name in AGGREGATES:
             if not aggregates:
                 raise semantic(f"the aggregation {e.name}() is only allowed in summarize",
@@ -296,24 +247,6 @@ class Scalars:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-def literal(kind: str, value: Any, at: Token) -> Sql:
-    if kind == "string":
-        return Sql(quote_string(value), "string", const=value)
-    if kind == "long":
-        return Sql(str(value) if value >= 0 else f"({value})", "long", const=value)
-    if kind == "real":
-        return Sql(f"CAST({value!r} AS DOUBLE)", "real", const=value)
-    if kind == "bool":
-        return Sql("TRUE" if value else "FALSE", "bool", const=value)
-    if kind == "datetime" or kind == "timestamp":
-        return Sql(spark_timestamp(value), "timestamp", const=value)
-    if kind == "timespan":
-        return Sql(f"INTERVAL {value // 1_000} MICROSECONDS", "timespan", const=value)
-    if kind == "null":
-        return Sql("NULL", None, const=None)
-    raise semantic(f"a {kind} literal", at)
-
-
 def _compared(x: Sql, v: Sql) -> str:
     """`v` as compared with `x`: a dynamic path is text, so numbers and bools are written
     as Kusto would render them."""
@@ -390,5 +323,3 @@ def _like(column: str, needle: str, word: str) -> str:
     return f"({column} LIKE {quote_string(pattern)})"
 
 
-def trunc_unit(span_ns: int) -> str | None:
-    return _TRUNC.get(span_ns)

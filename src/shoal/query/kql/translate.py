@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from shoal.errors import TableNotFoundError
 from shoal.query.kql import ast
 from shoal.query.kql.functions import AGGREGATE_PREFIX, AGGREGATES, percentile_sql
-from shoal.query.kql.scalar import (SPARK_TYPES, Scalars, path_name, quote_ident,
-                                    quote_string, semantic)
+from shoal.query.kql.scalar import Scalars, path_name
+from shoal.query.kql.sqltext import SPARK_TYPES, quote_ident, quote_string, semantic
 from shoal.query.kql.values import spark_timestamp
 
 JOIN_SQL = {"inner": "INNER JOIN", "innerunique": "INNER JOIN", "leftouter": "LEFT OUTER JOIN",
