@@ -153,16 +153,19 @@ def to_duckdb(spark_sql: str) -> str:
     return tree.sql(dialect="duckdb")
 
 
+@pytest.fixture(scope="module")
+def spark_kdb(tmp_path_factory, spark):
+    db = make_db(str(tmp_path_factory.mktemp("kql-spark")), spark_master="local[2]")
+    yield db
+    db.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SPARK, ids=lambda c: c.id)
-def test_spark_case(tmp_path_factory, spark, duck, case: Case):
-    db = make_db(str(tmp_path_factory.mktemp("kql-spark")), spark_master="local[2]")
-    try:
-        result = db.query_engine.execute_kql(case.kql, engine="spark", now_ns=NOW_NS)
-        compare(case, result.table, duck_answer(duck, case), result.translated_sql or "")
-        compare(case, result.table, db.sql(case.sql, engine="spark").table, case.sql)
-    finally:
-        db.close()
+def test_spark_case(spark_kdb, duck, case: Case):
+    result = spark_kdb.query_engine.execute_kql(case.kql, engine="spark", now_ns=NOW_NS)
+    compare(case, result.table, duck_answer(duck, case), result.translated_sql or "")
+    compare(case, result.table, spark_kdb.sql(case.sql, engine="spark").table, case.sql)
 
 
 def test_corpus_is_large_enough():
