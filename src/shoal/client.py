@@ -109,6 +109,11 @@ class Shoal:
         `engine`: auto | local | spark (None = `config.query_engine`)."""
         return self.query_engine.execute(statement, prune=prune, engine=engine)
 
+    def kql(self, query: str, *, prune: bool = True, engine: str | None = None):
+        """Run one KQL query (`shoal.query.kql`): a `QueryResult` as `sql` gives, plus the
+        SQL it ran as (`translated_sql`) and its `render` hint."""
+        return self.query_engine.execute_kql(query, prune=prune, engine=engine)
+
     def query(self, statement: str, *, prune: bool = True,
               engine: str | None = None) -> pa.Table:
         """The answer of one statement as a pyarrow Table."""

@@ -405,6 +405,38 @@ class DdlSyntaxError(QueryError):
             f"DDL syntax error at line {line}, col {column}: expected {expected}, found {found}")
 
 
+class KqlSyntaxError(QueryError):
+    """A KQL query that does not parse (`shoal.query.kql`).
+
+    `line` and `column` (1-based) point at the offending token, `found` is its text (or
+    "end of input"), as Kusto reports "Query could not be parsed at 'x' on line [l,c]".
+    """
+
+    code = "kql_syntax"
+
+    def __init__(self, *, line: int, column: int, expected: str, found: str) -> None:
+        self.line = line
+        self.column = column
+        self.expected = expected
+        self.found = found
+        super().__init__(f"KQL syntax error: query could not be parsed at {found} on line "
+                         f"[{line},{column}]: expected {expected}")
+
+
+class KqlSemanticError(QueryError):
+    """A KQL query that parses but names an unknown column, function or argument form, or
+    uses what shoal's KQL does not translate; `line`/`column` point at the construct."""
+
+    code = "kql_semantic"
+
+    def __init__(self, message: str, *, line: int | None = None,
+                 column: int | None = None) -> None:
+        self.line = line
+        self.column = column
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(f"KQL semantic error: {message}{where}")
+
+
 class QueryTimeoutError(QueryError):
     """A statement ran longer than the configured limit; its Spark jobs were cancelled."""
 

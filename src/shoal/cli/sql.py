@@ -6,6 +6,10 @@ considered/pruned/read, bytes read) on stderr; `EXPLAIN <select>` shows them per
 without running the query. `--no-prune` reads every extent. `--engine auto|local|spark`
 picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`, else auto); `--stats` and
 `EXPLAIN` say which engine ran and why.
+
+`shoal kql "<query>"` (or `shoal sql --kql "<query>"`) runs a KQL query (`shoal.query.kql`)
+the same way, with the same options; `--format json` adds `"sql"` (the statement it ran
+as) and `"render"` (its render hint), `--stats` also prints both on stderr.
 """
 
 from __future__ import annotations
@@ -48,20 +52,48 @@ def sql_command(
     engine: Annotated[EngineOption | None, typer.Option(
         "--engine", help="local (embedded) or spark; default SHOAL_QUERY_ENGINE, else auto")
     ] = None,
+    kql: Annotated[bool, typer.Option("--kql", help="The statement is a KQL query")] = False,
 ) -> None:
     """Run SQL: SELECT (embedded engine or Spark), or CREATE TABLE / ALTER TABLE / DESCRIBE /
     SHOW TABLES."""
+    _run(ctx, statement, fmt=fmt, stats=stats, prune=prune, engine=engine, kql=kql)
+
+
+def kql_command(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="One KQL query, or - to read stdin")],
+    fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format")
+                   ] = SqlFormat.TABLE,
+    stats: Annotated[bool, typer.Option("--stats", help="Print pruning stats on stderr")
+                     ] = False,
+    prune: Annotated[bool, typer.Option("--prune/--no-prune",
+                                        help="Skip data by the pruning cascade")] = True,
+    engine: Annotated[EngineOption | None, typer.Option(
+        "--engine", help="local (embedded) or spark; default SHOAL_QUERY_ENGINE, else auto")
+    ] = None,
+) -> None:
+    """Run a KQL query (translated to SQL; same engines, pruning and stats as `shoal sql`)."""
+    _run(ctx, query, fmt=fmt, stats=stats, prune=prune, engine=engine, kql=True)
+
+
+def _run(ctx: typer.Context, statement: str, *, fmt: SqlFormat, stats: bool, prune: bool,
+         engine: EngineOption | None, kql: bool) -> None:
     from shoal.query.results import answer_document, csv_text, json_rows
 
     text = sys.stdin.read() if statement == "-" else statement
     db = connect(ctx)
     try:
-        result = db.sql(text, prune=prune, engine=None if engine is None else engine.value)
+        chosen = None if engine is None else engine.value
+        result = (db.kql(text, prune=prune, engine=chosen) if kql
+                  else db.sql(text, prune=prune, engine=chosen))
     finally:
         db.close()
     doc = result.stats.to_json()
     if fmt is SqlFormat.JSON:
-        print_json(answer_document(result.table, doc))
+        answer = answer_document(result.table, doc)
+        if kql:
+            answer.update(sql=result.translated_sql, render=result.render)
+        print_json(answer)
     elif fmt is SqlFormat.CSV:
         typer.echo(csv_text(result.table), nl=False)
     else:
@@ -71,6 +103,10 @@ def sql_command(
     if stats and result.kind != "ddl":
         summary = {k: v for k, v in doc.items() if k != "scans"}
         typer.echo("stats: " + json.dumps(summary), err=True)
+        if kql:
+            typer.echo("sql: " + (result.translated_sql or ""), err=True)
+            if result.render is not None:
+                typer.echo("render: " + json.dumps(result.render), err=True)
 
 
 def _cell(value: Any) -> str:

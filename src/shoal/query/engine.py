@@ -240,6 +240,9 @@ class QueryResult:
     stats: QueryStats
     kind: str = "select"            # select | ddl | explain
     truncated: str | None = None    # the cap that cut the answer (`shoal.query.limits`)
+    render: dict[str, Any] | None = None    # a KQL query's `render` hint
+    translated_sql: str | None = None       # the SQL a KQL query ran as
+    kinds: list[str | None] | None = None   # a KQL answer's column types (shoal kinds)
 
 
 class QueryEngine:
@@ -362,6 +365,27 @@ class QueryEngine:
             finally:
                 done()
         return QueryResult(table, stats, truncated=truncated)
+
+    def execute_kql(self, kql: str, *, prune: bool = True, engine: str | None = None,
+                    limits: QueryLimits | None = None, now_ns: int | None = None
+                    ) -> QueryResult:
+        """A KQL query (`shoal.query.kql`): translated to Spark SQL against the catalog's
+        tables, then run exactly as `execute` runs that SQL (guard, pruning, engines,
+        limits, stats). The result carries the SQL and the query's `render` hint."""
+        translation = self.translate_kql(kql, now_ns=now_ns)
+        result = self.execute(translation.sql, prune=prune, engine=engine, limits=limits)
+        result.render = translation.render
+        result.translated_sql = translation.sql
+        result.kinds = [c.kind for c in translation.columns]
+        return result
+
+    def translate_kql(self, kql: str, *, now_ns: int | None = None):
+        """The `shoal.query.kql.Translation` of a KQL query over this catalog's tables."""
+        from shoal.query.kql import kql_to_sql
+
+        tables = {t.name: {c.name: c.type.kind for c in t.schema.columns}
+                  for t in self.db.catalog.list_tables()}
+        return kql_to_sql(kql, tables, now_ns_utc=now_ns)
 
     def dataframe(self, sql: str, *, prune: bool = True) -> tuple[DataFrame, QueryStats]:
         """A Spark DataFrame for a SELECT (its scans are planned now; bytes_read of the

@@ -60,6 +60,7 @@ from shoal.server.metrics import MetricsMiddleware, ServerMetrics
 from shoal.server.openapi import install_openapi
 from shoal.server.otlp_http import router as otlp_router
 from shoal.server.pipelines import install_pipelines
+from shoal.server.kusto import router as kusto_router
 from shoal.server.query import router as query_router
 from shoal.server.spark_health import SparkSupervisor
 from shoal.server.state import QuerySlots, ServerState, server_state
@@ -171,6 +172,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.include_router(tables_router)
     app.include_router(ingest_router)
     app.include_router(query_router)
+    app.include_router(kusto_router)
     app.include_router(otlp_router)
     start_maintenance, stop_maintenance = install_maintenance(
         app, db, enabled=warm_spark if maintenance is None else maintenance)

@@ -29,9 +29,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shoal.errors import (BackpressureError, BadJsonError, ConflictError,
                           IdempotencyKeyConflictError, IncompatibleSchemaChangeError,
-                          InternalError, InvalidSchemaError, NotAllowedError, NotFoundError,
-                          PayloadError, PayloadTooLargeError, RequestError, SchemaConflictError,
-                          ShoalError, UnavailableError)
+                          InternalError, InvalidSchemaError, KqlSemanticError, KqlSyntaxError,
+                          NotAllowedError, NotFoundError, PayloadError, PayloadTooLargeError,
+                          RequestError, SchemaConflictError, ShoalError, UnavailableError)
 
 log = logging.getLogger("shoal.server")
 
@@ -169,6 +169,8 @@ def details_for(exc: ShoalError) -> list[Detail]:
         return [{"line": None, "field": exc.field, "message": str(exc)}]
     if isinstance(exc, IdempotencyKeyConflictError):
         return [{"line": None, "field": "X-Idempotency-Key", "message": str(exc)}]
+    if isinstance(exc, (KqlSyntaxError, KqlSemanticError)) and exc.line is not None:
+        return [{"line": exc.line, "field": "kql", "message": str(exc)}]
     column = getattr(exc, "column", None)
     if isinstance(exc, (InvalidSchemaError, IncompatibleSchemaChangeError,
                         SchemaConflictError)) and column is not None:

@@ -193,8 +193,9 @@ def _schemas() -> dict[str, Schema]:
             "type": "object",
             "properties": {"sql": {"type": "string", "minLength": 1,
                                    "description": "SELECT, WITH, EXPLAIN or shoal's DDL"},
-                           "kql": {"type": "string",
-                                   "description": "a later wave: answers 400 not_implemented"}},
+                           "kql": {"type": "string", "minLength": 1,
+                                   "description": "a KQL query (translated to SQL; see the "
+                                                  "README's KQL section)"}},
             "anyOf": [{"required": ["sql"]}, {"required": ["kql"]}]},
         "QueryStats": _obj({**scan, "scans": {"type": "array", "items": _obj(
             {"table": STR, "alias": STR, "snapshot_id": INT, "pushed": _nullable(STR),
@@ -202,7 +203,18 @@ def _schemas() -> dict[str, Schema]:
         "QueryAnswer": _obj({
             "columns": {"type": "array", "items": _obj({"name": STR, "type": STR})},
             "rows": {"type": "array", "items": {"type": "array"}},
-            "stats": _ref("QueryStats")}),
+            "stats": _ref("QueryStats"),
+            "sql": {**STR, "description": "KQL only: the SQL statement the query ran as"},
+            "render": {**_nullable({"type": "object"}),
+                       "description": "KQL only: the query's render hint "
+                                      "({visualization, properties}) or null"}},
+            optional=("sql", "render")),
+        "KustoRequest": _obj({"db": STR, "csl": {"type": "string", "minLength": 1},
+                              "properties": {}}, optional=("db", "properties"),
+                             closed=False),
+        "KustoFrame": {"type": "object", "required": ["FrameType"],
+                       "properties": {"FrameType": {"enum": ["DataSetHeader", "DataTable",
+                                                             "DataSetCompletion"]}}},
         "MaintenanceUnit": unit,
         "MaintenanceStatus": _obj({
             "counts": {"type": "object", "additionalProperties": COUNT,
@@ -386,12 +398,13 @@ def _operations() -> dict[tuple[str, str], Operation]:
             responses=_responses(_ok(_ref("IngestAck"), "the rows are committed"),
                                  *AUTH, *BODY, 404, 409, 429, 503)),
         ("POST", "/v1/query"): _op(
-            "query", "Run one SQL statement", "query", scope="query",
+            "query", "Run one SQL statement or KQL query", "query", scope="query",
             parameters=[{"name": "prune", "in": "query", "required": False,
                          "schema": {"type": "boolean", "default": True},
                          "description": "false reads every extent"}],
             body=_json_body(_ref("QueryRequest"), show={"sql": "SHOW TABLES"},
-                            select={"sql": "SELECT 1 AS one"}),
+                            select={"sql": "SELECT 1 AS one"},
+                            kql={"kql": "logs | where level == 'error' | count"}),
             responses=_responses({"200": {
                 "description": "the answer; DDL (CREATE/ALTER) needs the admin scope",
                 "content": {JSON: {"schema": _ref("QueryAnswer")},
@@ -401,7 +414,26 @@ def _operations() -> dict[tuple[str, str], Operation]:
                             }}},
                 "headers": {"X-Shoal-Stats": {
                     "description": "the stats (JSON, without scans) of an Arrow answer",
-                    "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
+                    "schema": STR},
+                    "X-Shoal-Render": {
+                        "description": "a KQL query's render hint (JSON), when it has one",
+                        "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
+        ("POST", "/v2/rest/query"): _op(
+            "kusto_query", "Kusto query REST API (v2): a KQL query, Kusto's frames",
+            "kusto", scope="query",
+            body=_json_body(_ref("KustoRequest"),
+                            count={"db": "shoal", "csl": "logs | count"}),
+            responses=_responses(_ok({"type": "array", "items": _ref("KustoFrame")},
+                                     "DataSetHeader, DataTables (@ExtendedProperties, "
+                                     "PrimaryResult, QueryCompletionInformation), "
+                                     "DataSetCompletion"),
+                                 *AUTH, *BODY, 404, 409, 429, 503)),
+        ("POST", "/v1/rest/mgmt"): _op(
+            "kusto_mgmt", "Kusto management REST API (v1): .show tables, .show table T "
+            "schema", "kusto", scope="query",
+            body=_json_body(_ref("KustoRequest"), tables={"db": "shoal", "csl": ".show tables"}),
+            responses=_responses(_ok(_obj({"Tables": {"type": "array", "items": {
+                "type": "object"}}}), "Kusto's v1 answer: one table"), *AUTH, *BODY, 404)),
         ("GET", "/v1/maintenance"): _op(
             "maintenance_status", "Maintenance work units and their results", "maintenance",
             scope="admin",

@@ -1,6 +1,10 @@
-"""`POST /v1/query`: SQL (DDL included) in, an answer with its pruning stats out (SPEC §11).
+"""`POST /v1/query`: SQL (DDL included) or KQL in, an answer with its pruning stats out
+(SPEC §11).
 
-Body `{"sql": "..."}` (`{"kql": ...}` is a later wave and answers 400). `Accept:
+Body `{"sql": "..."}` or `{"kql": "..."}` (`shoal.query.kql`: translated to SQL and run
+exactly as that SQL; the JSON answer then also holds `"sql"`, the statement it ran as, and
+`"render"`, the query's render hint or null; an Arrow answer carries the hint in
+`X-Shoal-Render`). KQL reads only (the `query` scope). `Accept:
 application/vnd.apache.arrow.stream` gives the rows as an Arrow IPC stream, with the stats
 JSON in the `X-Shoal-Stats` header; anything else gives the JSON document
 `{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. `?prune=false` reads
@@ -56,7 +60,8 @@ MAX_QUERY_BYTES = 1 << 20
 router = APIRouter(tags=["query"])
 
 
-def _statement(raw: bytes) -> str:
+def _statement(raw: bytes) -> tuple[str, str]:
+    """("sql" | "kql", the text) of the body."""
     try:  # under the JSON depth and number-length limits (shoal.types.jsonlimits)
         doc = json_loads(raw or b"null", what="the body")
     except JsonLimitError:
@@ -64,16 +69,16 @@ def _statement(raw: bytes) -> str:
     except BadJsonError as e:
         raise BadRequestError(str(e)) from None
     if not isinstance(doc, dict):
-        raise BadRequestError('expected a JSON object {"sql": "..."}')
-    if "kql" in doc and "sql" not in doc:
-        raise BadRequestError("KQL is not available yet; send {\"sql\": ...}",
-                              code="not_implemented")
-    sql = doc.get("sql")
-    if not isinstance(sql, str) or not sql.strip():
-        raise BadRequestError('"sql" must be a non-empty string',
-                              details=[{"line": None, "field": "sql",
+        raise BadRequestError('expected a JSON object {"sql": "..."} or {"kql": "..."}')
+    if "kql" in doc and "sql" in doc:
+        raise BadRequestError('send either "sql" or "kql", not both')
+    language = "kql" if "kql" in doc else "sql"
+    text = doc.get(language)
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequestError(f'"{language}" must be a non-empty string',
+                              details=[{"line": None, "field": language,
                                         "message": "missing or empty"}])
-    return sql
+    return language, text
 
 
 @router.post("/v1/query", dependencies=[Depends(require_scope("query"))])
@@ -83,32 +88,39 @@ async def query(request: Request,
     state = server_state(request)
     state.check_accepting()
     engine = engine_mode(engine, state.db.config.query_engine)
-    sql = _statement(await read_body(request, limit=MAX_QUERY_BYTES))
-    # Decided on the tokens of the statement, so no comment or white space can hide DDL.
-    statement = classify(sql)
-    if statement.kind == "admin_ddl" and state.tokens.enabled:
-        state.tokens.allows(bearer_token(request), "admin")
+    language, sql = _statement(await read_body(request, limit=MAX_QUERY_BYTES))
 
     from shoal.query.results import answer_document, arrow_stream
 
-    if statement.kind in ("ddl", "admin_ddl"):      # the catalog only: no slot, no Spark
+    if language == "kql":
+        result = await run_on_engine(state, sql, prune=prune, engine=engine, kql=True)
+    elif (statement := classify(sql)).kind in ("ddl", "admin_ddl"):
+        # Decided on the tokens of the statement, so no comment or white space can hide DDL.
+        if statement.kind == "admin_ddl" and state.tokens.enabled:
+            state.tokens.allows(bearer_token(request), "admin")
+        # the catalog only: no slot, no Spark
         result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune))
     else:
-        result = await _run_on_engine(state, sql, prune=prune, engine=engine)
+        result = await run_on_engine(state, sql, prune=prune, engine=engine)
     stats: dict[str, Any] = result.stats.to_json()
     stats["truncated"] = result.truncated is not None
     if result.truncated is not None:
         stats["truncated_by"] = result.truncated
     if ARROW_STREAM in request.headers.get("accept", ""):
-        return Response(arrow_stream(result.table), media_type=ARROW_STREAM,
-                        headers={"X-Shoal-Stats": json.dumps(
-                            {k: v for k, v in stats.items() if k != "scans"})})
+        headers = {"X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
+                                                if k != "scans"})}
+        if result.render is not None:
+            headers["X-Shoal-Render"] = json.dumps(result.render)
+        return Response(arrow_stream(result.table), media_type=ARROW_STREAM, headers=headers)
     doc = await anyio.to_thread.run_sync(answer_document, result.table, stats)
+    if language == "kql":
+        doc["sql"] = result.translated_sql
+        doc["render"] = result.render
     return JSONResponse(doc)
 
 
-async def _run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: str
-                         ) -> QueryResult:
+async def run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: str,
+                         kql: bool = False) -> QueryResult:
     """One statement on the Spark engine under the server's bounds: a free slot (else 429),
     a live engine (else 503), the timeout and the result caps."""
     reason = state.spark.unavailable()
@@ -117,9 +129,9 @@ async def _run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: s
     state.query_slots.acquire()
     try:
         executor = state.db.query_engine
+        run = executor.execute_kql if kql else executor.execute
         return await anyio.to_thread.run_sync(
-            lambda: executor.execute(sql, prune=prune, engine=engine,
-                                     limits=state.query_limits))
+            lambda: run(sql, prune=prune, engine=engine, limits=state.query_limits))
     except EngineUnavailableError as e:
         e.retry_after_s = state.spark.retry_after_s
         state.spark.wake()          # restart now rather than at the next probe

@@ -1,0 +1,364 @@
+"""The KQL corpus (issue 15, Must show 1): generated logs and queries with their hand-written
+Spark SQL and DuckDB equivalents.
+
+Data: `logs` (4 extents of 300 rows, one per 90 minutes from T0; services api, web, worker,
+db; levels info/warn/error; messages with tokens, "deadlock" only in the third extent; a
+dynamic `attrs` {"http": {"method", "status"}, "region"} absent on some rows; `latency_ms`
+and `user` with nulls and empties), `teams` (service -> team, tier) and `audit` (a table of
+other columns, for union).
+
+Each `Case`: the KQL, the SQL a person would write for shoal (run through shoal), the DuckDB
+SQL over the same rows (default: the same text; `has()` and `get_json_object()` are DuckDB
+macros there), how to compare (`order`: rows in order; `count`: only the number of rows),
+and `local`: whether the embedded engine answers it (else it needs Spark).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+NOW = T0 + timedelta(hours=6)
+NOW_NS = int(NOW.timestamp()) * 1_000_000_000
+SERVICES = ["api", "web", "worker", "db"]
+METHODS = ["GET", "POST", "PUT", "DELETE"]
+
+
+def log_rows() -> list[list[dict[str, Any]]]:
+    """Four batches (extents) of 300 rows, 18 s apart: 6 hours in all."""
+    rng = random.Random(15)
+    batches = []
+    for b in range(4):
+        rows = []
+        for i in range(300):
+            n = b * 300 + i
+            ts = T0 + timedelta(seconds=18 * n)
+            service = SERVICES[rng.randrange(4)]
+            level = rng.choices(["info", "warn", "error"], [60, 25, 15])[0]
+            kind = rng.randrange(5)
+            if b == 2 and i % 50 == 7:
+                message = f"Deadlock detected on table orders-{i}"
+                level = "error"
+            elif kind == 0:
+                message = f"GET /users/{rng.randrange(100)} ok"
+            elif kind == 1:
+                message = f"user u{rng.randrange(20)} login failed"
+            elif kind == 2:
+                message = f"timeout after {rng.randrange(1, 9) * 100}ms"
+            elif kind == 3:
+                message = f"Cache miss for key-{rng.randrange(50)}"
+            else:
+                message = f"request served in {rng.randrange(1, 500)} ms"
+            row: dict[str, Any] = {
+                "_timestamp": ts.isoformat().replace("+00:00", "Z"), "service": service,
+                "level": level, "message": message,
+                "latency_ms": None if n % 17 == 0 else rng.randrange(1, 2000),
+                "user": [None, "", f"u{rng.randrange(10)}", f"u{rng.randrange(10)}"][n % 4],
+            }
+            if n % 11 != 0:
+                row["attrs"] = {"http": {"method": METHODS[rng.randrange(4)],
+                                         "status": rng.choice([200, 200, 201, 404, 500])},
+                                "region": rng.choice(["eu", "us"])}
+            rows.append(row)
+        batches.append(rows)
+    return batches
+
+
+TEAMS = [{"_timestamp": T0.isoformat().replace("+00:00", "Z"), "service": s, "team": t,
+          "tier": k} for k, (s, t) in enumerate([("api", "edge"), ("web", "edge"),
+                                                 ("worker", "batch"), ("billing", "money")])]
+AUDIT = [{"_timestamp": (T0 + timedelta(minutes=7 * i)).isoformat().replace("+00:00", "Z"),
+          "service": SERVICES[i % 4], "action": ["login", "logout", "grant"][i % 3]}
+         for i in range(30)]
+
+
+def duck_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as DuckDB reads them: timestamps parsed, dynamic values as JSON text."""
+    out = []
+    for r in rows:
+        d = dict(r)
+        d["_timestamp"] = datetime.fromisoformat(r["_timestamp"].replace("Z", "+00:00"))
+        if "attrs" in d or "level" in d:
+            d["attrs"] = json.dumps(r["attrs"], separators=(",", ":")) if r.get(
+                "attrs") is not None else None
+        out.append(d)
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    kql: str
+    sql: str
+    duck: str | None = None
+    compare: str = "rows"           # rows (sorted) | order | count
+    local: bool = True
+
+
+TS = "CAST('{}' AS TIMESTAMP)"
+
+
+def ts(minutes: int) -> str:
+    return TS.format((T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def duck_ts(minutes: int) -> str:
+    return "TIMESTAMPTZ '{}+00'".format(
+        (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S"))
+
+
+CASES = [
+    # ---- where ----------------------------------------------------------------------------
+    Case("eq", 'logs | where level == "error" | project _timestamp, service, message',
+         "SELECT _timestamp, service, message FROM logs WHERE level = 'error'"),
+    Case("neq_string_null_is_empty", 'logs | where user != "u3" | count',
+         "SELECT count(*) AS Count FROM logs WHERE user IS NULL OR user <> 'u3'"),
+    Case("lt_gt", "logs | where latency_ms > 500 and latency_ms <= 1500 | count",
+         "SELECT count(*) AS Count FROM logs WHERE latency_ms > 500 AND latency_ms <= 1500"),
+    Case("or_not", 'logs | where not(level == "info") or service == "db" | count',
+         "SELECT count(*) AS Count FROM logs WHERE NOT level = 'info' OR service = 'db'"),
+    Case("in", 'logs | where service in ("api", "db") | summarize c = count() by service',
+         "SELECT service, count(*) AS c FROM logs WHERE service IN ('api', 'db') "
+         "GROUP BY service"),
+    Case("not_in", 'logs | where service !in ("api", "db") | summarize c = count() by service',
+         "SELECT service, count(*) AS c FROM logs WHERE service IS NULL OR "
+         "service NOT IN ('api', 'db') GROUP BY service"),
+    Case("between_numbers", "logs | where latency_ms between (100 .. 200) | count",
+         "SELECT count(*) AS Count FROM logs WHERE latency_ms BETWEEN 100 AND 200"),
+    Case("between_datetimes",
+         "logs | where _timestamp between (datetime(2026-03-01 01:00) .. 30m) | count",
+         f"SELECT count(*) AS Count FROM logs WHERE _timestamp BETWEEN {ts(60)} AND {ts(90)}",
+         f"SELECT count(*) AS Count FROM logs WHERE _timestamp BETWEEN {duck_ts(60)} AND "
+         f"{duck_ts(90)}"),
+    Case("has", 'logs | where message has "deadlock" | project _timestamp, message',
+         "SELECT _timestamp, message FROM logs WHERE has(message, 'deadlock')"),
+    Case("not_has", 'logs | where message !has "timeout" | count',
+         "SELECT count(*) AS Count FROM logs WHERE message IS NULL OR "
+         "NOT has(message, 'timeout')"),
+    Case("has_is_whole_term", 'logs | where message has "dead" | count',
+         "SELECT count(*) AS Count FROM logs WHERE has(message, 'dead')"),
+    Case("contains_caseless", 'logs | where message contains "CACHE mi" | count',
+         "SELECT count(*) AS Count FROM logs WHERE lower(message) LIKE '%cache mi%'",
+         local=True),
+    Case("contains_cs", 'logs | where message contains_cs "Cache" | count',
+         "SELECT count(*) AS Count FROM logs WHERE message LIKE '%Cache%'"),
+    Case("not_contains", 'logs | where message !contains "ms" | count',
+         "SELECT count(*) AS Count FROM logs WHERE message IS NULL OR "
+         "NOT lower(message) LIKE '%ms%'"),
+    Case("startswith", 'logs | where message startswith "get /" | count',
+         "SELECT count(*) AS Count FROM logs WHERE lower(message) LIKE 'get /%'"),
+    Case("endswith", 'logs | where message endswith " OK" | count',
+         "SELECT count(*) AS Count FROM logs WHERE lower(message) LIKE '% ok'", local=False),
+    Case("matches_regex", 'logs | where message matches regex "u1[0-9] login" | count',
+         "SELECT count(*) AS Count FROM logs WHERE message RLIKE 'u1[0-9] login'",
+         "SELECT count(*) AS Count FROM logs WHERE regexp_matches(message, 'u1[0-9] login')"),
+    Case("isnull", "logs | where isnull(latency_ms) | count",
+         "SELECT count(*) AS Count FROM logs WHERE latency_ms IS NULL"),
+    Case("isnotnull", "logs | where isnotnull(latency_ms) | count",
+         "SELECT count(*) AS Count FROM logs WHERE latency_ms IS NOT NULL"),
+    Case("isempty", "logs | where isempty(user) | count",
+         "SELECT count(*) AS Count FROM logs WHERE user IS NULL OR user = ''"),
+    Case("isnotempty", "logs | where isnotempty(user) | summarize c = count() by user",
+         "SELECT user, count(*) AS c FROM logs WHERE user IS NOT NULL AND user <> '' "
+         "GROUP BY user"),
+    Case("caseless_eq", 'logs | where level =~ "ERROR" | count',
+         "SELECT count(*) AS Count FROM logs WHERE lower(level) = 'error'", local=False),
+    # ---- dynamic ---------------------------------------------------------------------------
+    Case("dot_path", 'logs | where attrs.http.method == "GET" | count',
+         "SELECT count(*) AS Count FROM logs "
+         "WHERE get_json_object(attrs, '$.http.method') = 'GET'"),
+    Case("bracket_path", "logs | where attrs['region'] == 'eu' | summarize c = count() "
+         "by service",
+         "SELECT service, count(*) AS c FROM logs WHERE get_json_object(attrs, '$.region') "
+         "= 'eu' GROUP BY service"),
+    Case("path_by", "logs | summarize c = count() by method = tostring(attrs.http.method)",
+         "SELECT get_json_object(attrs, '$.http.method') AS method, count(*) AS c FROM logs "
+         "GROUP BY get_json_object(attrs, '$.http.method')"),
+    Case("path_number", "logs | where attrs.http.status == 500 | count",
+         "SELECT count(*) AS Count FROM logs "
+         "WHERE try_cast(get_json_object(attrs, '$.http.status') AS DOUBLE) = 500",
+         "SELECT count(*) AS Count FROM logs "
+         "WHERE try_cast(get_json_object(attrs, '$.http.status') AS DOUBLE) = 500",
+         local=False),
+    Case("parse_json", "logs | extend a = parse_json(attrs) | where a.region == 'us' | count",
+         "SELECT count(*) AS Count FROM logs WHERE get_json_object(attrs, '$.region') = 'us'"),
+    Case("project_path_name", "logs | where service == 'db' | project attrs.region",
+         "SELECT get_json_object(attrs, '$.region') AS attrs_region FROM logs "
+         "WHERE service = 'db'"),
+    # ---- projections -------------------------------------------------------------------------
+    Case("project_rename_expr",
+         "logs | where level == 'warn' | project ts = _timestamp, svc = service, "
+         "slow = latency_ms > 1000",
+         "SELECT _timestamp AS ts, service AS svc, latency_ms > 1000 AS slow FROM logs "
+         "WHERE level = 'warn'"),
+    Case("project_away", "teams | project-away _timestamp, props",
+         "SELECT service, team, tier FROM teams"),
+    Case("project_rename", "teams | project-rename owner = team | project service, owner",
+         "SELECT service, team AS owner FROM teams"),
+    Case("extend_replace_in_place",
+         "teams | extend tier = tier * 10 | project-away _timestamp, props",
+         "SELECT service, team, tier * 10 AS tier FROM teams"),
+    Case("extend_chain", "teams | extend t2 = tier + 1, t3 = t2 * 2 | project service, t3",
+         "SELECT service, (tier + 1) * 2 AS t3 FROM teams"),
+    Case("extend_then_where_pushes",
+         "logs | extend slow = latency_ms > 1500 | where slow and service == 'api' | count",
+         "SELECT count(*) AS Count FROM logs WHERE latency_ms > 1500 AND service = 'api'"),
+    Case("iff", "logs | extend speed = iff(latency_ms > 1000, 'slow', 'fast') "
+         "| summarize c = count() by speed",
+         "SELECT IF(latency_ms > 1000, 'slow', 'fast') AS speed, count(*) AS c FROM logs "
+         "GROUP BY IF(latency_ms > 1000, 'slow', 'fast')"),
+    Case("case", "logs | summarize c = count() by band = case(latency_ms < 500, 'low', "
+         "latency_ms < 1500, 'mid', 'high')",
+         "SELECT CASE WHEN latency_ms < 500 THEN 'low' WHEN latency_ms < 1500 THEN 'mid' "
+         "ELSE 'high' END AS band, count(*) AS c FROM logs GROUP BY 1"),
+    Case("strcat", "teams | project label = strcat(service, '/', team, '#', tier)",
+         "SELECT concat_ws('', service, '/', team, '#', CAST(tier AS STRING)) AS label "
+         "FROM teams", local=False),
+    Case("tolong_toreal", "teams | project service, t = tolong(tier) * 2, r = toreal(tier) / 2",
+         "SELECT service, CAST(tier AS BIGINT) * 2 AS t, CAST(tier AS DOUBLE) / 2 AS r "
+         "FROM teams", local=False),
+    Case("toint_of_path", "logs | summarize total = sum(toint(attrs.http.status)) by service",
+         "SELECT service, sum(try_cast(get_json_object(attrs, '$.http.status') AS INT)) "
+         "AS total FROM logs GROUP BY service", local=False),
+    Case("format_datetime",
+         "logs | summarize c = count() by hour = format_datetime(_timestamp, 'yyyy-MM-dd HH')",
+         "SELECT date_format(_timestamp, 'yyyy-MM-dd HH') AS hour, count(*) AS c FROM logs "
+         "GROUP BY 1",
+         "SELECT strftime(_timestamp, '%Y-%m-%d %H') AS hour, count(*) AS c FROM logs "
+         "GROUP BY 1", local=False),
+    # ---- summarize ---------------------------------------------------------------------------
+    Case("count_by", "logs | summarize count() by level",
+         "SELECT level, count(*) AS count_ FROM logs GROUP BY level"),
+    Case("countif", "logs | summarize errors = countif(level == 'error'), n = count() "
+         "by service",
+         "SELECT service, count(CASE WHEN level = 'error' THEN 1 END) AS errors, "
+         "count(*) AS n FROM logs GROUP BY service"),
+    Case("dcount", "logs | summarize dcount(user) by service",
+         "SELECT service, count(DISTINCT user) AS dcount_user FROM logs GROUP BY service"),
+    Case("sum_avg_min_max",
+         "logs | summarize sum(latency_ms), avg(latency_ms), min(latency_ms), "
+         "max(latency_ms) by level",
+         "SELECT level, sum(latency_ms) AS sum_latency_ms, avg(latency_ms) AS avg_latency_ms, "
+         "min(latency_ms) AS min_latency_ms, max(latency_ms) AS max_latency_ms FROM logs "
+         "GROUP BY level"),
+    Case("bin_hour", "logs | summarize c = count() by bin(_timestamp, 1h)",
+         "SELECT date_trunc('HOUR', _timestamp) AS _timestamp, count(*) AS c FROM logs "
+         "GROUP BY date_trunc('HOUR', _timestamp)"),
+    Case("bin_5m", "logs | where level == 'error' | summarize c = count() by "
+         "bin(_timestamp, 5m)",
+         "SELECT timestamp_seconds(floor(unix_seconds(_timestamp) / 300) * 300) AS _timestamp, "
+         "count(*) AS c FROM logs WHERE level = 'error' GROUP BY 1",
+         "SELECT time_bucket(INTERVAL 5 MINUTE, _timestamp, TIMESTAMPTZ '1970-01-01 00:00:00+00')"
+         " AS _timestamp, count(*) AS c FROM logs WHERE level = 'error' GROUP BY 1",
+         local=False),
+    Case("percentile", "logs | summarize percentile(latency_ms, 50) by service",
+         "SELECT service, percentile_approx(latency_ms, 0.5, 1000000) AS percentile_latency_ms_50"
+         " FROM logs GROUP BY service",
+         "SELECT service, quantile_disc(latency_ms, 0.5) AS percentile_latency_ms_50 FROM logs "
+         "GROUP BY service", local=False),
+    Case("percentiles", "logs | summarize percentiles(latency_ms, 90, 99)",
+         "SELECT percentile_approx(latency_ms, 0.9, 1000000) AS percentile_latency_ms_90, "
+         "percentile_approx(latency_ms, 0.99, 1000000) AS percentile_latency_ms_99 FROM logs",
+         "SELECT quantile_disc(latency_ms, 0.9) AS percentile_latency_ms_90, "
+         "quantile_disc(latency_ms, 0.99) AS percentile_latency_ms_99 FROM logs", local=False),
+    Case("make_list", "logs | where message has 'deadlock' | summarize make_list(service)",
+         "SELECT collect_list(service) AS list_service FROM logs WHERE has(message, 'deadlock')",
+         "SELECT list(service) AS list_service FROM logs WHERE has(message, 'deadlock')",
+         local=False),
+    Case("arg_max", "logs | summarize arg_max(_timestamp, message, level) by service",
+         "SELECT service, max(_timestamp) AS _timestamp, max_by(message, _timestamp) AS message, "
+         "max_by(level, _timestamp) AS level FROM logs GROUP BY service",
+         "SELECT service, max(_timestamp) AS _timestamp, arg_max(message, _timestamp) AS "
+         "message, arg_max(level, _timestamp) AS level FROM logs GROUP BY service",
+         local=False),
+    Case("summarize_expr_of_aggregates",
+         "logs | summarize errors = countif(level == 'error'), n = count() by service "
+         "| extend share = errors * 100 / n | project service, share",
+         "SELECT service, count(CASE WHEN level = 'error' THEN 1 END) * 100 DIV count(*) AS "
+         "share FROM logs GROUP BY service",
+         "SELECT service, count(CASE WHEN level = 'error' THEN 1 END) * 100 // count(*) AS "
+         "share FROM logs GROUP BY service", local=False),
+    Case("summarize_by_only", "logs | summarize by service, level",
+         "SELECT DISTINCT service, level FROM logs"),
+    # ---- order, limits, distinct, count ------------------------------------------------------
+    Case("sort_default_desc", "teams | sort by tier | project service, tier",
+         "SELECT service, tier FROM teams ORDER BY tier DESC", compare="order"),
+    Case("sort_asc_nulls", "logs | where service == 'api' and level == 'warn' "
+         "| sort by latency_ms asc nulls last, _timestamp asc | project latency_ms, _timestamp",
+         "SELECT latency_ms, _timestamp FROM logs WHERE service = 'api' AND level = 'warn' "
+         "ORDER BY latency_ms ASC NULLS LAST, _timestamp ASC", compare="order"),
+    Case("top", "logs | top 5 by latency_ms | project latency_ms",
+         "SELECT latency_ms FROM logs ORDER BY latency_ms DESC NULLS LAST LIMIT 5",
+         compare="order"),
+    Case("sort_then_project_keeps_order",
+         "logs | where level == 'error' | sort by _timestamp asc | project message | take 7",
+         "SELECT message FROM logs WHERE level = 'error' ORDER BY _timestamp LIMIT 7",
+         compare="order"),
+    Case("take", "logs | take 13", "SELECT * FROM logs LIMIT 13", compare="count"),
+    Case("distinct", "logs | distinct service, level",
+         "SELECT DISTINCT service, level FROM logs"),
+    Case("count_after_where", "logs | where service == 'web' | count",
+         "SELECT count(*) AS Count FROM logs WHERE service = 'web'"),
+    Case("time_window_ago", "logs | where _timestamp > ago(1h) | count",
+         f"SELECT count(*) AS Count FROM logs WHERE _timestamp > {ts(300)}",
+         f"SELECT count(*) AS Count FROM logs WHERE _timestamp > {duck_ts(300)}"),
+    Case("now_minus", "logs | where _timestamp <= now() - 5h and level == 'error' | count",
+         f"SELECT count(*) AS Count FROM logs WHERE _timestamp <= {ts(60)} "
+         "AND level = 'error'",
+         f"SELECT count(*) AS Count FROM logs WHERE _timestamp <= {duck_ts(60)} "
+         "AND level = 'error'"),
+    # ---- let, union, join --------------------------------------------------------------------
+    Case("let_scalar", "let cutoff = 1000; let lvl = 'warn'; logs | where latency_ms > cutoff "
+         "and level == lvl | count",
+         "SELECT count(*) AS Count FROM logs WHERE latency_ms > 1000 AND level = 'warn'"),
+    Case("let_timespan", "let window = 90m; logs | where _timestamp > ago(window) "
+         "| summarize c = count() by service",
+         f"SELECT service, count(*) AS c FROM logs WHERE _timestamp > {ts(270)} "
+         "GROUP BY service",
+         f"SELECT service, count(*) AS c FROM logs WHERE _timestamp > {duck_ts(270)} "
+         "GROUP BY service"),
+    Case("let_tabular", "let errors = logs | where level == 'error'; errors "
+         "| summarize c = count() by service",
+         "SELECT service, count(*) AS c FROM logs WHERE level = 'error' GROUP BY service"),
+    Case("union_same", "union teams, (teams | where tier > 1) | summarize c = count() "
+         "by service",
+         "SELECT service, count(*) AS c FROM (SELECT service FROM teams UNION ALL "
+         "SELECT service FROM teams WHERE tier > 1) AS u GROUP BY service"),
+    Case("union_by_name", "audit | union (teams | where tier == 0) | project service, action, "
+         "team",
+         "SELECT service, action, CAST(NULL AS STRING) AS team FROM audit UNION ALL "
+         "SELECT service, CAST(NULL AS STRING) AS action, team FROM teams WHERE tier = 0",
+         local=False),
+    Case("join_inner", "logs | where level == 'error' | join kind=inner teams on service "
+         "| summarize c = count() by team",
+         "SELECT t.team, count(*) AS c FROM logs l JOIN teams t ON l.service = t.service "
+         "WHERE l.level = 'error' GROUP BY t.team"),
+    Case("join_leftouter", "logs | summarize n = count() by service "
+         "| join kind=leftouter (teams | project service, team) on service "
+         "| project service, n, team",
+         "SELECT l.service, l.n, t.team FROM (SELECT service, count(*) AS n FROM logs "
+         "GROUP BY service) l LEFT JOIN teams t ON l.service = t.service"),
+    Case("join_left_right_keys", "audit | join kind=inner (teams | project svc = service, "
+         "team) on $left.service == $right.svc | summarize c = count() by team, action",
+         "SELECT t.team, a.action, count(*) AS c FROM audit a JOIN teams t "
+         "ON a.service = t.service GROUP BY t.team, a.action"),
+    Case("join_default_innerunique", "audit | join teams on service "
+         "| summarize c = count() by team",
+         "SELECT t.team, count(*) AS c FROM (SELECT DISTINCT service FROM audit) a "
+         "JOIN teams t ON a.service = t.service GROUP BY t.team", local=False),
+    Case("union_withsource", "union withsource=src teams, audit | summarize c = count() "
+         "by src",
+         "SELECT 'teams' AS src, count(*) AS c FROM teams UNION ALL "
+         "SELECT 'audit', count(*) FROM audit", local=False),
+    Case("in_caseless", "logs | where level in~ ('ERROR', 'Warn') | count",
+         "SELECT count(*) AS Count FROM logs WHERE lower(level) IN ('error', 'warn')",
+         local=False),
+    Case("join_columns_named_1", "teams | join kind=inner (teams | where tier < 2) on service "
+         "| project service, tier, tier1",
+         "SELECT a.service, a.tier, b.tier AS tier1 FROM teams a JOIN teams b "
+         "ON a.service = b.service WHERE b.tier < 2"),
+]
