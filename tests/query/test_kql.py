@@ -120,3 +120,33 @@ def test_render_is_returned_as_a_hint(kdb):
 def test_render_must_come_last():
     with pytest.raises(KqlSyntaxError):
         kql_to_sql("logs | render table | take 1", TABLES)
+
+
+def test_header_columns_and_their_byte_functions_through_kql(tmp_path):
+    import struct
+
+    import pyarrow as pa
+
+    import shoal
+
+    db = shoal.connect(data_dir=str(tmp_path / "h"), query_engine="local")
+    try:
+        db.sql("CREATE TABLE h (k string, n binary HEADER('n'))")
+        info = db.catalog.load_table("h")
+        rows = 10
+        t = pa.table({
+            "_timestamp": pa.array([NOW_NS - i for i in range(rows)], pa.int64()).cast(
+                pa.timestamp("ns", tz="UTC")),
+            "props": pa.nulls(rows, pa.binary()),
+            "k": [f"k{i}" for i in range(rows)],
+            "n": [struct.pack(">i", i) for i in range(rows)],
+        }).cast(info.schema.arrow())
+        db.coordinator.append("h", [db.coordinator.write_extent(info, t.to_batches())])
+        kql = db.kql("h | where int_from_bytes(n) >= 7 | project k, v = int_from_bytes(n)"
+                     " | sort by v asc", engine="local")
+        sql = db.sql("SELECT k, int_from_bytes(n) AS v FROM h WHERE int_from_bytes(n) >= 7 "
+                     "ORDER BY v", engine="local")
+        assert kql.table.to_pylist() == sql.table.to_pylist() == [
+            {"k": "k7", "v": 7}, {"k": "k8", "v": 8}, {"k": "k9", "v": 9}]
+    finally:
+        db.close()

@@ -223,6 +223,10 @@ SCALARS: dict[str, Callable[[Scalars, ast.Call, list[Sql]], Sql]] = {
     "startofyear": _trunc("YEAR"),
     "hourofday": _simple("hour", "int", 1), "getyear": _simple("year", "int", 1),
     "getmonth": _simple("month", "int", 1), "dayofmonth": _simple("dayofmonth", "int", 1),
+    # shoal's byte functions for header columns (not KQL's; the same names as in SQL)
+    "int_from_bytes": _simple("int_from_bytes", "int", 1, 2),
+    "bigint_from_bytes": _simple("bigint_from_bytes", "long", 1, 2),
+    "double_from_bytes": _simple("double_from_bytes", "real", 1, 2),
 }
 
 
