@@ -40,18 +40,22 @@ class EngineOption(StrEnum):
     SPARK = "spark"
 
 
+# The options `sql` and `kql` share.
+FormatOpt = Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format")]
+StatsOpt = Annotated[bool, typer.Option("--stats", help="Print pruning stats on stderr")]
+PruneOpt = Annotated[bool, typer.Option("--prune/--no-prune",
+                                        help="Skip data by the pruning cascade")]
+EngineOpt = Annotated[EngineOption | None, typer.Option(
+    "--engine", help="local (embedded) or spark; default SHOAL_QUERY_ENGINE, else auto")]
+
+
 def sql_command(
     ctx: typer.Context,
     statement: Annotated[str, typer.Argument(help="One SQL statement, or - to read stdin")],
-    fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format")
-                   ] = SqlFormat.TABLE,
-    stats: Annotated[bool, typer.Option("--stats", help="Print pruning stats on stderr")
-                     ] = False,
-    prune: Annotated[bool, typer.Option("--prune/--no-prune",
-                                        help="Skip data by the pruning cascade")] = True,
-    engine: Annotated[EngineOption | None, typer.Option(
-        "--engine", help="local (embedded) or spark; default SHOAL_QUERY_ENGINE, else auto")
-    ] = None,
+    fmt: FormatOpt = SqlFormat.TABLE,
+    stats: StatsOpt = False,
+    prune: PruneOpt = True,
+    engine: EngineOpt = None,
     kql: Annotated[bool, typer.Option("--kql", help="The statement is a KQL query")] = False,
 ) -> None:
     """Run SQL: SELECT (embedded engine or Spark), or CREATE TABLE / ALTER TABLE / DESCRIBE /
@@ -62,15 +66,10 @@ def sql_command(
 def kql_command(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="One KQL query, or - to read stdin")],
-    fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format")
-                   ] = SqlFormat.TABLE,
-    stats: Annotated[bool, typer.Option("--stats", help="Print pruning stats on stderr")
-                     ] = False,
-    prune: Annotated[bool, typer.Option("--prune/--no-prune",
-                                        help="Skip data by the pruning cascade")] = True,
-    engine: Annotated[EngineOption | None, typer.Option(
-        "--engine", help="local (embedded) or spark; default SHOAL_QUERY_ENGINE, else auto")
-    ] = None,
+    fmt: FormatOpt = SqlFormat.TABLE,
+    stats: StatsOpt = False,
+    prune: PruneOpt = True,
+    engine: EngineOpt = None,
 ) -> None:
     """Run a KQL query (translated to SQL; same engines, pruning and stats as `shoal sql`)."""
     _run(ctx, query, fmt=fmt, stats=stats, prune=prune, engine=engine, kql=True)
