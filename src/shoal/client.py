@@ -25,6 +25,7 @@ from shoal.format.base import BlockPredicate
 from shoal.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.locations import LocationPolicy
+from shoal.maintenance.policy import TablePolicy
 from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, Schema, SchemaMode
 
@@ -62,9 +63,12 @@ class Shoal:
                      mode: SchemaMode = "evolve",
                      properties: dict[str, Any] | None = None) -> TableInfo:
         """Create a table; properties that bind a path or host must lie inside the allowed
-        locations (`shoal.locations`)."""
+        locations (`shoal.locations`), and maintenance properties (`retention`,
+        `target_extent_size`, ...) must parse, so a typo fails here and not in every later
+        maintenance run."""
         if properties:
             LocationPolicy.from_config(self.config).check_properties(properties)
+            TablePolicy.from_properties(properties)
         return self.catalog.create_table(name, Schema.create(columns), mode=mode,
                                          properties=properties)
 

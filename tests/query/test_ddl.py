@@ -329,3 +329,15 @@ def test_show_tables(db):
         {"name": "b_logs", "schema_version": 1, "row_count": 2, "extent_count": 1,
          "snapshot_id": 2},
     ]
+
+
+@pytest.mark.parametrize(("props", "message"), [
+    ("retention='abc'", "retention='abc': expected a positive duration"),
+    ("snapshot_retention='-1d'", "snapshot_retention='-1d'"),
+    ("target_extent_size='huge'", "target_extent_size='huge': expected a positive size"),
+    ("compact_min_extents=1", "compact_min_extents"),
+])
+def test_maintenance_properties_that_do_not_parse_are_refused_at_create(db, props, message):
+    with pytest.raises(InvalidSchemaError, match=message):
+        run(db, f"CREATE TABLE bad (n int) WITH ({props})")
+    assert "bad" not in {t["name"] for t in db.tables()}
