@@ -89,8 +89,8 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
-_INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows", "query_max_bytes",
-                         "query_concurrency", "local_query_max_bytes"})
+_INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
+                         "query_max_bytes", "query_concurrency", "local_query_max_bytes"})
 QUERY_ENGINES = ("auto", "local", "spark")
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})

@@ -20,7 +20,7 @@ from shoal.server import create_app
 from shoal.server.flightsql import flight_sql_pb2 as sql_pb
 from shoal.types import LONG, STRING, Column
 from tests.server.conftest import ADMIN, INGEST, QUERY
-from tests.support.server import free_port, serve_app
+from tests.support.server import free_port, serve_app, start_server
 
 BIG_ROWS = 1_000_000
 BASE_NS = 1_772_323_200 * 10**9          # 2026-03-01T00:00:00Z
@@ -228,3 +228,54 @@ def test_tokens_and_scopes(secured):
     assert stats_of(uri, "SELECT count(*) FROM logs", QUERY)["truncated"] is False
     with pytest.raises(flight.FlightUnauthenticatedError):
         flight_info(uri, "SELECT 1", "wrong")
+
+
+def _self_signed(directory) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "flight.crt", directory / "flight.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_shoal_serve_flight_port_with_tls(tmp_path):
+    """`shoal serve --flight-port N` with SHOAL_FLIGHT_TLS_CERT/KEY: grpc+tls, the client
+    trusting that certificate."""
+    cert, key = _self_signed(tmp_path)
+    data = tmp_path / "data"
+    db = shoal.connect(data_dir=str(data))
+    _logs(db)
+    db.close()
+    port = free_port()
+    server = start_server(data, extra_args=["--lazy-spark", "--flight-port", str(port)],
+                          env={"SHOAL_QUERY_ENGINE": "local", "SHOAL_FLIGHT_TLS_CERT": cert,
+                               "SHOAL_FLIGHT_TLS_KEY": key})
+    try:
+        with open(cert) as f:
+            roots = f.read()
+        with flight_sql.connect(f"grpc+tls://127.0.0.1:{port}", autocommit=True, db_kwargs={
+                DatabaseOptions.TLS_ROOT_CERTS.value: roots}) as conn, conn.cursor() as cur:
+            cur.execute("SELECT count(*) AS n FROM logs WHERE has(message, 'deadlock')")
+            assert cur.fetchall() == [(1,)]
+    finally:
+        server.stop()
