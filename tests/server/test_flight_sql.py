@@ -279,3 +279,15 @@ def test_shoal_serve_flight_port_with_tls(tmp_path):
             assert cur.fetchall() == [(1,)]
     finally:
         server.stop()
+
+
+def test_a_ticket_is_good_for_one_doget(live):
+    uri, _db = live
+    info = flight_info(uri, "SELECT count(*) AS n FROM logs")
+    ticket = info.endpoints[0].ticket
+    with flight.connect(uri) as client:
+        assert client.do_get(ticket).read_all().to_pylist() == [{"n": 200}]
+        with pytest.raises(pa.ArrowInvalid, match="unknown or expired ticket"):
+            client.do_get(ticket).read_all()
+        with pytest.raises(pa.ArrowInvalid, match="not a Flight SQL command"):
+            client.get_flight_info(flight.FlightDescriptor.for_command(b"\xff\xff"))

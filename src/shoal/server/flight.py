@@ -72,7 +72,10 @@ DB_SCHEMA = "default"
 TABLE_TYPE = "TABLE"
 KQL_PREFIX = "kql:"
 RESULT_TTL_S = 300.0       # a ticket not fetched within this is dropped
-MAX_PENDING = 64           # answers waiting for their DoGet (the oldest are dropped first)
+# Answers waiting for their DoGet: at most this many, and this many bytes beside the newest
+# one (whose size the query's byte cap bounds); the oldest are dropped first.
+MAX_PENDING = 64
+MAX_PENDING_BYTES = 1 << 30
 MAX_PREPARED = 1024
 BATCH_BYTES = 4 << 20      # record batches on the wire stay under gRPC's usual 16 MiB limit
 BATCH_ROWS = 1 << 16
@@ -174,6 +177,7 @@ class _Store:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._answers: OrderedDict[bytes, _Answer] = OrderedDict()
+        self._bytes = 0
         self._prepared: OrderedDict[bytes, str] = OrderedDict()
 
     def put(self, table: pa.Table) -> bytes:
@@ -181,15 +185,18 @@ class _Store:
         now = time.monotonic()
         with self._lock:
             self._answers[handle] = _Answer(table, now)
-            while self._answers and (len(self._answers) > MAX_PENDING or
-                                     now - next(iter(self._answers.values())).created
-                                     > RESULT_TTL_S):
-                self._answers.popitem(last=False)
+            self._bytes += table.nbytes
+            while len(self._answers) > 1 and (
+                    len(self._answers) > MAX_PENDING or self._bytes > MAX_PENDING_BYTES
+                    or now - next(iter(self._answers.values())).created > RESULT_TTL_S):
+                self._bytes -= self._answers.popitem(last=False)[1].table.nbytes
         return handle
 
     def take(self, handle: bytes) -> pa.Table:
         with self._lock:
             answer = self._answers.pop(handle, None)
+            if answer is not None:
+                self._bytes -= answer.table.nbytes
         if answer is None or time.monotonic() - answer.created > RESULT_TTL_S:
             raise BadRequestError("unknown or expired ticket (a ticket is good for one DoGet "
                                   f"within {RESULT_TTL_S:g}s of GetFlightInfo)")
