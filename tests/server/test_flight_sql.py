@@ -228,6 +228,11 @@ def test_tokens_and_scopes(secured):
     assert stats_of(uri, "SELECT count(*) FROM logs", QUERY)["truncated"] is False
     with pytest.raises(flight.FlightUnauthenticatedError):
         flight_info(uri, "SELECT 1", "wrong")
+    with flight.connect(uri) as client:     # user/password clients: the token as password
+        header = client.authenticate_basic_token(b"anyone", QUERY.encode())
+        assert header == (b"authorization", f"Bearer {QUERY}".encode())
+        with pytest.raises(flight.FlightUnauthenticatedError):
+            client.authenticate_basic_token(b"anyone", b"wrong")
 
 
 def _self_signed(directory) -> tuple[str, str]:

@@ -144,6 +144,18 @@ class _AuthFactory(flight.ServerMiddlewareFactory):
         return _Caller(token, echo_bearer=basic)
 
 
+class _Handshake(flight.ServerAuthHandler):
+    """Lets the Handshake RPC of user/password clients through: the `auth` middleware has
+    checked their `authorization` header and answers it with the bearer form."""
+
+    def authenticate(self, outgoing: flight.ServerAuthSender,
+                     incoming: flight.ServerAuthReader) -> None:
+        return None
+
+    def is_valid(self, token: bytes) -> str:
+        return ""       # every call's header is checked by the `auth` middleware
+
+
 def _token_of(header: str | None) -> tuple[str | None, bool]:
     """(the token, whether it came as a Basic password) of an `authorization` header."""
     if header is None:
@@ -226,7 +238,7 @@ class _Store:
 class _Service(flight.FlightServerBase):
     def __init__(self, owner: FlightSqlServer, location: str,
                  tls: list[tuple[bytes, bytes]] | None) -> None:
-        super().__init__(location, tls_certificates=tls,
+        super().__init__(location, tls_certificates=tls, auth_handler=_Handshake(),
                          middleware={"auth": _AuthFactory(owner.state)})
         self.owner = owner
 
