@@ -38,6 +38,10 @@ class Config:
     otlp_logs_table: str = "otel_logs"
     otlp_spans_table: str = "otel_spans"
     otlp_metrics_table: str = "otel_metrics"
+    # Arrow Flight SQL (issue 15): its port (0 = off) and, for grpc+tls, PEM cert and key.
+    flight_port: int = 8815
+    flight_tls_cert: str | None = None
+    flight_tls_key: str | None = None
     # Kafka (SPEC §7.3): bootstrap servers for pipelines whose table binding names none.
     kafka_bootstrap: str | None = None
     # `shoal serve` runs the maintenance scheduler + a worker, and the Kafka pipelines of
@@ -85,8 +89,8 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
-_INT_FIELDS = frozenset({"port", "otlp_grpc_port", "query_max_rows", "query_max_bytes",
-                         "query_concurrency", "local_query_max_bytes"})
+_INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
+                         "query_max_bytes", "query_concurrency", "local_query_max_bytes"})
 QUERY_ENGINES = ("auto", "local", "spark")
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})

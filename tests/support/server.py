@@ -153,6 +153,7 @@ def start_server(data_dir: str | Path | None = None, *, catalog_url: str | None 
     # OTLP/gRPC is off unless the test asks for it (`env` or `--otlp-grpc-port`): the
     # default port 4317 is one for the whole machine, and test servers run side by side.
     child_env["SHOAL_OTLP_GRPC_PORT"] = "0"
+    child_env["SHOAL_FLIGHT_PORT"] = "0"      # Flight SQL likewise (default 8815)
     # Background maintenance and bound Kafka pipelines are off unless asked for: they would
     # change extent counts under tests that assert them.
     child_env["SHOAL_MAINTENANCE"] = "false"

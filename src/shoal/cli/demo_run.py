@@ -194,7 +194,7 @@ class ServerProcess:
                if not k.startswith("SHOAL_") or k in KEEP_ENV}
         # No OTLP/gRPC port (4317 may be another server's) and no background maintenance
         # (compaction would change the pruning figures the demo prints mid-run).
-        env.update(SHOAL_OTLP_GRPC_PORT="0", SHOAL_MAINTENANCE="false")
+        env.update(SHOAL_OTLP_GRPC_PORT="0", SHOAL_FLIGHT_PORT="0", SHOAL_MAINTENANCE="false")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "shoal", "--data-dir", str(data_dir),

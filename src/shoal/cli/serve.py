@@ -3,7 +3,8 @@
 OTLP/gRPC is served beside it on `--otlp-grpc-port` (SHOAL_OTLP_GRPC_PORT, default 4317,
 0 = off), on the same host and under the same tokens. A gRPC port in use fails the startup
 with one line (checked before uvicorn starts; the app's lifespan fails too if the port is
-taken in between).
+taken in between). Arrow Flight SQL likewise on `--flight-port` (SHOAL_FLIGHT_PORT, default
+8815, 0 = off; `shoal.server.flight`).
 
 Refuses (exit 1, one line) to bind to a non-loopback host when no tokens are configured.
 Graceful stop: uvicorn stops accepting, waits for in-flight requests, then the app's
@@ -47,6 +48,9 @@ def serve_command(ctx: typer.Context,
           otlp_grpc_port: Annotated[int | None, typer.Option(
               "--otlp-grpc-port",
               help="OTLP/gRPC port (SHOAL_OTLP_GRPC_PORT, default 4317; 0 = off)")] = None,
+          flight_port: Annotated[int | None, typer.Option(
+              "--flight-port",
+              help="Arrow Flight SQL port (SHOAL_FLIGHT_PORT, default 8815; 0 = off)")] = None,
           ) -> None:
     """Run the HTTP server (ingest, query, tables, health, metrics)."""
     import uvicorn
@@ -57,17 +61,23 @@ def serve_command(ctx: typer.Context,
     base = config_of(ctx)
     cfg = replace(base, host=host or base.host, port=base.port if port is None else port,
                   otlp_grpc_port=(base.otlp_grpc_port if otlp_grpc_port is None
-                                  else otlp_grpc_port))
+                                  else otlp_grpc_port),
+                  flight_port=base.flight_port if flight_port is None else flight_port)
     if not 0 <= cfg.otlp_grpc_port <= 65535:
         raise ConfigError(f"--otlp-grpc-port must be 0-65535, got {cfg.otlp_grpc_port}")
+    if not 0 <= cfg.flight_port <= 65535:
+        raise ConfigError(f"--flight-port must be 0-65535, got {cfg.flight_port}")
     tokens = load_tokens(cfg)
     check_bind(cfg.host, tokens)
     if cfg.otlp_grpc_port:
         _check_port_free(cfg.host, cfg.otlp_grpc_port)
+    if cfg.flight_port:
+        _check_port_free(cfg.host, cfg.flight_port, what="Flight SQL", flag="--flight-port")
     db = Shoal(cfg)
     try:
         app = create_app(db, config=cfg, tokens=tokens, close_db=True, warm_spark=warm_spark,
-                         otlp_grpc_port=cfg.otlp_grpc_port, maintenance=cfg.maintenance,
+                         otlp_grpc_port=cfg.otlp_grpc_port,
+                         flight_port=cfg.flight_port, maintenance=cfg.maintenance,
                          pipelines=cfg.pipelines)
         server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port,
                                                log_level=log_level.value, lifespan="on",
@@ -79,15 +89,16 @@ def serve_command(ctx: typer.Context,
         db.close()    # idempotent; covers a failed startup, where the lifespan never ran
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """Fail early, in one line, when the OTLP/gRPC port is taken (gRPC binds the same way:
-    SO_REUSEADDR, no SO_REUSEPORT)."""
+def _check_port_free(host: str, port: int, *, what: str = "OTLP/gRPC",
+                     flag: str = "--otlp-grpc-port") -> None:
+    """Fail early, in one line, when a gRPC port (OTLP, Flight SQL) is taken (gRPC binds
+    the same way: SO_REUSEADDR, no SO_REUSEPORT)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host.strip("[]"), port))
         except OSError as e:
-            raise ConfigError(f"cannot bind OTLP/gRPC to {host}:{port}: "
+            raise ConfigError(f"cannot bind {what} to {host}:{port}: "
                               f"{e.strerror or e}; choose another port with "
-                              "--otlp-grpc-port N, or 0 to turn it off") from e
+                              f"{flag} N, or 0 to turn it off") from e

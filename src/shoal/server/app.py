@@ -26,7 +26,9 @@ caught SIGTERM, so this is where a graceful stop must flush.
 OTLP/gRPC (`otlp_grpc_port`, off unless given: `shoal serve` passes the configured port)
 runs beside uvicorn with the same tokens and the same write path: started in the lifespan
 (a port in use fails the startup), stopped at shutdown before `db` is closed, letting
-running calls finish.
+running calls finish. Arrow Flight SQL (`flight_port`, likewise off unless given;
+`shoal.server.flight`) is started and stopped the same way, over the same state (tokens,
+query slots and limits), as `app.state.flight`.
 
 The app does not own `db` unless told to (`close_db`): tests build several apps over
 clients they close themselves.
@@ -77,6 +79,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                tokens: TokenTable | None = None, worker_threads: int = 256,
                close_db: bool = False, sweep_ledger: bool = True,
                warm_spark: bool = False, otlp_grpc_port: int | None = None,
+               flight_port: int | None = None,
                maintenance: bool | None = None, pipelines: bool | None = None,
                spark_probe_interval_s: float = 5.0,
                spark_probe_timeout_s: float = 20.0) -> FastAPI:
@@ -87,7 +90,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     caps ingest bodies, before and after gzip decoding. `warm_spark` starts the Spark
     session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
-    (its `bound_port` once started). `maintenance` runs the maintenance scheduler and a
+    (its `bound_port` once started). `flight_port` (None or 0: off) serves Arrow Flight SQL
+    on `config.host` (TLS per `config.flight_tls_cert`/`flight_tls_key`), as
+    `app.state.flight`. `maintenance` runs the maintenance scheduler and a
     worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka and
     file-drop pipelines of bound tables (`shoal.server.pipelines`). None follows
     `warm_spark`, i.e. on for `shoal serve` (which passes the config's `maintenance` and
@@ -126,6 +131,14 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                                    tokens=state.tokens, max_message_bytes=max_body_bytes,
                                    accepting=lambda: state.accepting, observe=observe)
 
+    flight_sql = None
+    if flight_port:
+        from shoal.server.flight import FlightSqlServer   # only when it is served
+
+        flight_sql = FlightSqlServer(state, host=config.host, port=flight_port,
+                                     tls_cert=config.flight_tls_cert,
+                                     tls_key=config.flight_tls_key)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         limiter = anyio.to_thread.current_default_thread_limiter()
@@ -138,6 +151,15 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
             try:
                 otlp_grpc.start()
             except BaseException:
+                if sweeper is not None:
+                    sweeper.stop()
+                raise
+        if flight_sql is not None:
+            try:
+                flight_sql.start()
+            except BaseException:
+                if otlp_grpc is not None:
+                    otlp_grpc.stop()
                 if sweeper is not None:
                     sweeper.stop()
                 raise
@@ -154,6 +176,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
             await anyio.to_thread.run_sync(stop_maintenance)
             if otlp_grpc is not None:
                 await anyio.to_thread.run_sync(otlp_grpc.stop)
+            if flight_sql is not None:
+                await anyio.to_thread.run_sync(flight_sql.stop)
             if sweeper is not None:
                 sweeper.stop()
             await anyio.to_thread.run_sync(supervisor.stop)
@@ -164,6 +188,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.shoal = state
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
+    app.state.flight = flight_sql
     install_error_handlers(app)
     app.add_middleware(EdgeMiddleware, **EdgeMiddleware.options(
         auth_enabled=state.tokens.enabled, http_hosts=config.http_hosts,

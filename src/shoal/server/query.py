@@ -92,20 +92,11 @@ async def query(request: Request,
 
     from shoal.query.results import answer_document, arrow_stream
 
-    if language == "kql":
-        result = await run_on_engine(state, sql, prune=prune, engine=engine, kql=True)
-    elif (statement := classify(sql)).kind in ("ddl", "admin_ddl"):
-        # Decided on the tokens of the statement, so no comment or white space can hide DDL.
-        if statement.kind == "admin_ddl" and state.tokens.enabled:
-            state.tokens.allows(bearer_token(request), "admin")
-        # the catalog only: no slot, no Spark
-        result = await anyio.to_thread.run_sync(lambda: state.db.sql(sql, prune=prune))
-    else:
-        result = await run_on_engine(state, sql, prune=prune, engine=engine)
-    stats: dict[str, Any] = result.stats.to_json()
-    stats["truncated"] = result.truncated is not None
-    if result.truncated is not None:
-        stats["truncated_by"] = result.truncated
+    token = bearer_token(request)
+    result = await anyio.to_thread.run_sync(
+        lambda: run_statement(state, sql, token=token, prune=prune, engine=engine,
+                              kql=language == "kql"))
+    stats = answer_stats(result)
     if ARROW_STREAM in request.headers.get("accept", ""):
         headers = {"X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
                                                 if k != "scans"})}
@@ -119,10 +110,43 @@ async def query(request: Request,
     return JSONResponse(doc)
 
 
+def run_statement(state: ServerState, text: str, *, token: str | None, prune: bool,
+                  engine: str, kql: bool = False) -> QueryResult:
+    """One statement of any frontend (`/v1/query`, Flight SQL), blocking: the guard decides
+    its kind on its tokens, so no comment or white space can hide DDL; CREATE/ALTER need
+    the `admin` scope (when tokens are configured); DESCRIBE/SHOW touch only the catalog
+    (no slot, no Spark); queries run under the server's bounds (`run_bounded`). The caller
+    has checked the `query` scope."""
+    if kql:
+        return run_bounded(state, text, prune=prune, engine=engine, kql=True)
+    statement = classify(text)
+    if statement.kind in ("ddl", "admin_ddl"):
+        if statement.kind == "admin_ddl" and state.tokens.enabled:
+            state.tokens.allows(token, "admin")
+        return state.db.sql(text, prune=prune)
+    return run_bounded(state, text, prune=prune, engine=engine)
+
+
+def answer_stats(result: QueryResult) -> dict[str, Any]:
+    """The pruning stats of an answer, with `truncated` (and `truncated_by`)."""
+    stats: dict[str, Any] = result.stats.to_json()
+    stats["truncated"] = result.truncated is not None
+    if result.truncated is not None:
+        stats["truncated_by"] = result.truncated
+    return stats
+
+
 async def run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: str,
                          kql: bool = False) -> QueryResult:
-    """One statement on the Spark engine under the server's bounds: a free slot (else 429),
-    a live engine (else 503), the timeout and the result caps."""
+    """`run_bounded` in a worker thread."""
+    return await anyio.to_thread.run_sync(
+        lambda: run_bounded(state, sql, prune=prune, engine=engine, kql=kql))
+
+
+def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
+                kql: bool = False) -> QueryResult:
+    """One statement on the engine under the server's bounds, blocking: a free slot (else
+    429), a live engine (else 503), the timeout and the result caps."""
     reason = state.spark.unavailable()
     if reason is not None:
         raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
@@ -130,8 +154,7 @@ async def run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: st
     try:
         executor = state.db.query_engine
         run = executor.execute_kql if kql else executor.execute
-        return await anyio.to_thread.run_sync(
-            lambda: run(sql, prune=prune, engine=engine, limits=state.query_limits))
+        return run(sql, prune=prune, engine=engine, limits=state.query_limits)
     except EngineUnavailableError as e:
         e.retry_after_s = state.spark.retry_after_s
         state.spark.wake()          # restart now rather than at the next probe

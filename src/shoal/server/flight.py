@@ -1,0 +1,528 @@
+"""Arrow Flight SQL: shoal's query lane for ADBC, JDBC and ODBC clients (issue 15).
+
+A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
+0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
+OTLP/gRPC. The Flight SQL messages are `shoal.server.flightsql.flight_sql_pb2` (generated
+from the .proto beside it; how to regenerate is written there).
+
+Served:
+- `GetFlightInfo` on `CommandStatementQuery` / `CommandPreparedStatementQuery`: the statement
+  runs through the same path as `POST /v1/query` (`shoal.server.query.run_statement`: the
+  guard's allow-list, `admin` for CREATE/ALTER, the query slots, timeout and result caps,
+  both engines). A statement starting with `kql:` is KQL (read only, like `{"kql": ...}`).
+  The answer is one endpoint whose ticket (`TicketStatementQuery`) is good for one `DoGet`
+  within `RESULT_TTL_S`; `DoGet` streams it as record batches of at most
+  `BATCH_BYTES`. The FlightInfo carries `total_records`, `total_bytes` and, in
+  `app_metadata`, the answer's pruning stats: the JSON object `X-Shoal-Stats` holds on
+  `/v1/query` (extents/blocks planned and pruned, engine, `truncated`...).
+- Metadata (`GetCatalogs`, `GetDbSchemas`, `GetTables` with `include_schema`,
+  `GetTableTypes`, `GetSqlInfo`), answered from the catalog. shoal has one namespace: one
+  catalog `shoal` with one schema `default`; table names in SQL are unqualified.
+- Prepared statements without parameters: the actions `CreatePreparedStatement` (the guard
+  checks the statement at once; no dataset schema is announced, as the statement has not
+  run) and `ClosePreparedStatement`. Parameters (`DoPut` on a prepared statement) and
+  updates are refused as unimplemented; transactions do not exist.
+- `GetSchema` on a metadata command gives its fixed schema; on a statement, it runs it.
+
+Auth: the same tokens and scopes as the HTTP API (`shoal.server.auth`). A middleware reads
+`authorization: Bearer <token>` on every call (a call without a valid one is
+UNAUTHENTICATED when tokens are configured); every call needs the `query` scope, CREATE/ALTER
+also `admin` (PERMISSION_DENIED otherwise). `authorization: Basic` with the token as the
+password is accepted too, and answered with the bearer header, which is how clients that
+only know user/password (JDBC's `user=x;password=<token>`) log in.
+
+TLS: `flight_tls_cert` / `flight_tls_key` (PEM files; both or neither) serve `grpc+tls`.
+
+Errors: shoal's status table (`shoal.server.errors.status_for`) mapped onto gRPC codes:
+4xx -> INVALID_ARGUMENT (the guard's message, the parse position...), 401/403 ->
+UNAUTHENTICATED/PERMISSION_DENIED, 429/503 -> UNAVAILABLE, 5xx -> INTERNAL (logged).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import re
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import pyarrow as pa
+import pyarrow.flight as flight
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
+
+from shoal.errors import ConfigError, ShoalError
+from shoal.query.guard import classify
+from shoal.server.errors import BadRequestError, status_for
+from shoal.server.flightsql import flight_sql_pb2 as sql_pb
+from shoal.server.query import answer_stats, run_statement
+from shoal.server.state import ServerState
+
+log = logging.getLogger("shoal.server")
+
+CATALOG = "shoal"
+DB_SCHEMA = "default"
+TABLE_TYPE = "TABLE"
+KQL_PREFIX = "kql:"
+RESULT_TTL_S = 300.0       # a ticket not fetched within this is dropped
+# Answers waiting for their DoGet: at most this many, and this many bytes beside the newest
+# one (whose size the query's byte cap bounds); the oldest are dropped first.
+MAX_PENDING = 64
+MAX_PENDING_BYTES = 1 << 30
+MAX_PREPARED = 1024
+BATCH_BYTES = 4 << 20      # record batches on the wire stay under gRPC's usual 16 MiB limit
+BATCH_ROWS = 1 << 16
+
+CATALOGS_SCHEMA = pa.schema([pa.field("catalog_name", pa.utf8(), nullable=False)])
+DB_SCHEMAS_SCHEMA = pa.schema([pa.field("catalog_name", pa.utf8()),
+                               pa.field("db_schema_name", pa.utf8(), nullable=False)])
+TABLES_SCHEMA = pa.schema([pa.field("catalog_name", pa.utf8()),
+                           pa.field("db_schema_name", pa.utf8()),
+                           pa.field("table_name", pa.utf8(), nullable=False),
+                           pa.field("table_type", pa.utf8(), nullable=False)])
+TABLES_SCHEMA_WITH_SCHEMA = TABLES_SCHEMA.append(
+    pa.field("table_schema", pa.binary(), nullable=False))
+TABLE_TYPES_SCHEMA = pa.schema([pa.field("table_type", pa.utf8(), nullable=False)])
+_SQL_INFO_VALUE = pa.dense_union([
+    pa.field("string_value", pa.utf8()),
+    pa.field("bool_value", pa.bool_()),
+    pa.field("bigint_value", pa.int64()),
+    pa.field("int32_bitmask", pa.int32()),
+    pa.field("string_list", pa.list_(pa.field("item", pa.utf8()))),
+    pa.field("int32_to_int32_list_map",
+             pa.map_(pa.int32(), pa.list_(pa.field("item", pa.int32())))),
+])
+SQL_INFO_SCHEMA = pa.schema([pa.field("info_name", pa.uint32(), nullable=False),
+                             pa.field("value", _SQL_INFO_VALUE, nullable=False)])
+
+_COMMANDS: dict[str, type[Message]] = {
+    m.DESCRIPTOR.full_name: m for m in (
+        sql_pb.CommandStatementQuery, sql_pb.CommandPreparedStatementQuery,
+        sql_pb.CommandGetCatalogs, sql_pb.CommandGetDbSchemas, sql_pb.CommandGetTables,
+        sql_pb.CommandGetTableTypes, sql_pb.CommandGetSqlInfo,
+        sql_pb.CommandStatementUpdate)}
+
+
+# ---- auth ----------------------------------------------------------------------------------
+class _Caller(flight.ServerMiddleware):
+    """Who is calling: the bearer token of the call (None when auth is off)."""
+
+    def __init__(self, token: str | None, *, echo_bearer: bool = False) -> None:
+        self.token = token
+        self._echo = echo_bearer
+
+    def sending_headers(self) -> dict[str, str]:
+        if self._echo and self.token is not None:   # Basic login: hand back the bearer form
+            return {"authorization": f"Bearer {self.token}"}
+        return {}
+
+
+class _AuthFactory(flight.ServerMiddlewareFactory):
+    def __init__(self, state: ServerState) -> None:
+        super().__init__()
+        self.state = state
+
+    def start_call(self, info: flight.CallInfo, headers: dict[str, list[Any]]) -> _Caller:
+        values = headers.get("authorization") or [None]
+        header = values[0]
+        if isinstance(header, bytes):
+            header = header.decode("utf-8", "replace")
+        token, basic = _token_of(header)
+        if self.state.tokens.enabled:
+            if token is None:
+                raise flight.FlightUnauthenticatedError(
+                    "missing bearer token (authorization: Bearer <token>)")
+            if self.state.tokens.scopes_of(token) is None:
+                raise flight.FlightUnauthenticatedError("invalid bearer token")
+        return _Caller(token, echo_bearer=basic)
+
+
+class _Handshake(flight.ServerAuthHandler):
+    """Lets the Handshake RPC of user/password clients through: the `auth` middleware has
+    checked their `authorization` header and answers it with the bearer form."""
+
+    def authenticate(self, outgoing: flight.ServerAuthSender,
+                     incoming: flight.ServerAuthReader) -> None:
+        return None
+
+    def is_valid(self, token: bytes) -> str:
+        return ""       # every call's header is checked by the `auth` middleware
+
+
+def _token_of(header: str | None) -> tuple[str | None, bool]:
+    """(the token, whether it came as a Basic password) of an `authorization` header."""
+    if header is None:
+        return None, False
+    scheme, _, value = header.strip().partition(" ")
+    value = value.strip()
+    if not value:
+        return None, False
+    if scheme.lower() == "bearer":
+        return value, False
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None, False
+        password = decoded.partition(":")[2]
+        return (password or None), True
+    return None, False
+
+
+# ---- pending answers and prepared statements -------------------------------------------------
+@dataclass
+class _Answer:
+    table: pa.Table
+    created: float
+
+
+class _Store:
+    """Answers waiting for their one `DoGet`, and prepared statements, by random handle."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: OrderedDict[bytes, _Answer] = OrderedDict()
+        self._bytes = 0
+        self._prepared: OrderedDict[bytes, str] = OrderedDict()
+
+    def put(self, table: pa.Table) -> bytes:
+        handle = secrets.token_bytes(16)
+        now = time.monotonic()
+        with self._lock:
+            self._answers[handle] = _Answer(table, now)
+            self._bytes += table.nbytes
+            while len(self._answers) > 1 and (
+                    len(self._answers) > MAX_PENDING or self._bytes > MAX_PENDING_BYTES
+                    or now - next(iter(self._answers.values())).created > RESULT_TTL_S):
+                self._bytes -= self._answers.popitem(last=False)[1].table.nbytes
+        return handle
+
+    def take(self, handle: bytes) -> pa.Table:
+        with self._lock:
+            answer = self._answers.pop(handle, None)
+            if answer is not None:
+                self._bytes -= answer.table.nbytes
+        if answer is None or time.monotonic() - answer.created > RESULT_TTL_S:
+            raise BadRequestError("unknown or expired ticket (a ticket is good for one DoGet "
+                                  f"within {RESULT_TTL_S:g}s of GetFlightInfo)")
+        return answer.table
+
+    def prepare(self, text: str) -> bytes:
+        handle = secrets.token_bytes(16)
+        with self._lock:
+            self._prepared[handle] = text
+            while len(self._prepared) > MAX_PREPARED:
+                self._prepared.popitem(last=False)
+        return handle
+
+    def prepared(self, handle: bytes) -> str:
+        with self._lock:
+            text = self._prepared.get(handle)
+        if text is None:
+            raise BadRequestError("unknown or closed prepared statement")
+        return text
+
+    def close(self, handle: bytes) -> None:
+        with self._lock:
+            self._prepared.pop(handle, None)
+
+
+# ---- the service ----------------------------------------------------------------------------
+class _Service(flight.FlightServerBase):
+    def __init__(self, owner: FlightSqlServer, location: str,
+                 tls: list[tuple[bytes, bytes]] | None) -> None:
+        super().__init__(location, tls_certificates=tls, auth_handler=_Handshake(),
+                         middleware={"auth": _AuthFactory(owner.state)})
+        self.owner = owner
+
+    def get_flight_info(self, context: flight.ServerCallContext,
+                        descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        return self.owner.call(context, lambda token: self.owner.flight_info(token, descriptor))
+
+    def get_schema(self, context: flight.ServerCallContext,
+                   descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        return self.owner.call(context, lambda token: flight.SchemaResult(
+            self.owner.flight_info(token, descriptor).schema))
+
+    def do_get(self, context: flight.ServerCallContext,
+               ticket: flight.Ticket) -> flight.FlightDataStream:
+        return self.owner.call(context, lambda _token: self.owner.stream(ticket))
+
+    def do_action(self, context: flight.ServerCallContext,
+                  action: flight.Action) -> Iterator[flight.Result]:
+        return self.owner.call(context, lambda token: self.owner.action(token, action))
+
+    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
+        return [("CreatePreparedStatement", "prepare a statement (no parameters)"),
+                ("ClosePreparedStatement", "close a prepared statement")]
+
+    def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
+               reader: flight.MetadataRecordBatchReader,
+               writer: flight.FlightMetadataWriter) -> None:
+        raise NotImplementedError("shoal's Flight SQL takes no parameters and no updates: "
+                                  "ingest through the HTTP API, OTLP or Kafka")
+
+
+class FlightSqlServer:
+    """Flight SQL over `state` (the HTTP app's: same db, tokens, slots and limits)."""
+
+    def __init__(self, state: ServerState, *, host: str = "127.0.0.1", port: int = 8815,
+                 tls_cert: str | None = None, tls_key: str | None = None) -> None:
+        if (tls_cert is None) != (tls_key is None):
+            raise ConfigError("Flight SQL TLS needs both flight_tls_cert and flight_tls_key")
+        self.state = state
+        self.host = host
+        self.port = port
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
+        self.store = _Store()
+        self._service: _Service | None = None
+        self.bound_port: int | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "grpc+tls" if self.tls_cert else "grpc+tcp"
+
+    def start(self) -> int:
+        tls = None
+        if self.tls_cert is not None and self.tls_key is not None:
+            try:
+                with open(self.tls_cert, "rb") as c, open(self.tls_key, "rb") as k:
+                    tls = [(c.read(), k.read())]
+            except OSError as e:
+                raise ConfigError(f"Flight SQL TLS: {e.filename}: {e.strerror}") from None
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        try:
+            service = _Service(self, f"{self.scheme}://{host}:{self.port}", tls)
+        except (OSError, pa.ArrowException) as e:
+            raise ConfigError(f"cannot serve Flight SQL on {host}:{self.port} ({e}); choose "
+                              "another port with --flight-port N, or 0 to turn it off") from None
+        self._service = service
+        self.bound_port = service.port
+        return service.port
+
+    def stop(self) -> None:
+        service, self._service = self._service, None
+        if service is not None:
+            service.shutdown()     # refuses new calls, waits for running ones
+            service.wait()
+
+    # ---- calls --------------------------------------------------------------------------
+    def call(self, context: flight.ServerCallContext, work: Callable[[str | None], Any]) -> Any:
+        """`work(token)` under the `query` scope, with shoal's errors as Flight errors."""
+        caller = context.get_middleware("auth")
+        token = caller.token if isinstance(caller, _Caller) else None
+        try:
+            self.state.check_accepting()
+            if self.state.tokens.enabled:
+                self.state.tokens.allows(token, "query")
+            return work(token)
+        except ShoalError as e:
+            _raise_flight(e)
+
+    def flight_info(self, token: str | None,
+                    descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        command = _unpack(descriptor)
+        stats: dict[str, Any] | None = None
+        if isinstance(command, (sql_pb.CommandStatementQuery,
+                                sql_pb.CommandPreparedStatementQuery)):
+            text = (command.query if isinstance(command, sql_pb.CommandStatementQuery)
+                    else self.store.prepared(command.prepared_statement_handle))
+            table, stats = self.run(token, text)
+        elif isinstance(command, sql_pb.CommandGetCatalogs):
+            table = pa.table({"catalog_name": [CATALOG]}, schema=CATALOGS_SCHEMA)
+        elif isinstance(command, sql_pb.CommandGetDbSchemas):
+            table = self._db_schemas(command)
+        elif isinstance(command, sql_pb.CommandGetTables):
+            table = self._tables(command)
+        elif isinstance(command, sql_pb.CommandGetTableTypes):
+            table = pa.table({"table_type": [TABLE_TYPE]}, schema=TABLE_TYPES_SCHEMA)
+        elif isinstance(command, sql_pb.CommandGetSqlInfo):
+            table = sql_info(list(command.info))
+        else:
+            raise NotImplementedError(f"{type(command).__name__} is not supported by shoal")
+        ticket = _pack(sql_pb.TicketStatementQuery(statement_handle=self.store.put(table)))
+        return flight.FlightInfo(
+            table.schema, descriptor, [flight.FlightEndpoint(ticket, [])],
+            total_records=table.num_rows, total_bytes=table.nbytes,
+            app_metadata=json.dumps(stats).encode() if stats is not None else b"")
+
+    def run(self, token: str | None, text: str) -> tuple[pa.Table, dict[str, Any]]:
+        """One statement through the `/v1/query` path: (its rows, its stats)."""
+        kql = text.lstrip()[:len(KQL_PREFIX)].lower() == KQL_PREFIX
+        if kql:
+            text = text.lstrip()[len(KQL_PREFIX):]
+        config = self.state.db.config
+        result = run_statement(self.state, text, token=token, prune=True,
+                               engine=config.query_engine, kql=kql)
+        stats = answer_stats(result)
+        if result.render is not None:
+            stats["render"] = result.render
+        if result.translated_sql is not None:
+            stats["sql"] = result.translated_sql
+        return result.table, stats
+
+    def stream(self, ticket: flight.Ticket) -> flight.FlightDataStream:
+        message = _unpack_bytes(ticket.ticket)
+        if not isinstance(message, sql_pb.TicketStatementQuery):
+            raise BadRequestError("expected a TicketStatementQuery ticket")
+        table = self.store.take(message.statement_handle)
+        return flight.RecordBatchStream(
+            pa.RecordBatchReader.from_batches(table.schema, _batches(table)))
+
+    def action(self, token: str | None, action: flight.Action) -> Iterator[flight.Result]:
+        body = action.body.to_pybytes() if action.body is not None else b""
+        if action.type == "CreatePreparedStatement":
+            request = _unpack_bytes(body)
+            if not isinstance(request, sql_pb.ActionCreatePreparedStatementRequest):
+                raise BadRequestError("expected an ActionCreatePreparedStatementRequest")
+            text = request.query
+            if text.lstrip()[:len(KQL_PREFIX)].lower() != KQL_PREFIX:
+                classify(text)      # the guard refuses a forbidden statement at once
+            result = sql_pb.ActionCreatePreparedStatementResult(
+                prepared_statement_handle=self.store.prepare(text))
+            return iter([flight.Result(_pack(result))])
+        if action.type == "ClosePreparedStatement":
+            close = _unpack_bytes(body)
+            if not isinstance(close, sql_pb.ActionClosePreparedStatementRequest):
+                raise BadRequestError("expected an ActionClosePreparedStatementRequest")
+            self.store.close(close.prepared_statement_handle)
+            return iter([])
+        raise NotImplementedError(f"action {action.type!r} is not supported by shoal")
+
+    # ---- metadata -----------------------------------------------------------------------
+    def _db_schemas(self, command: sql_pb.CommandGetDbSchemas) -> pa.Table:
+        ok = (_matches_catalog(command.catalog if command.HasField("catalog") else None)
+              and _like(command.db_schema_filter_pattern
+                        if command.HasField("db_schema_filter_pattern") else None, DB_SCHEMA))
+        rows = [(CATALOG, DB_SCHEMA)] if ok else []
+        return pa.table({"catalog_name": [r[0] for r in rows],
+                         "db_schema_name": [r[1] for r in rows]}, schema=DB_SCHEMAS_SCHEMA)
+
+    def _tables(self, command: sql_pb.CommandGetTables) -> pa.Table:
+        ok = (_matches_catalog(command.catalog if command.HasField("catalog") else None)
+              and _like(command.db_schema_filter_pattern
+                        if command.HasField("db_schema_filter_pattern") else None, DB_SCHEMA)
+              and (not command.table_types or TABLE_TYPE in command.table_types))
+        pattern = (command.table_name_filter_pattern
+                   if command.HasField("table_name_filter_pattern") else None)
+        infos = sorted((t for t in self.state.db.catalog.list_tables()
+                        if ok and _like(pattern, t.name)), key=lambda t: t.name)
+        columns: dict[str, list[Any]] = {
+            "catalog_name": [CATALOG] * len(infos), "db_schema_name": [DB_SCHEMA] * len(infos),
+            "table_name": [t.name for t in infos], "table_type": [TABLE_TYPE] * len(infos)}
+        if not command.include_schema:
+            return pa.table(columns, schema=TABLES_SCHEMA)
+        columns["table_schema"] = [t.schema.arrow().serialize().to_pybytes() for t in infos]
+        return pa.table(columns, schema=TABLES_SCHEMA_WITH_SCHEMA)
+
+
+# ---- GetSqlInfo ------------------------------------------------------------------------------
+def _sql_infos() -> dict[int, tuple[int, Any]]:
+    """info id -> (union child index, value): 0 string, 1 bool, 2 bigint, 3 int32."""
+    from importlib.metadata import version
+
+    return {0: (0, "shoal"), 1: (0, version("shoal")), 2: (0, pa.__version__),
+            3: (1, False),           # FLIGHT_SQL_SERVER_READ_ONLY: CREATE/ALTER run
+            4: (1, True),            # FLIGHT_SQL_SERVER_SQL
+            5: (1, False),           # FLIGHT_SQL_SERVER_SUBSTRAIT
+            8: (3, 0),               # FLIGHT_SQL_SERVER_TRANSACTION: none
+            9: (1, False),           # FLIGHT_SQL_SERVER_CANCEL
+            504: (0, "`"),           # SQL_IDENTIFIER_QUOTE_CHAR (Spark SQL's)
+            }
+
+
+def sql_info(wanted: list[int]) -> pa.Table:
+    infos = _sql_infos()
+    ids = sorted(infos) if not wanted else [i for i in wanted if i in infos]
+    children: list[list[Any]] = [[], [], [], []]
+    types, offsets = [], []
+    for i in ids:
+        child, value = infos[i]
+        types.append(child)
+        offsets.append(len(children[child]))
+        children[child].append(value)
+    arrays = [pa.array(children[0], pa.utf8()), pa.array(children[1], pa.bool_()),
+              pa.array(children[2], pa.int64()), pa.array(children[3], pa.int32()),
+              pa.array([], _SQL_INFO_VALUE.field(4).type),
+              pa.array([], _SQL_INFO_VALUE.field(5).type)]
+    value = pa.UnionArray.from_dense(pa.array(types, pa.int8()), pa.array(offsets, pa.int32()),
+                                     arrays, [f.name for f in _SQL_INFO_VALUE])
+    return pa.Table.from_arrays([pa.array(ids, pa.uint32()), value], schema=SQL_INFO_SCHEMA)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def _batches(table: pa.Table) -> Iterator[pa.RecordBatch]:
+    """The answer in record batches of at most `BATCH_BYTES` (and `BATCH_ROWS`)."""
+    rows = table.num_rows
+    per_row = max(1, table.nbytes // rows) if rows else 1
+    size = max(1, min(BATCH_ROWS, BATCH_BYTES // per_row))
+    yield from table.to_batches(max_chunksize=size)
+
+
+def _like(pattern: str | None, name: str) -> bool:
+    """SQL LIKE (`%`, `_`, case sensitive), as Flight SQL's filter patterns are."""
+    if pattern is None:
+        return True
+    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, name, re.DOTALL) is not None
+
+
+def _matches_catalog(catalog: str | None) -> bool:
+    return catalog is None or catalog == CATALOG
+
+
+def _pack(message: Message) -> bytes:
+    wrapped = any_pb2.Any()
+    wrapped.Pack(message)
+    return wrapped.SerializeToString()
+
+
+def _unpack_bytes(raw: bytes) -> Message:
+    try:
+        wrapped = any_pb2.Any.FromString(raw)
+    except DecodeError:
+        raise BadRequestError("not a Flight SQL command (a google.protobuf.Any)") from None
+    name = wrapped.type_url.rpartition("/")[2]
+    cls = _COMMANDS.get(name) or _OTHER_MESSAGES.get(name)
+    if cls is None:
+        raise NotImplementedError(f"Flight SQL message {name or '(none)'} is not supported "
+                                  "by shoal")
+    message = cls()
+    if not wrapped.Unpack(message):
+        raise BadRequestError(f"malformed {name}")
+    return message
+
+
+def _unpack(descriptor: flight.FlightDescriptor) -> Message:
+    if descriptor.descriptor_type != flight.DescriptorType.CMD:
+        raise BadRequestError("shoal answers Flight SQL commands, not path descriptors")
+    return _unpack_bytes(descriptor.command)
+
+
+_OTHER_MESSAGES: dict[str, type[Message]] = {
+    m.DESCRIPTOR.full_name: m for m in (
+        sql_pb.TicketStatementQuery, sql_pb.ActionCreatePreparedStatementRequest,
+        sql_pb.ActionClosePreparedStatementRequest)}
+
+
+def _raise_flight(exc: ShoalError) -> NoReturn:
+    status = status_for(exc)
+    message = str(exc)
+    if status == 401:
+        raise flight.FlightUnauthenticatedError(message) from exc
+    if status == 403:
+        raise flight.FlightUnauthorizedError(message) from exc
+    if status in (429, 503):
+        raise flight.FlightUnavailableError(message) from exc
+    if status >= 500:
+        log.error("Flight SQL call failed: %s", exc, exc_info=exc)
+        raise flight.FlightInternalError(message) from exc
+    raise pa.ArrowInvalid(message) from exc

@@ -1,0 +1,298 @@
+"""Arrow Flight SQL (issue 15, Must show 3 and 4) with the real client, `adbc-driver-flightsql`
+and its DBAPI cursor, against a live in-process server (uvicorn + the Flight port started by
+the app's lifespan), on the embedded engine: connect, list tables, a needle and an
+aggregation, a 1M-row answer as Arrow, prepared statements, time travel and `has()` pruning
+in the stats side channel (FlightInfo.app_metadata, read with pyarrow's Flight client),
+the guard's refusals, and bearer tokens with scopes."""
+
+from __future__ import annotations
+
+import json
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+from adbc_driver_flightsql import DatabaseOptions
+
+import shoal
+from shoal.server import create_app
+from shoal.server.flightsql import flight_sql_pb2 as sql_pb
+from shoal.types import LONG, STRING, Column
+from tests.server.conftest import ADMIN, INGEST, QUERY
+from tests.support.server import free_port, serve_app, start_server
+
+BIG_ROWS = 1_000_000
+BASE_NS = 1_772_323_200 * 10**9          # 2026-03-01T00:00:00Z
+
+
+def _serve(tmp_path_factory, name: str, fill, **config):
+    db = shoal.connect(data_dir=str(tmp_path_factory.mktemp(name)), query_engine="local",
+                       **config)
+    try:
+        fill(db)
+        app = create_app(db, config=db.config, flight_port=free_port())
+        with serve_app(app):
+            yield f"grpc://127.0.0.1:{app.state.flight.bound_port}", db
+    finally:
+        db.close()
+
+
+def _logs(db) -> None:
+    """`logs`: two snapshots of 100 rows each, 'deadlock' only in the second."""
+    db.create_table("logs", [Column("service", STRING), Column("message", STRING),
+                             Column("status", LONG)])
+    schema = db.catalog.load_table("logs").schema.arrow()
+    for part in range(2):
+        ts = [BASE_NS + (part * 100 + i) * 10**9 for i in range(100)]
+        db.append("logs", pa.table({
+            "_timestamp": pa.array(ts, pa.int64()).cast(pa.timestamp("ns", tz="UTC")),
+            "props": pa.nulls(100, pa.binary()),
+            "service": [f"svc-{i % 4}" for i in range(100)],
+            "message": [("deadlock found" if part == 1 and i == 42 else f"request {i} ok")
+                        for i in range(100)],
+            "status": [200 + i % 3 for i in range(100)],
+        }).cast(schema))
+
+
+def _big(db) -> None:
+    """`big`: 1M rows in 4 extents, written straight through the commit coordinator."""
+    db.create_table("big", [Column("n", LONG), Column("service", STRING)])
+    info = db.catalog.load_table("big")
+    schema = info.schema.arrow()
+    step = BIG_ROWS // 4
+    entries = []
+    for e in range(4):
+        n = pa.array(range(e * step, (e + 1) * step), pa.int64())
+        t = pa.table({"_timestamp": pa.array([BASE_NS + e * 10**9] * step,
+                                             pa.timestamp("ns", tz="UTC")),
+                      "props": pa.nulls(step, pa.binary()), "n": n,
+                      "service": pa.array([f"svc-{e}"] * step)}).cast(schema)
+        entries.append(db.coordinator.write_extent(info, t.to_batches()))
+    db.coordinator.append("big", entries)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    def fill(db):
+        _logs(db)
+        _big(db)
+
+    yield from _serve(tmp_path_factory, "flight", fill)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    yield from _serve(tmp_path_factory, "flight-auth", _logs,
+                      tokens=f"{ADMIN}=admin;{INGEST}=ingest;{QUERY}=query")
+
+
+def connect(uri: str, token: str | None = None):
+    kw = {DatabaseOptions.AUTHORIZATION_HEADER.value: f"Bearer {token}"} if token else {}
+    return flight_sql.connect(uri, db_kwargs=kw, autocommit=True)
+
+
+def flight_info(uri: str, sql: str, token: str | None = None) -> flight.FlightInfo:
+    """The FlightInfo of a statement, with pyarrow's own Flight client (ADBC does not show
+    app_metadata), and its stats."""
+    wrapped = _pack(sql_pb.CommandStatementQuery(query=sql))
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    with flight.connect(uri) as client:
+        return client.get_flight_info(flight.FlightDescriptor.for_command(wrapped),
+                                      flight.FlightCallOptions(headers=headers))
+
+
+def _pack(message) -> bytes:
+    from google.protobuf import any_pb2
+
+    a = any_pb2.Any()
+    a.Pack(message)
+    return a.SerializeToString()
+
+
+def stats_of(uri: str, sql: str, token: str | None = None) -> dict:
+    return json.loads(flight_info(uri, sql, token).app_metadata)
+
+
+def test_lists_tables_with_their_columns(live):
+    uri, _db = live
+    with connect(uri) as conn:
+        objects = conn.adbc_get_objects().read_all().to_pylist()
+        assert [c["catalog_name"] for c in objects] == ["shoal"]
+        schemas = objects[0]["catalog_db_schemas"]
+        assert [s["db_schema_name"] for s in schemas] == ["default"]
+        tables = {t["table_name"]: t for t in schemas[0]["db_schema_tables"]}
+        assert set(tables) == {"big", "logs"}
+        assert {c["column_name"] for c in tables["logs"]["table_columns"]} >= {
+            "_timestamp", "service", "message", "status"}
+        assert conn.adbc_get_table_types() == ["TABLE"]
+        assert conn.adbc_get_table_schema("big").names[-2:] == ["n", "service"]
+        info = conn.adbc_get_info()
+        assert info["vendor_name"] == "shoal"
+
+
+def test_needle_and_aggregation(live):
+    uri, _db = live
+    with connect(uri) as conn, conn.cursor() as cur:
+        cur.execute("SELECT service, status FROM logs WHERE message = 'deadlock found'")
+        assert cur.fetchall() == [("svc-2", 200)]
+        cur.execute("SELECT service, count(*) AS n, sum(status) AS s FROM logs "
+                    "GROUP BY service ORDER BY service")
+        assert cur.fetchall() == [(f"svc-{k}", 50, sum(200 + i % 3 for i in range(100)
+                                                      if i % 4 == k) * 2)
+                                  for k in range(4)]
+
+
+def test_one_million_rows_as_arrow(live):
+    uri, _db = live
+    with connect(uri) as conn, conn.cursor() as cur:
+        cur.execute("SELECT n, service FROM big")
+        table = cur.fetch_arrow_table()
+    assert table.num_rows == BIG_ROWS
+    assert pa.compute.sum(table["n"]).as_py() == BIG_ROWS * (BIG_ROWS - 1) // 2
+    assert table.column("service").unique().to_pylist() == [f"svc-{e}" for e in range(4)]
+
+
+def test_prepared_statement_without_parameters(live):
+    uri, _db = live
+    with connect(uri) as conn, conn.cursor() as cur:
+        cur.adbc_prepare("SELECT count(*) AS n FROM logs WHERE status = 201")
+        for _ in range(2):      # a prepared statement runs again and again
+            cur.execute("SELECT count(*) AS n FROM logs WHERE status = 201")
+            assert cur.fetchall() == [(66,)]
+
+
+def test_time_travel_and_has_pruning_in_the_stats(live):
+    uri, db = live
+    first = min(s.snapshot_id for s in db.catalog.snapshots("logs")
+                if s.operation != "create")
+    with connect(uri) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT count(*) AS n FROM logs VERSION AS OF {first}")
+        assert cur.fetchall() == [(100,)]
+        cur.execute("SELECT count(*) AS n FROM logs")
+        assert cur.fetchall() == [(200,)]
+    then = stats_of(uri, f"SELECT count(*) AS n FROM logs VERSION AS OF {first}")
+    assert then["scans"][0]["snapshot_id"] == first
+    needle = stats_of(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
+    assert needle["extents_considered"] == 2
+    assert needle["extents_pruned"] == 1, needle     # the first extent has no 'deadlock'
+    assert needle["truncated"] is False
+    info = flight_info(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
+    assert info.total_records == 1
+
+
+def test_kql_with_the_prefix(live):
+    uri, _db = live
+    with connect(uri) as conn, conn.cursor() as cur:
+        cur.execute("kql: logs | where message has 'deadlock' | project service")
+        assert cur.fetchall() == [("svc-2",)]
+    stats = stats_of(uri, "kql: logs | where message has 'deadlock' | count")
+    assert "has(message, 'deadlock')" in stats["sql"]
+
+
+def test_forbidden_statements_get_the_guards_message(live):
+    uri, _db = live
+    with connect(uri) as conn, conn.cursor() as cur:
+        with pytest.raises(flight_sql.ProgrammingError) as e:
+            cur.execute("SELECT reflect('java.lang.System', 'exit', 1)")
+        assert "reflect" in str(e.value)
+        with pytest.raises(flight_sql.Error) as e:
+            cur.execute("DROP TABLE logs")
+        assert "DROP statements" in str(e.value)
+        with pytest.raises(flight_sql.Error) as e:
+            cur.adbc_prepare("INSERT INTO logs VALUES (1)")
+        assert "INSERT statements" in str(e.value)
+
+
+def test_tokens_and_scopes(secured):
+    uri, _db = secured
+    for token in (None, "not-a-token"):
+        with connect(uri, token) as conn, conn.cursor() as cur:
+            with pytest.raises(flight_sql.Error) as e:
+                cur.execute("SELECT count(*) FROM logs")
+            assert "UNAUTHENTICATED" in str(e.value) or "Unauthenticated" in str(e.value)
+            assert "not-a-token" not in str(e.value)
+    with connect(uri, INGEST) as conn, conn.cursor() as cur:
+        with pytest.raises(flight_sql.Error) as e:
+            cur.execute("SELECT count(*) FROM logs")
+        assert "query" in str(e.value)
+    with connect(uri, QUERY) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) AS n FROM logs")
+        assert cur.fetchall() == [(200,)]
+        with pytest.raises(flight_sql.Error) as e:      # DDL that changes tables: admin
+            cur.execute("CREATE TABLE t2 (a string)")
+        assert "admin" in str(e.value)
+    with connect(uri, ADMIN) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE t2 (a string)")
+        cur.fetchall()
+    assert stats_of(uri, "SELECT count(*) FROM logs", QUERY)["truncated"] is False
+    with pytest.raises(flight.FlightUnauthenticatedError):
+        flight_info(uri, "SELECT 1", "wrong")
+    with flight.connect(uri) as client:     # user/password clients: the token as password
+        header = client.authenticate_basic_token(b"anyone", QUERY.encode())
+        assert header == (b"authorization", f"Bearer {QUERY}".encode())
+        with pytest.raises(flight.FlightUnauthenticatedError):
+            client.authenticate_basic_token(b"anyone", b"wrong")
+
+
+def _self_signed(directory) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    import ipaddress
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "flight.crt", directory / "flight.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_shoal_serve_flight_port_with_tls(tmp_path):
+    """`shoal serve --flight-port N` with SHOAL_FLIGHT_TLS_CERT/KEY: grpc+tls, the client
+    trusting that certificate."""
+    cert, key = _self_signed(tmp_path)
+    data = tmp_path / "data"
+    db = shoal.connect(data_dir=str(data))
+    _logs(db)
+    db.close()
+    port = free_port()
+    server = start_server(data, extra_args=["--lazy-spark", "--flight-port", str(port)],
+                          env={"SHOAL_QUERY_ENGINE": "local", "SHOAL_FLIGHT_TLS_CERT": cert,
+                               "SHOAL_FLIGHT_TLS_KEY": key})
+    try:
+        with open(cert) as f:
+            roots = f.read()
+        with flight_sql.connect(f"grpc+tls://127.0.0.1:{port}", autocommit=True, db_kwargs={
+                DatabaseOptions.TLS_ROOT_CERTS.value: roots}) as conn, conn.cursor() as cur:
+            cur.execute("SELECT count(*) AS n FROM logs WHERE has(message, 'deadlock')")
+            assert cur.fetchall() == [(1,)]
+    finally:
+        server.stop()
+
+
+def test_a_ticket_is_good_for_one_doget(live):
+    uri, _db = live
+    info = flight_info(uri, "SELECT count(*) AS n FROM logs")
+    ticket = info.endpoints[0].ticket
+    with flight.connect(uri) as client:
+        assert client.do_get(ticket).read_all().to_pylist() == [{"n": 200}]
+        with pytest.raises(pa.ArrowInvalid, match="unknown or expired ticket"):
+            client.do_get(ticket).read_all()
+        with pytest.raises(pa.ArrowInvalid, match="not a Flight SQL command"):
+            client.get_flight_info(flight.FlightDescriptor.for_command(b"\xff\xff"))
