@@ -85,8 +85,10 @@ def test_errors_are_json_with_status(open_server, hits):
         assert r.status_code == 400 and "syntax" in r.json()["error"]["message"].lower()
         r = c.post("/v1/query", json={"sql": "SELECT nope FROM hits"})
         assert r.status_code == 400 and "nope" in r.json()["error"]["message"]
-        r = c.post("/v1/query", json={"kql": "hits | take 1"})
-        assert r.status_code == 400 and r.json()["error"]["code"] == "not_implemented"
+        r = c.post("/v1/query", json={"kql": "hits | take 1 |"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "kql_syntax"
+        r = c.post("/v1/query", json={"sql": "SELECT 1", "kql": "hits | take 1"})
+        assert r.status_code == 400
         r = c.post("/v1/query", content=b"not json",
                    headers={"Content-Type": "application/json"})
         assert r.status_code == 400
