@@ -8,6 +8,7 @@ the guard's refusals, and bearer tokens with scopes."""
 from __future__ import annotations
 
 import json
+import struct
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import pyarrow as pa
@@ -72,11 +73,25 @@ def _big(db) -> None:
     db.coordinator.append("big", entries)
 
 
+def _headers(db) -> None:
+    """`h`: a Kafka header column `n` (4-byte big-endian ints 0..9)."""
+    db.sql("CREATE TABLE h (k string, n binary HEADER('n'))")
+    info = db.catalog.load_table("h")
+    db.append("h", pa.table({
+        "_timestamp": pa.array([BASE_NS + i for i in range(10)], pa.int64()).cast(
+            pa.timestamp("ns", tz="UTC")),
+        "props": pa.nulls(10, pa.binary()),
+        "k": [f"k{i}" for i in range(10)],
+        "n": [struct.pack(">i", i) for i in range(10)],
+    }).cast(info.schema.arrow()))
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     def fill(db):
         _logs(db)
         _big(db)
+        _headers(db)
 
     yield from _serve(tmp_path_factory, "flight", fill)
 
@@ -122,7 +137,7 @@ def test_lists_tables_with_their_columns(live):
         schemas = objects[0]["catalog_db_schemas"]
         assert [s["db_schema_name"] for s in schemas] == ["default"]
         tables = {t["table_name"]: t for t in schemas[0]["db_schema_tables"]}
-        assert set(tables) == {"big", "logs"}
+        assert set(tables) == {"big", "h", "logs"}
         assert {c["column_name"] for c in tables["logs"]["table_columns"]} >= {
             "_timestamp", "service", "message", "status"}
         assert conn.adbc_get_table_types() == ["TABLE"]
@@ -296,3 +311,15 @@ def test_a_ticket_is_good_for_one_doget(live):
             client.do_get(ticket).read_all()
         with pytest.raises(pa.ArrowInvalid, match="not a Flight SQL command"):
             client.get_flight_info(flight.FlightDescriptor.for_command(b"\xff\xff"))
+
+
+def test_header_columns_and_byte_functions_in_sql_and_kql(live):
+    uri, _db = live
+    want = [("k7", 7), ("k8", 8), ("k9", 9)]
+    with connect(uri) as conn, conn.cursor() as cur:
+        cur.execute("SELECT k, int_from_bytes(n) AS v FROM h WHERE int_from_bytes(n) >= 7 "
+                    "ORDER BY v")
+        assert cur.fetchall() == want
+        cur.execute("kql: h | where int_from_bytes(n) >= 7 | project k, v = int_from_bytes(n)"
+                    " | sort by v asc")
+        assert cur.fetchall() == want
