@@ -32,7 +32,7 @@ def _plain(text: str) -> str:
 def test_the_command_tree():
     root = get_command(app)
     assert sorted(root.commands) == sorted(
-        ["tables", "describe", "create-table", "ingest", "sql", "serve", "maintain", "demo",
+        ["tables", "describe", "create-table", "ingest", "sql", "kql", "serve", "maintain", "demo",
          "extent", "pipeline"])
     assert sorted(root.commands["extent"].commands) == ["inspect"]
     assert sorted(root.commands["pipeline"].commands) == [
