@@ -33,6 +33,10 @@ def kdb(tmp_path_factory):
     ("logs | sort by level ascending", 1, 22, "'ascending'"),
     ("logs | join kind=sideways (logs) on service", 1, 18, "'sideways'"),
     ("logs | where _timestamp > datetime(2026-13-45)", 1, 27, "'2026-13-45'"),
+    # names and numbers are ASCII: other letters and digits are refused where they stand
+    ("\u00f9.\u00d5\U0002f1c0", 1, 1, "'\u00f9'"),
+    ("logs | where latency_ms == \u0663", 1, 28, "'\u0663'"),
+    ("logs | where !\u00e9x", 1, 14, "'!'"),
 ])
 def test_syntax_errors_name_line_column_and_token(query, line, column, found):
     with pytest.raises(KqlSyntaxError) as e:

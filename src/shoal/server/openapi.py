@@ -173,7 +173,10 @@ def _schemas() -> dict[str, Schema]:
             "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$",
                      "description": "snake_case, e.g. bad_request, invalid_schema, "
                                     "bad_payload, table_not_found, forbidden_origin"},
-            "message": STR, "details": {"type": "array", "items": _ref("ErrorDetail")}})}),
+            "message": STR, "details": {"type": "array", "items": _ref("ErrorDetail")},
+            # the Kusto routes add what Kusto clients read from an error
+            "@type": STR, "@message": STR, "@permanent": BOOL},
+            optional=("@type", "@message", "@permanent"))}),
         "Table": _obj({"name": STR, "schema_version": {"type": "integer", "minimum": 1},
                        "mode": {"enum": ["evolve", "drop", "reject"]},
                        "retention": _nullable(STR),

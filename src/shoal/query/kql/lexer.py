@@ -98,7 +98,7 @@ def tokenize(text: str) -> list[Token]:
                           and not (tokens and tokens[-1].offset + len(tokens[-1].text) == i)):
             i = _string(text, i, emit, fail)
             continue
-        if c.isdigit():
+        if c.isascii() and c.isdigit():
             m = _NUMBER.match(text, i)
             assert m is not None
             end = m.end()
@@ -118,7 +118,7 @@ def tokenize(text: str) -> list[Token]:
                 emit("long", i, end, int(literal))
             i = end
             continue
-        if c.isalpha() or c == "_":
+        if c.isascii() and (c.isalpha() or c == "_"):   # KQL names are ASCII
             m = _WORD.match(text, i)
             assert m is not None
             end = m.end()
@@ -134,7 +134,7 @@ def tokenize(text: str) -> list[Token]:
             emit("name", i, end, text[i:end])
             i = end
             continue
-        if c == "!" and i + 1 < n and (text[i + 1].isalpha()):
+        if c == "!" and i + 1 < n and text[i + 1].isascii() and text[i + 1].isalpha():
             m = _WORD.match(text, i + 1)
             assert m is not None
             end = m.end()
