@@ -144,14 +144,18 @@ def check_bind(host: str, tokens: TokenTable) -> None:
             "(SHOAL_TOKENS or a tokens file) or bind to 127.0.0.1")
 
 
-def bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization")
+def bearer_of(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value (HTTP, gRPC, Flight)."""
     if header is None:
         return None
     scheme, _, value = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
         return None
     return value.strip()
+
+
+def bearer_token(request: Request) -> str | None:
+    return bearer_of(request.headers.get("authorization"))
 
 
 def require_scope(scope: AuthScope) -> Callable[[Request], Awaitable[None]]:

@@ -60,6 +60,7 @@ from google.protobuf.message import DecodeError, Message
 
 from shoal.errors import ConfigError, ShoalError
 from shoal.query.guard import classify
+from shoal.server.auth import bearer_of
 from shoal.server.errors import BadRequestError, status_for
 from shoal.server.flightsql import flight_sql_pb2 as sql_pb
 from shoal.server.query import answer_stats, run_statement
@@ -160,13 +161,12 @@ def _token_of(header: str | None) -> tuple[str | None, bool]:
     """(the token, whether it came as a Basic password) of an `authorization` header."""
     if header is None:
         return None, False
+    bearer = bearer_of(header)
+    if bearer is not None:
+        return bearer, False
     scheme, _, value = header.strip().partition(" ")
     value = value.strip()
-    if not value:
-        return None, False
-    if scheme.lower() == "bearer":
-        return value, False
-    if scheme.lower() == "basic":
+    if scheme.lower() == "basic" and value:
         try:
             decoded = base64.b64decode(value, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pyarrow as pa
@@ -84,12 +85,18 @@ def kusto_error(exc: ShoalError, request: Request) -> JSONResponse:
                         headers={**headers_for(exc), **_headers(request)})
 
 
-@router.post("/v2/rest/query", dependencies=[Depends(require_scope("query"))])
-async def kusto_query(request: Request) -> JSONResponse:
+async def _answer(handler: Callable[[Request], Awaitable[JSONResponse]],
+                  request: Request) -> JSONResponse:
+    """`handler`'s answer, or a shoal error in the shape Kusto clients read."""
     try:
-        return await _query(request)
+        return await handler(request)
     except ShoalError as e:
         return kusto_error(e, request)
+
+
+@router.post("/v2/rest/query", dependencies=[Depends(require_scope("query"))])
+async def kusto_query(request: Request) -> JSONResponse:
+    return await _answer(_query, request)
 
 
 async def _query(request: Request) -> JSONResponse:
@@ -197,10 +204,7 @@ def _now_iso() -> str:
 # ---- management commands ----------------------------------------------------------------------
 @router.post("/v1/rest/mgmt", dependencies=[Depends(require_scope("query"))])
 async def kusto_mgmt(request: Request) -> JSONResponse:
-    try:
-        return await _mgmt(request)
-    except ShoalError as e:
-        return kusto_error(e, request)
+    return await _answer(_mgmt, request)
 
 
 async def _mgmt(request: Request) -> JSONResponse:

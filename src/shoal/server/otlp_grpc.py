@@ -39,7 +39,7 @@ from shoal.frontends.otlp.codec import (GRPC_CODE_BY_STATUS, GRPC_INTERNAL, deco
                                         encode_response)
 from shoal.frontends.otlp.schemas import Signal
 from shoal.frontends.otlp.sink import ExportResult, OtlpSink, check_idempotency_key
-from shoal.server.auth import TokenTable
+from shoal.server.auth import TokenTable, bearer_of
 from shoal.server.errors import NotReadyError, status_for
 
 log = logging.getLogger("shoal.server")
@@ -147,10 +147,4 @@ def _text(value: Any) -> str | None:
 
 
 def _bearer(value: Any) -> str | None:
-    header = _text(value)
-    if header is None:
-        return None
-    scheme, _, token = header.strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
+    return bearer_of(_text(value))
