@@ -154,3 +154,17 @@ def test_header_columns_and_their_byte_functions_through_kql(tmp_path):
             {"k": "k7", "v": 7}, {"k": "k8", "v": 8}, {"k": "k9", "v": 9}]
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("query", [
+    "logs | where " + "(" * 3000 + "latency_ms" + ")" * 3000 + " > 0",
+    "logs | where " + " + ".join(["latency_ms"] * 20000) + " > 0",
+    "logs | where " + "not(" * 2000 + "true" + ")" * 2000,
+    "logs | where latency_ms > " + "-" * 5000 + "1",
+    "logs | join (" * 400 + "logs" + ") on service" * 400,
+    "union " + "(union " * 400 + "logs" + ")" * 400,
+])
+def test_deep_queries_are_syntax_errors_not_a_crash(query):
+    # bounded nesting and expression depth: a 400 with a position, never a RecursionError
+    with pytest.raises(KqlSyntaxError, match="at most"):
+        kql_to_sql(query, TABLES)

@@ -22,6 +22,7 @@ Errors are `KqlSyntaxError` naming line, column, the token found and what was ex
 
 from __future__ import annotations
 
+from dataclasses import fields
 from shoal.errors import KqlSyntaxError
 from shoal.query.kql import ast
 from shoal.query.kql.lexer import Token, tokenize
@@ -36,14 +37,36 @@ _OPERATORS = ("where, filter, project, project-away, project-rename, extend, sum
               "limit, top, sort, order, distinct, count, union, join or render")
 
 
+# Bounds that keep parsing and translating in bounded stack (a deep query is a 400, not a
+# RecursionError): scalar and tabular nesting, and the depth of any expression tree (operator
+# chains such as `1 + 1 + ... + 1` build deep trees without nesting).
+MAX_KQL_NESTING = 64
+MAX_KQL_EXPR_DEPTH = 200
+
+
 def parse(text: str) -> ast.Query:
     return _Parser(tokenize(text)).query()
+
+
+def _expr_depth(root: ast.Expr) -> int:
+    """The depth of an expression tree, walked without recursion."""
+    deepest, todo = 0, [(root, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        for f in fields(node):
+            value = getattr(node, f.name)
+            children = value if isinstance(value, tuple) else (value,)
+            todo.extend((c, depth + 1) for c in children if isinstance(c, ast.Expr))
+    return deepest
 
 
 class _Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self.tokens = tokens
         self.i = 0
+        self.nesting = 0        # open scalar expressions (parentheses, calls, unary minus)
+        self.pipelines = 0      # open tabular expressions (joins, unions, lets, parentheses)
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
@@ -141,11 +164,15 @@ class _Parser:
 
     # ---- tabular -----------------------------------------------------------------------------
     def pipeline(self) -> ast.Pipeline:
+        self.pipelines += 1
+        if self.pipelines > MAX_KQL_NESTING:
+            raise self.fail(f"tabular expressions nested at most {MAX_KQL_NESTING} deep")
         source = self.source()
         ops: list[ast.Operator] = []
         while self.is_op("|"):
             self.advance()
             ops.append(self.operator())
+        self.pipelines -= 1
         return ast.Pipeline(source, tuple(ops))
 
     def source(self) -> ast.TableSource | ast.UnionSource | ast.Pipeline:
@@ -386,11 +413,21 @@ class _Parser:
 
     # ---- scalar expressions -----------------------------------------------------------------
     def expr(self) -> ast.Expr:
+        at = self.tok
+        self._enter()
         left = self.conjunction()
         while self.is_word("or"):
-            at = self.advance()
-            left = ast.Binary(at, "or", left, self.conjunction())
+            op = self.advance()
+            left = ast.Binary(op, "or", left, self.conjunction())
+        self.nesting -= 1
+        if self.nesting == 0 and _expr_depth(left) > MAX_KQL_EXPR_DEPTH:
+            raise self.fail(f"an expression at most {MAX_KQL_EXPR_DEPTH} operators deep", at)
         return left
+
+    def _enter(self) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_KQL_NESTING:
+            raise self.fail(f"expressions nested at most {MAX_KQL_NESTING} deep")
 
     def conjunction(self) -> ast.Expr:
         left = self.compare()
@@ -452,7 +489,9 @@ class _Parser:
     def unary(self) -> ast.Expr:
         if self.is_op("-"):
             at = self.advance()
+            self._enter()
             operand = self.unary()
+            self.nesting -= 1
             if isinstance(operand, ast.Literal) and operand.kind in ("long", "real",
                                                                      "timespan"):
                 return ast.Literal(at, operand.kind, -operand.value)  # type: ignore[operator]
