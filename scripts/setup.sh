@@ -16,6 +16,23 @@ pick_python() {
   return 1
 }
 
+# Debian packages the tests run for real: Prometheus (remote write, PromQL differential) and
+# its node exporter (a scrape target). Installed when missing and we may (root with apt-get).
+debs=()
+for pair in prometheus:prometheus promtool:prometheus \
+            prometheus-node-exporter:prometheus-node-exporter; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || debs+=("${pair#*:}")
+done
+if [ "${#debs[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
+  else
+    echo "warning: Debian packages missing (${debs[*]}): the Prometheus tests need them" >&2
+  fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$(pick_python)" -m venv .venv
 fi

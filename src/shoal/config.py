@@ -38,6 +38,10 @@ class Config:
     otlp_logs_table: str = "otel_logs"
     otlp_spans_table: str = "otel_spans"
     otlp_metrics_table: str = "otel_metrics"
+    # Prometheus (issue 16): where remote write and scrape jobs land samples and metadata
+    # (layout: shoal.types.prometheus), made on first use.
+    prometheus_table: str = "prom_samples"
+    prometheus_metadata_table: str = "prom_metadata"
     # Arrow Flight SQL (issue 15): its port (0 = off) and, for grpc+tls, PEM cert and key.
     flight_port: int = 8815
     flight_tls_cert: str | None = None
