@@ -489,8 +489,6 @@ def test_cli_table_only_uses_the_binding(tmp_path, spark):
 
 
 def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path, spark):
-    import time
-
     import httpx
 
     from shoal.frontends.filedrop.kind import FileDropKind
@@ -560,8 +558,10 @@ def test_server_runs_bound_filedrop_with_metrics_and_stops_at_shutdown(tmp_path,
             assert sup.running() == ["served"]
         # Shutdown: the loop has ended, and a file dropped now stays unread.
         assert sup.running() == []
+        # No thread is left that could scan (so no waiting is needed to show it stays unread).
+        assert not [t.name for t in threading.enumerate()
+                    if t.name.startswith(("shoal-filedrop-", "shoal-pipelines-scan"))]
         (moved / "d.ndjson").write_bytes(b'{"n": 5}\n')
-        time.sleep(0.6)
         assert sorted(r["n"] for r in rows(db, "served")) == [1, 2, 3, 4, 6]
         assert [r["line"] for r in rows(db, "served__rejects")] == [3]
     finally:
