@@ -176,3 +176,16 @@ def test_drop_and_reject_modes(wp):
     with pytest.raises(PayloadError, match='field "colour"'):
         path.ingest_ndjson("t", line, mode="reject")
     assert rows(catalog, store).num_rows == 1
+
+
+def test_an_empty_body_commits_nothing_unless_it_carries_a_key(wp):
+    path, catalog, _store = wp
+    first = path.ingest_ndjson("t", body(1, 1))
+    snapshots = len(catalog.snapshots("t"))
+    for empty in (b"", b"\n\n"):
+        ack = path.ingest_ndjson("t", empty)
+        assert (ack.rows, ack.snapshot_id) == (0, first.snapshot_id)
+    assert len(catalog.snapshots("t")) == snapshots         # no empty snapshot
+    keyed = path.ingest_ndjson("t", b"", idempotency_key="empty-1")
+    assert keyed.rows == 0 and keyed.snapshot_id > first.snapshot_id   # the key is recorded
+    assert path.ingest_ndjson("t", b"", idempotency_key="empty-1").replayed

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -164,6 +164,10 @@ class WritePath:
         draft = IngestAck(table=info.name, snapshot_id=0, rows=batch.num_rows,
                           new_columns=new_columns, rejected=rejected,
                           rejected_count=rejected_count)
+        if batch.num_rows == 0 and idempotency_key is None:
+            # Nothing to write and no key to record: no commit, no empty snapshot; the ack
+            # names the table's current snapshot (which holds everything acked before).
+            return replace(draft, snapshot_id=info.current_snapshot_id)
         ledger = ([LedgerEntry(idempotency_key, draft.ledger_ack())]
                   if idempotency_key is not None else [])
         result = self.buffer.submit(info.name, info.schema, batch, ledger=ledger)
