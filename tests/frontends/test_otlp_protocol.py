@@ -143,11 +143,13 @@ def test_idempotency_key_http_and_grpc(otlp_server):
                    for _ in range(3)]
         bad_key = http.post("/v1/traces", content=req,
                             headers={**PB, "X-Idempotency-Key": "x" * 300})
+        reserved = http.post("/v1/traces", content=req,
+                             headers={**PB, "X-Idempotency-Key": "promrw:abc"})
     assert [a.status_code for a in answers] == [200, 200, 200]
     assert len({a.content for a in answers}) == 1       # the replay reports the same rejects
     assert trace_svc.ExportTraceServiceResponse.FromString(
         answers[2].content).partial_success.rejected_spans == 1
-    assert bad_key.status_code == 400
+    assert bad_key.status_code == 400 and reserved.status_code == 400
     for _ in range(2):
         grpc_export(otlp_server, req, metadata=(("x-idempotency-key", "batch-2"),))
     grpc_export(otlp_server, req, metadata=(("x-idempotency-key", "batch-1"),))

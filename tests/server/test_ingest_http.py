@@ -84,6 +84,11 @@ def test_idempotency_key_round_trip(http, table_name):
     r = http.post(f"/v1/ingest/{table_name}", content=body,
                   headers={"X-Idempotency-Key": "x" * 1000})
     assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request"
+    # shoal's own pipelines' ledger keys cannot be forged (or pre-empted) by a client
+    r = http.post(f"/v1/ingest/{table_name}", content=body,
+                  headers={"X-Idempotency-Key": "filedrop:" + "0" * 64})
+    assert r.status_code == 400 and "reserved" in r.json()["error"]["message"]
+    assert row_count(http, table_name) == 2
 
 
 def test_bad_lines_are_400_with_line_details_and_write_nothing(http, table_name):

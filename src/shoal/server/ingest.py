@@ -22,12 +22,11 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from shoal.ingest.write_path import IngestAck
+from shoal.ingest.keys import client_key_problem
 from shoal.server.auth import require_scope
 from shoal.server.body import content_encoding, gunzip, read_body
 from shoal.server.errors import BadRequestError
 from shoal.server.state import server_state
-
-MAX_IDEMPOTENCY_KEY = 256
 
 router = APIRouter(tags=["ingest"])
 
@@ -35,11 +34,10 @@ router = APIRouter(tags=["ingest"])
 def _check_key(key: str | None) -> str | None:
     if key is None:
         return None
-    if not key or len(key) > MAX_IDEMPOTENCY_KEY or not key.isprintable():
-        raise BadRequestError(
-            f"X-Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters",
-            details=[{"line": None, "field": "X-Idempotency-Key",
-                      "message": "invalid idempotency key"}])
+    problem = client_key_problem(key)
+    if problem is not None:
+        raise BadRequestError(problem, details=[{"line": None, "field": "X-Idempotency-Key",
+                                                 "message": "invalid idempotency key"}])
     return key
 
 

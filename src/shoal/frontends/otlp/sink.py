@@ -23,20 +23,20 @@ from shoal.errors import TableAlreadyExistsError, TableNotFoundError
 from shoal.frontends.otlp.codec import OtlpPayloadError
 from shoal.frontends.otlp.mapping import map_request
 from shoal.frontends.otlp.schemas import SCHEMAS, OtlpTables, Signal
+from shoal.ingest.keys import client_key_problem
 from shoal.ingest.write_path import IngestAck, WritePath
 
 MAX_MESSAGE_ERRORS = 3
-MAX_IDEMPOTENCY_KEY = 256
 
 
 def check_idempotency_key(key: str | None) -> str | None:
     """The client's key (`X-Idempotency-Key` header / `x-idempotency-key` gRPC metadata),
-    validated like REST's: 1-256 printable characters."""
+    validated like REST's (`shoal.ingest.keys`)."""
     if key is None:
         return None
-    if not key or len(key) > MAX_IDEMPOTENCY_KEY or not key.isprintable():
-        raise OtlpPayloadError(f"X-Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable "
-                              "characters")
+    problem = client_key_problem(key)
+    if problem is not None:
+        raise OtlpPayloadError(problem)
     return key
 
 
