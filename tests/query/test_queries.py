@@ -3,6 +3,7 @@ Python-DataSource pushdown, schema versions, time travel, dynamic paths, vectors
 
 from __future__ import annotations
 
+import math
 import time
 
 import pyarrow as pa
@@ -102,11 +103,13 @@ def test_time_travel_by_version_and_timestamp(logs):
     first_data = min(s.snapshot_id for s in snaps if s.operation != "create")
     r = one(logs, f"SELECT count(*) AS n FROM logs VERSION AS OF {first_data}")
     assert r.table.to_pylist() == [{"n": 50}]
-    time.sleep(0.05)
-    cut = time.time()
-    time.sleep(0.05)
+    # The cut: the commit time of the newest snapshot (rounded up to the microsecond that
+    # TIMESTAMP AS OF takes); the late rows commit after it.
+    cut_us = math.ceil(max(s.created_at for s in logs.catalog.snapshots("logs")) * 1e6)
     logs.ingest_ndjson("logs", ndjson(rows_at(99, 7, service="late", status=1, msg="x")))
-    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cut)) + f".{int(cut % 1 * 1e6):06d}Z"
+    assert max(s.created_at for s in logs.catalog.snapshots("logs")) * 1e6 > cut_us
+    when = (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cut_us // 1_000_000))
+            + f".{cut_us % 1_000_000:06d}Z")
     r = one(logs, f"SELECT count(*) AS n FROM logs TIMESTAMP AS OF '{when}'")
     assert r.table.to_pylist() == [{"n": 200}]
     assert one(logs, "SELECT count(*) AS n FROM logs").table.to_pylist() == [{"n": 207}]
