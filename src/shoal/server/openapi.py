@@ -198,7 +198,7 @@ def _schemas() -> dict[str, Schema]:
                                    "description": "SELECT, WITH, EXPLAIN or shoal's DDL"},
                            "kql": {"type": "string", "minLength": 1,
                                    "description": "a KQL query (translated to SQL; see the "
-                                                  "README's KQL section)"}},
+                                                  "docs/kql.md)"}},
             "anyOf": [{"required": ["sql"]}, {"required": ["kql"]}]},
         "QueryStats": _obj({**scan, "scans": {"type": "array", "items": _obj(
             {"table": STR, "alias": STR, "snapshot_id": INT, "pushed": _nullable(STR),
