@@ -218,7 +218,7 @@ def test_too_large_is_413_before_and_after_decompression(live):
 
 @pytest.mark.parametrize("headers", [
     {"Content-Type": "application/json", "Content-Encoding": "snappy"},
-    {"Content-Type": "application/x-protobuf"},
+    {"Content-Encoding": "snappy"},
     {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
     {"Content-Type": "application/x-protobuf;proto=io.prometheus.write.v2.Request",
      "Content-Encoding": "snappy"},
@@ -228,10 +228,14 @@ def test_wrong_content_type_or_encoding_is_415(live, headers):
     assert r.status_code == 415 and "remote write 1.0 takes" in r.text
 
 
-def test_explicit_v1_proto_parameter_is_accepted(live):
+def test_explicit_v1_proto_parameter_and_missing_encoding_are_accepted(live):
     headers = {**HEADERS,
                "Content-Type": "application/x-protobuf; proto=prometheus.WriteRequest"}
     assert live.post(snappy(GOOD), headers=headers).status_code == 204
+    # No Content-Encoding: read as snappy, as Prometheus's own receiver does.
+    r = live.post(snappy(write_request(({"__name__": "y"}, [(1, 2.0)]))),
+                  headers={"Content-Type": "application/x-protobuf"})
+    assert r.status_code == 204 and [r["metric"] for r in live.rows()] == ["x", "y"]
 
 
 def test_tokens_need_the_ingest_scope(tmp_path):

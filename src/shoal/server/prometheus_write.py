@@ -6,7 +6,9 @@ answers Prometheus acts on here; decoding, mapping and the write
 
 The body is a protobuf `prometheus.WriteRequest`, snappy-compressed in the block format:
 `Content-Type: application/x-protobuf` (a `proto=` parameter other than
-`prometheus.WriteRequest`, i.e. remote write 2.0, is refused) and `Content-Encoding: snappy`.
+`prometheus.WriteRequest`, i.e. remote write 2.0, is refused) and `Content-Encoding: snappy`
+(senders must set it; a request without the header is read as snappy all the same, as
+Prometheus's own receiver does, but any other encoding is refused).
 The compressed body is capped at `max_body_bytes` while it is read, and the decoded one at
 the same figure before it is decoded. The `ingest` scope is required when tokens are set.
 
@@ -54,14 +56,15 @@ class RemoteWriteMediaTypeError(UnsupportedMediaTypeError):
 
 
 def check_media(content_type: str | None, content_encoding: str | None) -> None:
-    """Refuse (415) anything but a snappy-compressed protobuf `prometheus.WriteRequest`."""
+    """Refuse (415) anything but a snappy-compressed protobuf `prometheus.WriteRequest`
+    (no `Content-Encoding` at all is taken as snappy)."""
     media, *params = (content_type or "").split(";")
     proto = next((p.split("=", 1)[1].strip().strip('"') for p in params
                   if p.split("=", 1)[0].strip().lower() == "proto" and "=" in p), PROTO_NAME)
     if media.strip().lower() != PROTOBUF_TYPE or proto != PROTO_NAME:
         raise RemoteWriteMediaTypeError("Content-Type", content_type,
                                         f"{PROTOBUF_TYPE} (proto={PROTO_NAME})")
-    if (content_encoding or "").strip().lower() != "snappy":
+    if content_encoding is not None and content_encoding.strip().lower() != "snappy":
         raise RemoteWriteMediaTypeError("Content-Encoding", content_encoding, "snappy")
 
 
