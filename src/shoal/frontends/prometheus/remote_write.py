@@ -100,18 +100,18 @@ def map_write(request: WriteRequest) -> MappedWrite:
 
 
 def _labels(i: int, pairs: Any) -> dict[str, str]:
+    labels = {label.name: label.value for label in pairs}
+    if len(labels) == len(pairs) and "" not in labels and any(labels.values()):
+        return labels                       # the usual case, checked in one pass
     if not pairs:
         raise RemoteWriteError(f"timeseries[{i}]: a series without labels")
-    labels: dict[str, str] = {}
-    for label in pairs:
-        if not label.name:
-            raise RemoteWriteError(f"timeseries[{i}]: a label with an empty name")
-        if label.name in labels:
-            raise RemoteWriteError(f"timeseries[{i}]: label {label.name!r} appears twice")
-        labels[label.name] = label.value
-    if not any(labels.values()):
-        raise RemoteWriteError(f"timeseries[{i}]: every label value is empty")
-    return labels
+    if "" in labels:
+        raise RemoteWriteError(f"timeseries[{i}]: a label with an empty name")
+    if len(labels) != len(pairs):
+        seen: set[str] = set()
+        twice = next(p.name for p in pairs if p.name in seen or seen.add(p.name))
+        raise RemoteWriteError(f"timeseries[{i}]: label {twice!r} appears twice")
+    raise RemoteWriteError(f"timeseries[{i}]: every label value is empty")
 
 
 def _ts(i: int, field: str, j: int, ts_ms: int) -> int:
