@@ -285,3 +285,49 @@ def test_full_staging_buffer_is_429_with_retry_after_and_the_retry_lands(tmp_pat
             assert [r["metric"] for r in lv.rows()] == ["x", "y"]
     finally:
         db.close()
+
+
+def test_the_same_body_sent_concurrently_is_written_once(live):
+    """Prometheus resends after a timeout while the first attempt may still be committing."""
+    req = write_request(*(({"__name__": "c", "i": str(i)}, [(1000, float(i))])
+                          for i in range(200)))
+    body = snappy(req)
+    answers: list[int] = []
+    threads = [threading.Thread(target=lambda: answers.append(live.post(body).status_code))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert answers == [204] * 6
+    assert sorted(r["value"] for r in live.rows()) == [float(i) for i in range(200)]
+
+
+class MetadataRefused:
+    """A write path whose first metadata write fails after the samples committed: a fault
+    (shoal dying between the two commits) this test cannot time for real, so it is faked
+    as backpressure on the metadata table only."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.catalog, self.refused = inner, inner.catalog, 0
+
+    def ingest_arrow(self, table, *args, **kwargs):
+        if table == "prom_metadata" and not self.refused:
+            self.refused += 1
+            from shoal.errors import BackpressureError
+            raise BackpressureError("staging buffer full; retry later")
+        return self.inner.ingest_arrow(table, *args, **kwargs)
+
+
+def test_a_resend_after_a_half_written_body_completes_it_exactly_once(live, monkeypatch):
+    sink = live.app.state.prom_write_sink
+    monkeypatch.setattr(sink, "write_path", MetadataRefused(sink.write_path))
+    req = write_request(({"__name__": "c"}, [(1000, 1.0), (2000, 2.0)]))
+    req.metadata.add(type=MetricMetadata.COUNTER, metric_family_name="c", help="h")
+    body = snappy(req)
+    r = live.post(body)
+    assert r.status_code == 429 and "retry-after" in r.headers    # Prometheus resends
+    assert [r["value"] for r in live.rows()] == [1.0, 2.0]        # the samples committed
+    assert live.post(body).status_code == 204
+    assert [r["value"] for r in live.rows()] == [1.0, 2.0]        # not again
+    assert live.db.read("prom_metadata")[0].num_rows == 1
