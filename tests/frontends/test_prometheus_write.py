@@ -216,6 +216,19 @@ def test_too_large_is_413_before_and_after_decompression(live):
     assert not live.exists("prom_samples")
 
 
+def test_too_many_samples_is_413_before_rows_are_built(live, monkeypatch):
+    import shoal.frontends.prometheus.remote_write as rw
+
+    monkeypatch.setattr(rw, "MAX_SAMPLES", 1000)       # the real cap is 100,000
+    ok = write_request(*(({"__name__": "s", "i": str(i)}, [(1, 1.0)]) for i in range(1000)))
+    assert live.post(snappy(ok)).status_code == 204
+    over = write_request(({"__name__": "one"}, [(t, 1.0) for t in range(1001)]))
+    r = live.post(snappy(over))
+    assert r.status_code == 413 and "more than 1,000 samples" in r.text
+    assert "max_samples_per_send" in r.text
+    assert len(live.rows()) == 1000
+
+
 @pytest.mark.parametrize("headers", [
     {"Content-Type": "application/json", "Content-Encoding": "snappy"},
     {"Content-Encoding": "snappy"},

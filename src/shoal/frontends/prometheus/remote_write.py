@@ -21,10 +21,12 @@ The layout of both tables is `shoal.types.prometheus`'s; rows come from its `Sam
 - Metadata (`MetricMetadata`) becomes one row per entry: `metric`, `type` (lower case:
   `counter`, `gauge`, ...), `help`, `unit`; its `_timestamp` is the time it was ingested.
 
-A body that cannot be read is a `RemoteWriteError` (400: Prometheus drops the batch rather
-than retrying it forever) naming what and where: bad snappy, bad protobuf, a series without
+A request of more than `MAX_SAMPLES` samples, histogram samples and metadata entries is
+refused (413, `TooManySamplesError`), which bounds the memory one request can take. A body
+that cannot be read is a `RemoteWriteError` (400: Prometheus drops the batch rather than
+retrying it forever) naming what and where: bad snappy, bad protobuf, a series without
 labels or with an empty or repeated label name, a timestamp outside shoal's range. Checks
-run before anything is written, so a 400 writes nothing.
+run before anything is written, so a 400 or 413 writes nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ from shoal.types.prometheus import PROM_METADATA_SCHEMA, SampleRows, is_stale
 
 # shoal timestamps are int64 nanoseconds: milliseconds beyond this overflow them.
 MAX_TIMESTAMP_MS = (2**63 - 1) // 1_000_000
+# Samples (and histogram samples) one request may hold. A row costs ~1 KB of Python objects
+# while the batch is built, against ~15-30 bytes of protobuf: without a count cap a body
+# under the byte cap could take gigabytes. Prometheus sends `max_samples_per_send` (500 to
+# 2,000 by default) a request, so the cap only ever refuses a misconfigured sender.
+MAX_SAMPLES = 100_000
 _METADATA_COLUMNS = ("metric", "type", "help", "unit")
 
 
@@ -51,6 +58,19 @@ class RemoteWriteError(IngestError):
     """A remote write request that cannot be read (400); nothing of it was written."""
 
     code = "bad_remote_write"
+
+
+class TooManySamplesError(PayloadTooLargeError):
+    """A request with more rows than `MAX_SAMPLES` (413); nothing of it was written."""
+
+    code = "too_many_samples"
+
+    def __init__(self, count: int, limit: int) -> None:
+        self.size = count
+        self.limit = limit
+        IngestError.__init__(self, f"the request holds more than {limit:,} samples, the most "
+                                   "one remote write request may hold (lower the sender's "
+                                   "queue_config.max_samples_per_send)")
 
 
 @dataclass(frozen=True)
@@ -85,7 +105,11 @@ def map_write(request: WriteRequest) -> MappedWrite:
     first series or entry that cannot be stored (checked before any row is built)."""
     rows = SampleRows()
     exemplars = 0
+    total = len(request.metadata)
     for i, series in enumerate(request.timeseries):
+        total += len(series.samples) + len(series.histograms)
+        if total > MAX_SAMPLES:           # before the rows are built: memory stays bounded
+            raise TooManySamplesError(total, MAX_SAMPLES)
         labels = _labels(i, series.labels)
         for j, sample in enumerate(series.samples):
             rows.add(_ts(i, "samples", j, sample.timestamp), labels, sample.value)
@@ -109,8 +133,10 @@ def _labels(i: int, pairs: Any) -> dict[str, str]:
         raise RemoteWriteError(f"timeseries[{i}]: a label with an empty name")
     if len(labels) != len(pairs):
         seen: set[str] = set()
-        twice = next(p.name for p in pairs if p.name in seen or seen.add(p.name))
-        raise RemoteWriteError(f"timeseries[{i}]: label {twice!r} appears twice")
+        for label in pairs:
+            if label.name in seen:
+                raise RemoteWriteError(f"timeseries[{i}]: label {label.name!r} appears twice")
+            seen.add(label.name)
     raise RemoteWriteError(f"timeseries[{i}]: every label value is empty")
 
 
