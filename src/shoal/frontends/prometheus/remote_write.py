@@ -102,7 +102,8 @@ def decode_write(body: bytes, *, max_bytes: int) -> WriteRequest:
 
 def map_write(request: WriteRequest) -> MappedWrite:
     """Rows of every sample, histogram sample and metadata entry; `RemoteWriteError` for the
-    first series or entry that cannot be stored (checked before any row is built)."""
+    first series or entry that cannot be stored (the whole request is mapped before any of
+    it is written, so a refusal writes nothing)."""
     rows = SampleRows()
     exemplars = 0
     total = len(request.metadata)
