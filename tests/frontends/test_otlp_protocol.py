@@ -144,7 +144,7 @@ def test_idempotency_key_http_and_grpc(otlp_server):
         bad_key = http.post("/v1/traces", content=req,
                             headers={**PB, "X-Idempotency-Key": "x" * 300})
         reserved = http.post("/v1/traces", content=req,
-                             headers={**PB, "X-Idempotency-Key": "promrw:abc"})
+                             headers={**PB, "X-Idempotency-Key": "prw:prom_samples:abc"})
     assert [a.status_code for a in answers] == [200, 200, 200]
     assert len({a.content for a in answers}) == 1       # the replay reports the same rejects
     assert trace_svc.ExportTraceServiceResponse.FromString(

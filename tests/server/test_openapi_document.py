@@ -3,9 +3,10 @@
 The rules follow from what the route's code does: a route with a scope refuses a missing
 token (401) and a token without the scope (403); every route can be refused for its Host or
 Origin (403); a route of the API (`/v1/...`) declares 400; one with a body declares
-408/413/415; one on `{table}` declares 404; ingest, query and OTLP declare 429 and 503
-(backpressure, too many queries, not ready); 429 and 503 carry `Retry-After`, 401
-`WWW-Authenticate`; no route declares 500 (a bug) or FastAPI's 422 (the server says 400).
+408/413/415; one on `{table}` declares 404; ingest, query, OTLP and Prometheus remote write
+declare 429 and 503 (backpressure, too many queries, not ready); 429 and 503 carry
+`Retry-After`, 401 `WWW-Authenticate`; no route declares 500 (a bug) or FastAPI's 422 (the
+server says 400).
 Scopes are checked against the live server: without a token, exactly the routes the
 document says need one answer 401.
 """
@@ -66,7 +67,7 @@ def test_the_document_is_valid_openapi_and_lists_every_route(served):
     routes = set(_operations(get_openapi(title="t", version="0", routes=served.app.routes)))
     documented = _operations(served.doc)
     assert routes | {("GET", "/openapi.json")} == set(documented)
-    assert len(routes) == 15
+    assert len(routes) == 16
     assert [k for k, op in documented.items() if op.get("x-shoal-undocumented")] == []
 
 
@@ -85,7 +86,7 @@ def test_every_route_declares_the_errors_its_code_can_give(served):
         if "{table}" in path:
             assert 404 in declared, where
         if path in ("/v1/query", "/v1/ingest/{table}", "/v1/logs", "/v1/traces",
-                    "/v1/metrics"):
+                    "/v1/metrics", "/api/v1/write"):
             assert {429, 503} <= declared, where
     ops = _operations(served.doc)
     assert 503 in _declared(ops[("GET", "/readyz")])

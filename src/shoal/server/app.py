@@ -1,7 +1,8 @@
 """The HTTP server app: `create_app(db, config=...)` wires routes, auth, errors and metrics.
 
 Routes (SPEC §11): `/v1/tables...` (tables.py), `/v1/ingest/{table}` (ingest.py), OTLP/HTTP
-`/v1/logs`, `/v1/traces`, `/v1/metrics` (`otlp_http.py`), and the open
+`/v1/logs`, `/v1/traces`, `/v1/metrics` (`otlp_http.py`), Prometheus remote write
+`/api/v1/write` (`prometheus_write.py`), and the open
 operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
 catalog answers a cheap query, the server is not shutting down and, once the server has had
 a Spark session, that session is alive; else 503 + Retry-After) and `GET /metrics`
@@ -52,6 +53,7 @@ from shoal.config import Config
 from shoal.errors import ConfigError, EngineUnavailableError
 from shoal.commit import LedgerSweeper
 from shoal.frontends.otlp import ExportResult, OtlpSink, OtlpTables
+from shoal.frontends.prometheus.sink import PromTables, PromWriteSink
 from shoal.query.limits import QueryLimits
 from shoal.server.auth import TokenTable, load_tokens
 from shoal.server.edge import EdgeMiddleware
@@ -61,6 +63,7 @@ from shoal.server.maintenance import install_maintenance
 from shoal.server.metrics import MetricsMiddleware, ServerMetrics
 from shoal.server.openapi import install_openapi
 from shoal.server.otlp_http import router as otlp_router
+from shoal.server.prometheus_write import router as prometheus_write_router
 from shoal.server.pipelines import install_pipelines
 from shoal.server.kusto import router as kusto_router
 from shoal.server.query import router as query_router
@@ -188,6 +191,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.shoal = state
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
+    app.state.prom_write_sink = PromWriteSink(db.write_path, PromTables.from_config(config))
     app.state.flight = flight_sql
     install_error_handlers(app)
     app.add_middleware(EdgeMiddleware, **EdgeMiddleware.options(
@@ -199,6 +203,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.include_router(query_router)
     app.include_router(kusto_router)
     app.include_router(otlp_router)
+    app.include_router(prometheus_write_router)
     start_maintenance, stop_maintenance = install_maintenance(
         app, db, enabled=warm_spark if maintenance is None else maintenance)
     start_pipelines, stop_pipelines = install_pipelines(

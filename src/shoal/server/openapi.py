@@ -12,13 +12,15 @@ Contract:
   `x-shoal-undocumented: true` (a test refuses the flag, so no route goes undocumented).
 - Request bodies: JSON schemas of the wire models (`shoal.server.tables`' pydantic models,
   hand-written schemas elsewhere); NDJSON (`application/x-ndjson`, one JSON object per line,
-  gzip with `Content-Encoding`) for `/v1/ingest/{table}`; OTLP protobuf or OTLP/JSON.
+  gzip with `Content-Encoding`) for `/v1/ingest/{table}`; OTLP protobuf or OTLP/JSON;
+  Prometheus remote write's snappy-compressed protobuf for `/api/v1/write`.
 - Answers: every status a route can give, each with its media type and schema. Errors are
   the shared document `{"error": {"code", "message", "details": [{"line", "field",
   "message"}]}}` (OTLP routes: a `google.rpc.Status` in the request's encoding, or the shared
-  document for refusals made before the OTLP handler runs). `Retry-After` (whole seconds)
-  comes with every 429 and 503, `WWW-Authenticate` with every 401 and with the 403 of a
-  token that lacks the route's scope.
+  document for refusals made before the OTLP handler runs; remote write: one line of plain
+  text, or the shared document for refusals made before its handler runs). `Retry-After`
+  (whole seconds) comes with every 429 and 503, `WWW-Authenticate` with every 401 and with
+  the 403 of a token that lacks the route's scope.
 - No operation documents a 500: a 500 is a bug, whatever the input. A method a path does
   not serve is a 405 with the shared error document.
 """
@@ -39,6 +41,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NDJSON = "application/x-ndjson"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+TEXT = "text/plain"
 IDENTIFIER = "^[a-z_][a-z0-9_]*$"
 # Visible ASCII, no white space at either end (the server takes 1-256 printable characters,
 # and HTTP strips white space around a header value).
@@ -291,12 +294,18 @@ def _error_responses() -> dict[str, Any]:
             "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
                         JSON: {"schema": {"anyOf": [_ref("OtlpStatus"), _ref("Error")]}}},
             **({"headers": headers} if headers else {})}
+        out[f"Prom{name}"] = {
+            "description": description + " One line of plain text, which Prometheus logs "
+                                         "(the shared error document for refusals made "
+                                         "before the remote write handler runs).",
+            "content": {TEXT: {"schema": STR}, JSON: {"schema": _ref("Error")}},
+            **({"headers": headers} if headers else {})}
     return out
 
 
-def _responses(success: dict[str, Any], *statuses: int, otlp: bool = False
-               ) -> dict[str, Any]:
-    prefix = "Otlp" if otlp else ""
+def _responses(success: dict[str, Any], *statuses: int, otlp: bool = False,
+               prom: bool = False) -> dict[str, Any]:
+    prefix = "Otlp" if otlp else "Prom" if prom else ""
     out = dict(success)
     for status in sorted(statuses):
         out[str(status)] = {"$ref": f"#/components/responses/{prefix}{_ERRORS[status][0]}"}
@@ -460,7 +469,31 @@ def _operations() -> dict[tuple[str, str], Operation]:
     for signal, path in (("logs", "/v1/logs"), ("traces", "/v1/traces"),
                          ("metrics", "/v1/metrics")):
         ops[("POST", path)] = _otlp(signal)
+    ops[("POST", "/api/v1/write")] = _remote_write()
     return ops
+
+
+# An empty WriteRequest, snappy-compressed (block format): the smallest valid body.
+EMPTY_WRITE_REQUEST = "\u0000"
+
+
+def _remote_write() -> Operation:
+    body = {"required": True, "description": "a protobuf prometheus.WriteRequest, "
+                                             "snappy-compressed (block format)",
+            "content": {PROTOBUF: {"schema": {"type": "string", "format": "binary"},
+                                   "examples": {"empty": {"value": EMPTY_WRITE_REQUEST}}}}}
+    parameters = [
+        {"name": "Content-Encoding", "in": "header", "required": False,
+         "schema": {"enum": ["snappy"]},
+         "description": "snappy (block format); a missing header is read as snappy"},
+        {"name": "X-Prometheus-Remote-Write-Version", "in": "header", "required": False,
+         "schema": STR, "description": "sent by Prometheus (0.1.0); not checked"}]
+    ok = {"204": {"description": "every sample and metadata entry of the body is committed "
+                                 "(a resent identical body is answered without writing "
+                                 "again)"}}
+    return _op("prometheus_remote_write", "Prometheus remote write 1.0", "prometheus",
+               scope="ingest", parameters=parameters, body=body,
+               responses=_responses(ok, *AUTH, *BODY, 429, 503, prom=True))
 
 
 def _otlp(signal: str) -> Operation:
