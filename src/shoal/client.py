@@ -69,11 +69,11 @@ class Shoal:
         maintenance run. A table bound to scrape targets (`shoal.ingest.scrape_binding`)
         has its binding checked and the Prometheus layout as its columns."""
         if properties:
-            LocationPolicy.from_config(self.config).check_properties(properties)
-            TablePolicy.from_properties(properties)
-            if scrape_binding.is_bound(properties):
+            if scrape_binding.is_bound(properties):   # its form first, then its hosts
                 scrape_binding.parse_binding(name, properties)
                 columns = scrape_binding.prometheus_columns(name, columns)
+            LocationPolicy.from_config(self.config).check_properties(properties)
+            TablePolicy.from_properties(properties)
         return self.catalog.create_table(name, Schema.create(columns), mode=mode,
                                          properties=properties)
 

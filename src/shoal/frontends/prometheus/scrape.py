@@ -165,7 +165,8 @@ class Scraper:
             transport=transport, follow_redirects=True, trust_env=False,
             headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
                      "X-Prometheus-Scrape-Timeout-Seconds": f"{binding.timeout_s:g}"})
-        self._last: dict[str, set[LabelSet]] = {}
+        self._last: dict[str, set[LabelSet]] = {}      # for staleness (no own timestamps)
+        self._known: dict[str, set[LabelSet]] = {}     # every series of the last scrape
         self._metadata: dict[str, tuple[str, str, str]] = {}
         self._pool = ThreadPoolExecutor(max_workers=min(8, len(binding.targets)),
                                         thread_name_prefix=f"shoal-scrape-{binding.table}")
@@ -235,25 +236,29 @@ class Scraper:
         if isinstance(parsed, ScrapeFailedError):
             stale = previous
             self._last[target] = set()
+            self._known[target] = set()
             log.warning("%s", parsed)
             result = TargetScrape(target, start_ms, False, duration, stale_markers=len(stale),
                                   error=parsed.reason)
         else:
             seen: set[LabelSet] = set()
+            known: set[LabelSet] = set()
             for name, labels, value, ts in parsed.samples:
                 full = apply_target_labels(labels, tl, honor_labels=self.binding.honor_labels)
                 full[NAME_LABEL] = name
                 key = tuple(sorted((k, v) for k, v in full.items() if v != ""))
+                if key in known and ts is None:
+                    continue            # Prometheus keeps the first of duplicate samples
+                known.add(key)
                 if ts is None:
-                    if key in seen:     # Prometheus keeps the first of duplicate samples
-                        continue
                     seen.add(key)
                 rows.add(start_ms if ts is None else ts, full, value)
             stale = previous - seen
-            self._last[target] = seen
+            added = len(known - self._known.get(target, set()))
+            self._last[target], self._known[target] = seen, known
             result = TargetScrape(target, start_ms, True, duration,
-                                  samples=len(parsed.samples),
-                                  series_added=len(seen - previous), stale_markers=len(stale))
+                                  samples=len(parsed.samples), series_added=added,
+                                  stale_markers=len(stale))
         for key in sorted(stale):
             rows.add(start_ms, dict(key), STALE_VALUE)
         for name, value in _report(result).items():
