@@ -162,7 +162,7 @@ def test_shoal_scrapes_the_same_series_as_prometheus(tmp_path, targets):
             # the fixed targets: same values too (all fixed, so one scrape each suffices)
             fixed_prom = prometheus_now(prom, "fixed")
             fixed_shoal = shoal_last(db, "s_fixed")
-            assert len(fixed_prom) == 2 * 5 + 20     # synthetic series + the expositions'
+            assert len(fixed_prom) == 2 * 5 + 11 + 8     # synthetic + the two expositions
             volatile = {"scrape_duration_seconds", "scrape_series_added"}
             assert {k: v for k, v in fixed_shoal.items()
                     if dict(k)["__name__"] not in volatile} == \
