@@ -167,6 +167,7 @@ class Scraper:
                      "X-Prometheus-Scrape-Timeout-Seconds": f"{binding.timeout_s:g}"})
         self._last: dict[str, set[LabelSet]] = {}      # for staleness (no own timestamps)
         self._known: dict[str, set[LabelSet]] = {}     # every series of the last scrape
+        self._heads: dict[str, dict[Any, Any]] = {}    # SampleRows' series cache, per target
         self._metadata: dict[str, tuple[str, str, str]] = {}
         self._pool = ThreadPoolExecutor(max_workers=min(8, len(binding.targets)),
                                         thread_name_prefix=f"shoal-scrape-{binding.table}")
@@ -231,7 +232,10 @@ class Scraper:
                 fetched: tuple[ParsedScrape | ScrapeFailedError, float]) -> TargetScrape:
         parsed, duration = fetched
         tl = target_labels(self.binding, target)
-        rows = SampleRows()
+        heads = self._heads.setdefault(target, {})
+        if len(heads) > 2 * len(self._known.get(target, ())) + 1000:
+            heads.clear()           # bounded: about the series of the last scrape
+        rows = SampleRows(series_cache=heads)
         previous = self._last.get(target, set())
         if isinstance(parsed, ScrapeFailedError):
             stale = previous
