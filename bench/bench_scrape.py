@@ -14,7 +14,8 @@ count). Reported per format, medians of `--repeat`:
   Arrow batch (`SampleRows`), staleness bookkeeping, and the commit of one extent through
   the write path (`ingest_arrow`) into a local data directory;
 
-as samples/s and as a ratio of the reference. The load average is printed.
+as samples/s and as a ratio of the reference; the three run interleaved, so each repetition
+meets the same machine load. The load average is printed.
 """
 
 from __future__ import annotations
@@ -91,13 +92,10 @@ def serve(body: bytes, content_type: str) -> tuple[ThreadingHTTPServer, str]:
     return server, f"127.0.0.1:{server.server_address[1]}"
 
 
-def median_s(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -113,11 +111,8 @@ def main() -> None:
         body = text.encode()
         parser = om_families if openmetrics else text_string_to_metric_families
         samples = sum(len(f.samples) for f in parser(text))
-        ref = median_s(lambda: [s for f in parser(text) for s in f.samples],  # noqa: B023
-                       args.repeat)
-        ours_parse = median_s(lambda: parse_exposition(body, TYPES[openmetrics]),  # noqa: B023
-                              args.repeat)
         server, address = serve(body, TYPES[openmetrics])
+        times: dict[str, list[float]] = {"ref": [], "parse": [], "scrape": []}
         with tempfile.TemporaryDirectory(prefix="bench-scrape-") as tmp:
             db = shoal.connect(data_dir=tmp, allowed_hosts="127.0.0.1")
             try:
@@ -125,11 +120,18 @@ def main() -> None:
                 binding = parse_binding("m", db.catalog.load_table("m").properties)
                 with Scraper(db, binding) as scraper:
                     scraper.scrape()                      # warm: metadata table, buffers
-                    ours_scrape = median_s(scraper.scrape, args.repeat)
+                    for _ in range(args.repeat):          # interleaved: the same load
+                        times["ref"].append(timed(
+                            lambda: [s for f in parser(text) for s in f.samples]))  # noqa: B023
+                        times["parse"].append(timed(
+                            lambda: parse_exposition(body, TYPES[openmetrics])))  # noqa: B023
+                        times["scrape"].append(timed(scraper.scrape))
             finally:
                 db.close()
                 server.shutdown()
                 server.server_close()
+        ref, ours_parse, ours_scrape = (statistics.median(times[k])
+                                        for k in ("ref", "parse", "scrape"))
         fmt = "OpenMetrics" if openmetrics else "text 0.0.4"
         for path, s in (("prometheus_client parse (reference)", ref),
                         ("shoal parse", ours_parse), ("shoal scrape + commit", ours_scrape)):

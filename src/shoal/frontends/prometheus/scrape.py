@@ -168,6 +168,8 @@ class Scraper:
         self._last: dict[str, set[LabelSet]] = {}      # for staleness (no own timestamps)
         self._known: dict[str, set[LabelSet]] = {}     # every series of the last scrape
         self._heads: dict[str, dict[Any, Any]] = {}    # SampleRows' series cache, per target
+        # per target: a sample's (name, labels as exposed) -> its LabelSet and full labels
+        self._labelled: dict[str, dict[Any, tuple[LabelSet, dict[str, str]]]] = {}
         self._metadata: dict[str, tuple[str, str, str]] = {}
         self._pool = ThreadPoolExecutor(max_workers=min(8, len(binding.targets)),
                                         thread_name_prefix=f"shoal-scrape-{binding.table}")
@@ -233,8 +235,10 @@ class Scraper:
         parsed, duration = fetched
         tl = target_labels(self.binding, target)
         heads = self._heads.setdefault(target, {})
+        labelled = self._labelled.setdefault(target, {})
         if len(heads) > 2 * len(self._known.get(target, ())) + 1000:
             heads.clear()           # bounded: about the series of the last scrape
+            labelled.clear()
         rows = SampleRows(series_cache=heads)
         previous = self._last.get(target, set())
         if isinstance(parsed, ScrapeFailedError):
@@ -247,10 +251,16 @@ class Scraper:
         else:
             seen: set[LabelSet] = set()
             known: set[LabelSet] = set()
+            honor = self.binding.honor_labels
             for name, labels, value, ts in parsed.samples:
-                full = apply_target_labels(labels, tl, honor_labels=self.binding.honor_labels)
-                full[NAME_LABEL] = name
-                key = tuple(sorted((k, v) for k, v in full.items() if v != ""))
+                raw = (name, tuple(labels.items()))
+                hit = labelled.get(raw)
+                if hit is None:
+                    full = apply_target_labels(labels, tl, honor_labels=honor)
+                    full[NAME_LABEL] = name
+                    hit = labelled[raw] = (
+                        tuple(sorted((k, v) for k, v in full.items() if v != "")), full)
+                key, full = hit
                 if key in known and ts is None:
                     continue            # Prometheus keeps the first of duplicate samples
                 known.add(key)
