@@ -302,3 +302,27 @@ def test_rounds_follow_the_interval_on_the_clock_and_skip_missed_starts(db, targ
         kind.round(scraper, state)
     assert not state.up and "HTTP status 503" in (state.error or "")
     assert state.counters["scrape_failures"] == 1
+
+
+def test_an_oversized_body_fails_the_scrape_in_bounded_memory(db, target):
+    target.set("a 1\n" * 10_000)
+    binding = bind(db, target.address)
+    with Scraper(db, binding, clock=ManualClock(T0), max_body_bytes=1024) as scraper:
+        [result] = scraper.scrape()
+    assert not result.up and result.error == "body exceeds 1024 bytes"
+
+
+def test_the_kind_follows_changes_of_the_binding(db):
+    kind = ScrapeKind(db)
+    db.sql("CREATE TABLE m WITH (scrape_targets = '127.0.0.1:9100')")
+    db.sql("CREATE TABLE plain (n long)")
+    assert [t.name for t in db.catalog.list_tables() if kind.is_bound(t.properties)] == ["m"]
+    before = kind.resolve("m")
+    assert kind.resolve("plain") is None and kind.resolve("missing") is None
+    db.catalog.set_properties("m", {"scrape_interval": "30s"})
+    assert kind.resolve("m") != before and kind.resolve("m").interval_s == 30.0
+    db.catalog.set_properties("m", {"scrape_interval": "soon"})
+    with pytest.raises(InvalidPropertyError, match="scrape_interval"):
+        kind.resolve("m")
+    db.catalog.set_properties("m", {"scrape_targets": None})
+    assert kind.resolve("m") is None
