@@ -326,3 +326,15 @@ def test_the_kind_follows_changes_of_the_binding(db):
         kind.resolve("m")
     db.catalog.set_properties("m", {"scrape_targets": None})
     assert kind.resolve("m") is None
+
+
+def test_a_taken_exported_name_is_prefixed_again():
+    from shoal.frontends.prometheus.scrape import apply_target_labels
+
+    sample = {"job": "inner", "exported_job": "older", "x": "1"}
+    target = {"job": "app", "instance": "h:1"}
+    assert apply_target_labels(sample, target, honor_labels=False) == {
+        "job": "app", "instance": "h:1", "exported_job": "older",
+        "exported_exported_job": "inner", "x": "1"}
+    assert apply_target_labels({"job": "", "x": "1"}, target, honor_labels=True) == {
+        "job": "app", "instance": "h:1", "x": "1"}

@@ -102,10 +102,10 @@ def parse_exposition(body: bytes, content_type: str) -> ParsedScrape:
     families = openmetrics_families(text) if openmetrics else text_families(text)
     out = ParsedScrape()
     for fam in families:
-        names = {s.name for s in fam.samples}
         if fam.type != "unknown" or fam.documentation or fam.unit:
             name = fam.name
-            if not openmetrics and fam.type == "counter" and f"{name}_total" in names:
+            if not openmetrics and fam.type == "counter" and any(
+                    s.name == f"{name}_total" for s in fam.samples):
                 name = f"{name}_total"      # the text format's TYPE line names the sample
             # prometheus_client calls untyped "unknown", as Prometheus's metadata API does
             out.metadata[name] = (fam.type, fam.documentation or "", fam.unit or "")
