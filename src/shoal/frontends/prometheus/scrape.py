@@ -141,7 +141,7 @@ def apply_target_labels(sample: Mapping[str, str], target: Mapping[str, str], *,
         if existing != "":
             conflicts.append((name, existing))
         out[name] = value
-    for name, value in conflicts:
+    for name, value in sorted(conflicts, key=lambda c: len(c[0])):   # as Prometheus orders
         renamed = f"exported_{name}"
         while out.get(renamed, "") != "":
             renamed = f"exported_{renamed}"
