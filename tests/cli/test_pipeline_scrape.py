@@ -41,7 +41,7 @@ def test_scrape_once_commits_and_names_the_failed_target(tmp_path):
     assert f"bad {refused}: down (ConnectError" in out.stdout
     assert out.stderr.strip().splitlines()[-1].startswith(f"error: scrape of bad {refused} failed")
     out = run("pipeline", "scrape", "--once", "--table", "nosuch", cwd=tmp_path, env=env)
-    assert out.returncode == 1 and "nosuch" in out.stderr
+    assert out.returncode == 1 and out.stderr.strip() == 'error: table "nosuch" does not exist'
     db = shoal.connect(data_dir=str(data))
     try:
         hits = db.sql("SELECT value FROM good WHERE metric = 'hits_total'").table.to_pylist()

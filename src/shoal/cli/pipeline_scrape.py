@@ -40,6 +40,7 @@ def scrape_command(
                                       if is_bound(t.properties)]
         bindings = []
         for name in names:
+            db.catalog.load_table(name)          # an unknown table: TableNotFoundError
             binding = resolve_scrape_binding(db, name)
             if binding is None:
                 raise InvalidPropertyError(
