@@ -23,6 +23,7 @@ from shoal.config import Config, load_config
 from shoal.format import default_formats
 from shoal.format.base import BlockPredicate
 from shoal.commit import CommitCoordinator, CommitOutcome
+from shoal.ingest import scrape_binding
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.locations import LocationPolicy
 from shoal.maintenance.policy import TablePolicy
@@ -65,8 +66,12 @@ class Shoal:
         """Create a table; properties that bind a path or host must lie inside the allowed
         locations (`shoal.locations`), and maintenance properties (`retention`,
         `target_extent_size`, ...) must parse, so a typo fails here and not in every later
-        maintenance run."""
+        maintenance run. A table bound to scrape targets (`shoal.ingest.scrape_binding`)
+        has its binding checked and the Prometheus layout as its columns."""
         if properties:
+            if scrape_binding.is_bound(properties):   # its form first, then its hosts
+                scrape_binding.parse_binding(name, properties)
+                columns = scrape_binding.prometheus_columns(name, columns)
             LocationPolicy.from_config(self.config).check_properties(properties)
             TablePolicy.from_properties(properties)
         return self.catalog.create_table(name, Schema.create(columns), mode=mode,

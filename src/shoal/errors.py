@@ -471,3 +471,16 @@ class EngineUnavailableError(UnavailableError):
         self.reason = reason
         self.retry_after_s = retry_after_s
         super().__init__(f"the query engine is unavailable: {reason}; retry shortly")
+
+
+class ScrapeFailedError(UnavailableError):
+    """Scraping a Prometheus target failed (refused, timed out, non-2xx, unparseable body):
+    the target gets `up` 0 and the next scrape tries again."""
+
+    code = "scrape_failed"
+    retryable = True
+
+    def __init__(self, target: str, reason: str) -> None:
+        self.target = target
+        self.reason = reason
+        super().__init__(f"scrape of {target} failed: {reason}")

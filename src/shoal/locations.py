@@ -1,7 +1,7 @@
 """Where bound pipelines may read from or connect to (SPEC §8, §11 `SHOAL_ALLOWED_*`).
 
 A table property can make the server read a directory (`filedrop_path`) or connect to a host
-(`kafka_bootstrap`; later scrape targets). Whoever may create tables could otherwise point
+(`kafka_bootstrap`, `scrape_targets`). Whoever may create tables could otherwise point
 the server at any file or any host it can reach, so every such property must lie inside the
 locations the operator allowed:
 
@@ -31,7 +31,7 @@ from shoal.config import Config
 from shoal.errors import LocationNotAllowedError
 
 PATH_PROPERTIES = frozenset({"filedrop_path"})
-HOST_PROPERTIES = frozenset({"kafka_bootstrap"})
+HOST_PROPERTIES = frozenset({"kafka_bootstrap", "scrape_targets"})
 
 
 def _split(text: str | None) -> list[str]:

@@ -36,7 +36,7 @@ def test_the_command_tree():
          "extent", "pipeline"])
     assert sorted(root.commands["extent"].commands) == ["inspect"]
     assert sorted(root.commands["pipeline"].commands) == [
-        "filedrop", "kafka"]
+        "filedrop", "kafka", "scrape"]
 
 
 def test_python_dash_m_shoal_is_the_shoal_script():
@@ -109,6 +109,7 @@ import signal, sys
 before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 import shoal.cli.common, shoal.cli.demo, shoal.cli.extent, shoal.cli.ingest
 import shoal.cli.maintain, shoal.cli.pipeline_filedrop, shoal.cli.pipeline_kafka
+import shoal.cli.pipeline_scrape
 import shoal.cli.serve, shoal.cli.sql, shoal.cli.tables
 assert "shoal.cli.main" not in sys.modules
 assert {s: signal.getsignal(s) for s in before} == before

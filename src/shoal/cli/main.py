@@ -27,6 +27,7 @@ from shoal.cli.ingest import ingest_command
 from shoal.cli.maintain import maintain_command
 from shoal.cli.pipeline_filedrop import filedrop_command
 from shoal.cli.pipeline_kafka import kafka_command
+from shoal.cli.pipeline_scrape import scrape_command
 from shoal.cli.serve import serve_command
 from shoal.cli.sql import kql_command, sql_command
 from shoal.cli.tables import create_table_command, describe_command, tables_command
@@ -73,10 +74,11 @@ def build_app() -> typer.Typer:
     _add(extent, "inspect", inspect_command)
     app.add_typer(extent, name="extent")
 
-    pipeline = typer.Typer(help="Bulk ingest pipelines on Spark (Kafka, file-drop)",
+    pipeline = typer.Typer(help="Ingest pipelines (Kafka, file-drop, Prometheus scrape)",
                            no_args_is_help=True)
     _add(pipeline, "kafka", kafka_command)
     _add(pipeline, "filedrop", filedrop_command)
+    _add(pipeline, "scrape", scrape_command)
     app.add_typer(pipeline, name="pipeline")
     return app
 

@@ -7,19 +7,21 @@ the metrics on the app's registry and returns start/stop callables for the lifes
 `enabled` (what `shoal serve` does) `app.state.pipelines` is a supervisor that runs every
 bound table: Kafka (`WITH (kafka_topic='...')`, bootstrap from the table's
 `kafka_bootstrap` or `SHOAL_KAFKA_BOOTSTRAP`) as a streaming query, file-drop
-(`WITH (filedrop_path='...')`) as a poll loop, both on the server's Spark session. At
+(`WITH (filedrop_path='...')`) as a poll loop, both on the server's Spark session, and
+scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread. At
 shutdown every run stops (a file-drop scan in progress commits first).
 
 `app.state.pipelines` is read at start, stop and scrape time, so a caller (a test) may put a
 supervisor with other settings there before the app starts.
 
-Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`): the kind's counters as
+Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`, `scrape`): the kind's counters as
 `shoal_<k>_<name>_total` (since the binding's runner started) and gauges as `shoal_<k>_<name>`
 (left out while they have no value), then `shoal_<k>_pipeline_up` (1 while the run goes and
 reports itself healthy), `shoal_<k>_pipeline_restarts_total` and
 `shoal_<k>_pipeline_failures_total`. A retired binding's metrics go with it.
 Kafka: `records`, `rows`, `rejects`, `value_bytes`, gauge `lag`; file-drop: `files`, `rows`,
-`rejects`, `bytes`, `duplicates`, `scans`, `scan_errors` (see their `kind.py`).
+`rejects`, `bytes`, `duplicates`, `scans`, `scan_errors`; scrape: `scrapes`, `scrape_failures`,
+`samples`, `rows`, `stale_markers`, gauges `targets_up`, `round_seconds` (see their `kind.py`).
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ from shoal.client import Shoal
 from shoal.config import Config
 from shoal.frontends.filedrop.kind import FileDropKind
 from shoal.frontends.kafka.kind import KafkaKind
+from shoal.frontends.prometheus.kind import ScrapeKind
 from shoal.frontends.supervisor import BindingKind, BindingState, BindingSupervisor
 
 
 def pipeline_kinds(db: Shoal, config: Config) -> list[BindingKind]:
     """The kinds of bound pipeline the server runs."""
-    return [KafkaKind(db, default_bootstrap=config.kafka_bootstrap), FileDropKind(db)]
+    return [KafkaKind(db, default_bootstrap=config.kafka_bootstrap), FileDropKind(db),
+            ScrapeKind(db)]
 
 
 class PipelineCollector(Collector):

@@ -118,11 +118,16 @@ class SampleRows:
     """Accumulates samples and builds one Arrow batch in `PROM_SAMPLES_SCHEMA`'s fields.
 
     `add(ts_ms, labels, value)` takes the labels as Prometheus has them (`__name__`
-    included); the series text, id and JSON are computed once per distinct label set."""
+    included); the series text, id and JSON are computed once per distinct label set.
+    `series_cache` (a dict the caller keeps) carries those across batches, for a caller that
+    sees the same series again and again (a scraper: the same target every interval)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, series_cache: dict[tuple[tuple[str, str], ...],
+                                             tuple[str, bytes, str, int]] | None = None
+                 ) -> None:
         self._rows: list[tuple[Any, ...]] = []
-        self._series: dict[tuple[tuple[str, str], ...], tuple[str, bytes, str, int]] = {}
+        self._series: dict[tuple[tuple[str, str], ...], tuple[str, bytes, str, int]] = (
+            {} if series_cache is None else series_cache)
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -1,0 +1,143 @@
+"""Scraping a Prometheus target with ~10k series (issue #16 B): samples/s shoal parses and
+commits vs the same exposition parsed by prometheus_client alone (the parse limit).
+
+    .venv/bin/python bench/bench_scrape.py [--series 10000] [--repeat 7]
+
+The bench serves the exposition itself (a real HTTP server on loopback, text format 0.0.4 or
+OpenMetrics 1.0.0): counters with two labels, gauges, and histograms (8 buckets + sum +
+count). Reported per format, medians of `--repeat`:
+
+- parse only: `prometheus_client`'s parser over the body, every sample materialised (the
+  reference: shoal parses with it, so it bounds what a scrape can do);
+- shoal parse: `parse_exposition` (the parser plus shoal's sample tuples and metadata);
+- shoal scrape: one `Scraper.scrape()` end to end — HTTP GET, parse, target labels, the
+  Arrow batch (`SampleRows`), staleness bookkeeping, and the commit of one extent through
+  the write path (`ingest_arrow`) into a local data directory;
+
+as samples/s and as a ratio of the reference; the three run interleaved, so each repetition
+meets the same machine load. The load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from prometheus_client.openmetrics.parser import (  # noqa: E402
+    text_string_to_metric_families as om_families)
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+import shoal  # noqa: E402
+from shoal.frontends.prometheus.scrape import Scraper, parse_exposition  # noqa: E402
+from shoal.ingest.scrape_binding import parse_binding  # noqa: E402
+
+TYPES = {False: "text/plain; version=0.0.4; charset=utf-8",
+         True: "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+
+
+def exposition(series: int, *, openmetrics: bool) -> str:
+    """~`series` samples: 40% counters, 20% gauges, 40% histogram series."""
+    lines: list[str] = []
+    per = 100
+    n_counter = max(1, int(series * 0.4) // per)
+    n_gauge = max(1, int(series * 0.2) // per)
+    n_hist = max(1, int(series * 0.4) // (per // 2 * 10))
+    for f in range(n_counter):
+        name = f"app_requests_{f}"
+        type_name = name if openmetrics else f"{name}_total"
+        lines += [f"# HELP {type_name} Requests of kind {f}.", f"# TYPE {type_name} counter"]
+        lines += [f'{name}_total{{method="m{i % 5}",path="/api/v1/thing/{i}"}} {i * 17 + f}'
+                  for i in range(per)]
+    for f in range(n_gauge):
+        name = f"app_queue_depth_{f}"
+        lines += [f"# HELP {name} Items waiting.", f"# TYPE {name} gauge"]
+        lines += [f'{name}{{queue="q{i}",shard="{i % 7}"}} {i * 0.5}' for i in range(per)]
+    bounds = ("0.005", "0.01", "0.05", "0.1", "0.5", "1.0", "5.0", "+Inf")
+    for f in range(n_hist):
+        name = f"app_latency_seconds_{f}"
+        lines += [f"# HELP {name} Latency.", f"# TYPE {name} histogram"]
+        for i in range(per // 2):
+            lab = f'handler="h{i}"'
+            lines += [f'{name}_bucket{{{lab},le="{b}"}} {i + k}' for k, b in enumerate(bounds)]
+            lines += [f"{name}_sum{{{lab}}} {i * 1.25}", f"{name}_count{{{lab}}} {i + 7}"]
+    if openmetrics:
+        lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def serve(body: bytes, content_type: str) -> tuple[ThreadingHTTPServer, str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"127.0.0.1:{server.server_address[1]}"
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--series", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    print(f"load average {os.getloadavg()}; {os.cpu_count()} cpus")
+    print("| format | samples | body KB | path | ms | samples/s | x reference |")
+    print("|---|---|---|---|---|---|---|")
+    for openmetrics in (False, True):
+        text = exposition(args.series, openmetrics=openmetrics)
+        body = text.encode()
+        parser = om_families if openmetrics else text_string_to_metric_families
+        samples = sum(len(f.samples) for f in parser(text))
+        server, address = serve(body, TYPES[openmetrics])
+        times: dict[str, list[float]] = {"ref": [], "parse": [], "scrape": []}
+        with tempfile.TemporaryDirectory(prefix="bench-scrape-") as tmp:
+            db = shoal.connect(data_dir=tmp, allowed_hosts="127.0.0.1")
+            try:
+                db.sql(f"CREATE TABLE m WITH (scrape_targets = '{address}')")
+                binding = parse_binding("m", db.catalog.load_table("m").properties)
+                with Scraper(db, binding) as scraper:
+                    scraper.scrape()                      # warm: metadata table, buffers
+                    for _ in range(args.repeat):          # interleaved: the same load
+                        times["ref"].append(timed(
+                            lambda: [s for f in parser(text) for s in f.samples]))  # noqa: B023
+                        times["parse"].append(timed(
+                            lambda: parse_exposition(body, TYPES[openmetrics])))  # noqa: B023
+                        times["scrape"].append(timed(scraper.scrape))
+            finally:
+                db.close()
+                server.shutdown()
+                server.server_close()
+        ref, ours_parse, ours_scrape = (statistics.median(times[k])
+                                        for k in ("ref", "parse", "scrape"))
+        fmt = "OpenMetrics" if openmetrics else "text 0.0.4"
+        for path, s in (("prometheus_client parse (reference)", ref),
+                        ("shoal parse", ours_parse), ("shoal scrape + commit", ours_scrape)):
+            print(f"| {fmt} | {samples:,} | {len(body) // 1024:,} | {path} | {s * 1000:.1f} | "
+                  f"{samples / s:,.0f} | {ref / s:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
