@@ -99,7 +99,8 @@ def parse(sql: str) -> exp.Expr:
         err = e.errors[0] if e.errors else {}
         where = (f" at line {err.get('line')}, col {err.get('col')}"
                  if err.get("line") else "")
-        raise SqlSyntaxError(f"SQL syntax error{where}: {err.get('description', e)}") from None
+        raise SqlSyntaxError(f"SQL syntax error{where}: {err.get('description', e)}",
+                             line=err.get("line"), column=err.get("col")) from None
     if len(trees) != 1:
         raise SqlSyntaxError(f"expected one statement, got {len(trees)}")
     return trees[0]
