@@ -17,15 +17,18 @@ function asJson(v) {
   try { return JSON.parse(v); } catch { return undefined; }
 }
 
-export function cell(value, type) {
+export function cell(value, type, compact = false) {
   if (value === null || value === undefined) return h("span.null", "null");
   const json = asJson(value);
-  if (json !== undefined) return h("pre.json", JSON.stringify(json, null, 2));
+  if (json !== undefined) {
+    return compact ? h("code.json", JSON.stringify(json)) : h("pre.json", JSON.stringify(json, null, 2));
+  }
   if (isNumeric(type) && typeof value === "number") return String(value);
   return String(value);
 }
 
-export function grid(answer, { onCell, pageSize = PAGE_SIZE, label = "Result" } = {}) {
+// `compact`: JSON values on one line (the log view) instead of indented.
+export function grid(answer, { onCell, pageSize = PAGE_SIZE, label = "Result", compact = false } = {}) {
   const { columns, rows } = answer;
   const wrap = h("div.grid-wrap");
   const pages = Math.max(1, Math.ceil(rows.length / pageSize));
@@ -46,7 +49,7 @@ export function grid(answer, { onCell, pageSize = PAGE_SIZE, label = "Result" } 
     for (const row of rows.slice(page * pageSize, (page + 1) * pageSize)) {
       body.append(h("tr", row.map((v, i) => {
         const c = columns[i];
-        const content = cell(v, c.type);
+        const content = cell(v, c.type, compact);
         const td = h("td", { class: isNumeric(c.type) ? "num" : null });
         if (onCell && v !== null && asJson(v) === undefined) {
           td.append(h("button.cell", { type: "button", title: `filter by ${c.name}`,

@@ -55,7 +55,7 @@ export function render(main) {
     const names = [...history.perTable.keys()].sort();
     const key = names.join(SEP);
     const data = [history.t, ...names.map((n) => history.perTable.get(n))];
-    if (!names.length || typeof uPlot === "undefined") return;
+    if (!names.length || history.t.length < 2 || typeof uPlot === "undefined") return;
     if (plot && key === plotKey) { plot.setData(data); return; }
     if (plot) plot.destroy();
     plotKey = key;

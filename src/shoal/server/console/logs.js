@@ -165,7 +165,7 @@ export function render(main, chosen) {
       const { fig, total } = histogram(hist, from, to, q.bin, out.clientWidth || main.clientWidth - 40);
       status.textContent = `${count(total)} matching rows` +
         (total > rows.rows.length ? `, newest ${rows.rows.length} shown` : "");
-      clear(out, fig, grid(rows, { label: "Log rows", onCell: (col, v) => addFilter(col.name, v) }));
+      clear(out, fig, grid(rows, { label: "Log rows", compact: true, onCell: (col, v) => addFilter(col.name, v) }));
     } catch (e) {
       if (e.name === "AbortError") return;
       status.textContent = "failed";
