@@ -171,10 +171,11 @@ def details_for(exc: ShoalError) -> list[Detail]:
         return [{"line": None, "field": exc.field, "message": str(exc)}]
     if isinstance(exc, IdempotencyKeyConflictError):
         return [{"line": None, "field": "X-Idempotency-Key", "message": str(exc)}]
-    if isinstance(exc, QueryError) and getattr(exc, "line", None) is not None:
+    line = getattr(exc, "line", None)
+    if isinstance(exc, QueryError) and line is not None:
         # where in the statement: the console marks it; `field` names the language
         field = "kql" if isinstance(exc, (KqlSyntaxError, KqlSemanticError)) else "sql"
-        return [{"line": exc.line, "column": getattr(exc, "column", None), "field": field,
+        return [{"line": line, "column": getattr(exc, "column", None), "field": field,
                  "message": str(exc)}]
     column = getattr(exc, "column", None)
     if isinstance(exc, (InvalidSchemaError, IncompatibleSchemaChangeError,

@@ -15,7 +15,9 @@ left out of the OpenAPI document: they are pages, not API.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
@@ -34,7 +36,7 @@ class _ConsoleFiles(StaticFiles):
     """StaticFiles with the console's security headers on every answer."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_with_headers(message: dict) -> None:   # type: ignore[type-arg]
+        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []),
                                       *((k.lower().encode(), v.encode())
