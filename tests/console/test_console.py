@@ -12,6 +12,7 @@ import collections
 import csv
 import io
 import json
+import time
 from typing import Any
 
 import httpx
@@ -133,6 +134,37 @@ def test_invalid_query_shows_the_error_at_its_position(page, server: ServerHandl
     expect(error.locator(".position")).to_have_text("line 2, column 15")
 
 
+def test_editor_keyboard(page, server: ServerHandle) -> None:
+    page.goto(f"{server.url}/#/query")
+    editor = page.locator("#editor")
+    page.fill("#editor", "SELECT 1 AS one")
+    page.press("#editor", "End")
+    page.press("#editor", "Tab")                      # Tab indents inside the editor
+    expect(editor).to_have_value("SELECT 1 AS one  ")
+    expect(editor).to_be_focused()
+    page.press("#editor", "Escape")
+    page.press("#editor", "Tab")                      # Escape, then Tab leaves it
+    expect(editor).not_to_be_focused()
+    editor.focus()
+    page.keyboard.press("Control+Enter")
+    expect(page.locator("#result table.grid tbody td")).to_have_text("1")
+
+
+def test_cancel_aborts_the_request(page, server: ServerHandle) -> None:
+    # The browser holds the query request (as a slow statement would) until it is aborted.
+    held: list[Any] = []
+    page.route("**/v1/query", lambda route: held.append(route))
+    run(page, server.url, "sql", "SELECT count(*) AS n FROM logs")
+    expect(page.locator("#cancel")).to_be_enabled()
+    expect(page.locator("#run")).to_be_disabled()
+    page.click("#cancel")
+    expect(page.locator("#query-status")).to_contain_text("cancelled")
+    expect(page.locator("#run")).to_be_enabled()
+    expect(page.locator("#cancel")).to_be_disabled()
+    assert len(held) == 1
+    page.unroute("**/v1/query")
+
+
 def test_history_and_explain(page, server: ServerHandle) -> None:
     run(page, server.url, "sql", "SELECT count(*) AS total FROM logs")
     expect(page.locator("#query-status")).to_contain_text("1 rows")
@@ -214,6 +246,23 @@ def test_log_search_with_a_word_and_a_time_range(page, server: ServerHandle,
     page.fill("#search", "deadlock")
     page.press("#search", "Enter")
     expect(hist).to_have_attribute("data-total", str(len(logs.matching("deadlock", 86400))))
+
+    # a custom range (UTC) around the one 100.5 minutes old; `-word` excludes
+    page.select_option("#range", "custom")
+    page.fill("#range-from", _local(logs.made_at - 110 * 60))
+    page.fill("#range-to", _local(logs.made_at - 90 * 60))
+    page.press("#search", "Enter")
+    expect(hist).to_have_attribute("data-total", "1")
+    expect(messages).to_have_text(["GET /orders/100 failed deadlock"])
+    page.fill("#search", "deadlock -failed")
+    page.press("#search", "Enter")
+    expect(hist).to_have_attribute("data-total", "0")
+    expect(rows).to_have_count(0)
+
+
+def _local(ts: float) -> str:
+    """A datetime-local input's value (the console reads it as UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts))
 
 
 def test_live_page_refreshes_without_a_reload(page, server: ServerHandle) -> None:
