@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import httpx
+import pyarrow as pa
 import pytest
 from playwright.sync_api import expect
 
@@ -64,6 +65,11 @@ def test_sql_query_shows_its_rows_stats_and_downloads(page, server: ServerHandle
     assert list(csv.reader(io.StringIO(path.read_text()))) == [
         ["service", "n", "region"], *([s, str(by_service[s]), regions[s]]
                                       for s in sorted(SERVICES))]
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Arrow").click()
+    arrow = pa.ipc.open_stream(dl.value.path().read_bytes()).read_all()
+    assert arrow.to_pylist() == [{"service": s, "n": by_service[s], "region": regions[s]}
+                                 for s in sorted(SERVICES)]
 
 
 def test_nulls_and_dynamic_values_in_the_grid(page, server: ServerHandle) -> None:
@@ -75,10 +81,26 @@ def test_nulls_and_dynamic_values_in_the_grid(page, server: ServerHandle) -> Non
     assert json.loads(cells.nth(1).locator("pre.json").inner_text()) == {"http": {"status": 200}}
 
 
+def test_long_results_are_paged(page, server: ServerHandle, logs: Generated) -> None:
+    run(page, server.url, "sql", "SELECT latency_ms, message FROM logs ORDER BY _timestamp DESC")
+    status = page.locator("#result .pager-status")
+    expect(status).to_have_text(f"rows 1–100 of {len(logs.rows)}")
+    expect(page.locator("#result table.grid tbody tr")).to_have_count(100)
+    first = page.locator("#result table.grid tbody tr td:nth-child(2)").first
+    expect(first).to_have_text("GET /orders/0 ok")
+    page.get_by_role("button", name="Next ›").click()
+    expect(status).to_have_text(f"rows 101–200 of {len(logs.rows)}")
+    expect(first).to_have_text("GET /orders/100 failed deadlock")
+
+
 def test_time_series_query_draws_a_chart(page, server: ServerHandle, logs: Generated) -> None:
+    cut = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(logs.made_at - 4 * 3600))
     run(page, server.url, "sql",
         "SELECT date_trunc('HOUR', _timestamp) AS hour, service, avg(latency_ms) AS latency "
-        "FROM logs GROUP BY 1, 2 ORDER BY 1, 2")
+        f"FROM logs WHERE _timestamp >= TIMESTAMP '{cut}' GROUP BY 1, 2 ORDER BY 1, 2")
+    # the older batch's extent ends before the cut: pruned, unread
+    expect(page.locator("figure.stats [data-level=extents] .stat-text")).to_have_text(
+        "2 considered · 1 pruned · 1 read")
     chart = page.locator("figure.chart")
     expect(chart.locator("canvas")).to_have_count(1)
     expect(chart).to_have_attribute("data-series", "3")       # one line per service
