@@ -120,7 +120,29 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerHandle]:
 
 @pytest.fixture(scope="module")
 def logs(server: ServerHandle) -> Generated:
-    return load_logs(server.url)
+    made = load_logs(server.url)
+    add_rejects(server)
+    return made
+
+
+REJECTS = ((1, b'{"latency_ms": "slow"}', "latency_ms"), (2, b"{not json", None))
+
+
+def add_rejects(server: ServerHandle) -> None:
+    """Two rejects of `logs`, committed the way the file-drop pipeline commits its own (the
+    server's catalog and store, opened by a second client)."""
+    import shoal
+    from shoal.ingest.rejects import RejectRecord, commit_rejects
+
+    db = shoal.connect(data_dir=str(server.data_dir))
+    try:
+        records = [RejectRecord(key=f"filedrop-reject:console-test:{line}", raw=raw,
+                                error=f"line {line}: cannot read this record",
+                                source="filedrop", field=field, file="drop/a.ndjson",
+                                line=line) for line, raw, field in REJECTS]
+        assert commit_rejects(db.coordinator, db.catalog, "logs", records) == len(records)
+    finally:
+        db.close()
 
 
 @pytest.fixture

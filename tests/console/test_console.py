@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 from playwright.sync_api import expect
 
-from tests.console.conftest import SERVICES, Generated, ingest, screenshot, sql
+from tests.console.conftest import REJECTS, SERVICES, Generated, ingest, screenshot, sql
 from tests.support.server import ServerHandle
 
 pytestmark = pytest.mark.usefixtures("logs")
@@ -234,7 +234,12 @@ def test_table_page_shows_schema_history_and_snapshots(page, server: ServerHandl
     assert shown == [(str(s["snapshot_id"]), s["operation"]) for s in snapshots["snapshots"]]
     appends = page.locator("#snapshots tbody tr:has(.op-append) td:nth-child(3)")
     assert sorted(appends.all_inner_texts()) == sorted(["240", "60"])
-    expect(page.locator("#rejects")).to_contain_text("No rejects")
+    rejects = page.locator("#rejects table.grid tbody tr")
+    expect(rejects).to_have_count(len(REJECTS))
+    raw = rejects.locator("td:last-child").all_inner_texts()      # JSON is pretty-printed
+    assert sorted("".join(x.split()) for x in raw) == \
+        sorted("".join(r.decode().split()) for _, r, _ in REJECTS)
+    expect(page.locator("#rejects")).to_contain_text("line 2: cannot read this record")
     screenshot(page, "table")
 
 
