@@ -201,6 +201,13 @@ def test_history_and_explain(page, server: ServerHandle) -> None:
     expect(page.locator("#query-status")).to_contain_text("1 rows")
     headers = page.locator("#result table.grid thead .col-name").all_inner_texts()
     assert "pushed" in headers and "engine" in headers
+    expect(page.locator("#result table.grid tbody")).to_contain_text("service")
+    # KQL: the plan of the SQL the query translates to
+    page.select_option("#language", "kql")
+    page.fill("#editor", "logs\n| where level == 'error'\n| count")
+    page.click("#explain")
+    expect(page.locator("#result table.grid tbody")).to_contain_text("level")
+    expect(page.locator("#query-error")).to_be_empty()
 
 
 def test_tables_list(page, server: ServerHandle, logs: Generated) -> None:

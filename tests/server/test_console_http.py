@@ -6,6 +6,7 @@ their line and column, and ingest rows counted by path.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import UTC, datetime
@@ -129,3 +130,14 @@ def test_ingest_rows_are_counted_by_path(http, table_name):
     text = http.get("/metrics").text
     line = f'shoal_ingest_path_rows_total{{path="rest",table="{table_name}"}} 2.0'
     assert line in text.splitlines()
+
+
+def test_vendored_files_are_the_pinned_release():
+    uplot = CONSOLE_DIR / "vendor" / "uplot"
+    recorded = dict(re.findall(r"\| `([^`]+)` \| `[^`]+` \| `([0-9a-f]{64})` \|",
+                               (uplot / "SOURCE.md").read_text()))
+    assert set(recorded) == {"uPlot.iife.min.js", "uPlot.min.css", "LICENSE"}
+    for name, digest in recorded.items():
+        assert hashlib.sha256((uplot / name).read_bytes()).hexdigest() == digest, name
+    assert (uplot / "uPlot.iife.min.js").read_text().startswith(
+        "/*! https://github.com/leeoniya/uPlot (v1.6.32) */")
