@@ -8,7 +8,9 @@ export function h(spec, attrs = {}, ...children) {
     if (part[0] === ".") el.classList.add(part.slice(1));
     else el.id = part.slice(1);
   }
-  if (attrs instanceof Node || typeof attrs !== "object" || Array.isArray(attrs) || attrs === null) {
+  const plain = attrs !== null && typeof attrs === "object" && !Array.isArray(attrs) &&
+    !(attrs instanceof Node);
+  if (!plain) {
     children.unshift(attrs);
     attrs = {};
   }

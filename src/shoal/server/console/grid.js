@@ -21,14 +21,16 @@ export function cell(value, type, compact = false) {
   if (value === null || value === undefined) return h("span.null", "null");
   const json = asJson(value);
   if (json !== undefined) {
-    return compact ? h("code.json", JSON.stringify(json)) : h("pre.json", JSON.stringify(json, null, 2));
+    return compact ? h("code.json", JSON.stringify(json))
+      : h("pre.json", JSON.stringify(json, null, 2));
   }
   if (isNumeric(type) && typeof value === "number") return String(value);
   return String(value);
 }
 
 // `compact`: JSON values on one line (the log view) instead of indented.
-export function grid(answer, { onCell, pageSize = PAGE_SIZE, label = "Result", compact = false } = {}) {
+export function grid(answer, { onCell, pageSize = PAGE_SIZE, label = "Result",
+  compact = false } = {}) {
   const { columns, rows } = answer;
   const wrap = h("div.grid-wrap");
   const pages = Math.max(1, Math.ceil(rows.length / pageSize));

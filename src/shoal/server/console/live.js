@@ -30,7 +30,8 @@ function table(label, headers, rows, empty) {
 }
 
 export function render(main) {
-  const stamp = h("span#live-updated.muted", { role: "status" }, "waiting for the first scrape…");
+  const stamp = h("span#live-updated.muted", { role: "status" },
+    "waiting for the first scrape…");
   const slots = {
     throughput: h("div"), chart: h("div.live-chart"), kafka: h("div"), filedrop: h("div"),
     maintenance: h("div"), server: h("div"), error: h("div"),
@@ -64,7 +65,8 @@ export function render(main) {
       width: Math.max(320, width), height: 180,
       scales: { x: { time: true } },
       series: [{ label: "time" }, ...names.map((n, i) => ({
-        label: `${n} rows/s`, stroke: ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"][i % 5],
+        label: `${n} rows/s`,
+        stroke: ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"][i % 5],
         width: 1.5 }))],
       axes: [{}, { size: 60 }],
     }, data, slots.chart);
@@ -83,7 +85,8 @@ export function render(main) {
     const samples = parseMetrics(text);
     const rows = ingestRows(samples);
     const dt = previous ? now - previous.at : null;
-    const rate = (k) => (dt && previous.rows.has(k) ? (rows.get(k) - previous.rows.get(k)) / dt : null);
+    const rate = (k) => (dt && previous.rows.has(k)
+      ? (rows.get(k) - previous.rows.get(k)) / dt : null);
 
     const perTable = new Map();
     const lines = [...rows.keys()].sort().map((k) => {
@@ -97,7 +100,9 @@ export function render(main) {
     if (dt) {
       history.t.push(now);
       for (const t of perTable.keys()) {
-        if (!history.perTable.has(t)) history.perTable.set(t, new Array(history.t.length - 1).fill(null));
+        if (!history.perTable.has(t)) {
+          history.perTable.set(t, new Array(history.t.length - 1).fill(null));
+        }
       }
       for (const [t, arr] of history.perTable) arr.push(perTable.has(t) ? perTable.get(t) : null);
       if (history.t.length > HISTORY) {

@@ -112,10 +112,13 @@ export function render(main, chosen) {
   const tableSel = h("select#log-table", { "aria-label": "Log table" });
   const range = h("select#range", { "aria-label": "Time range" },
     h("option", { value: "15m" }, "Last 15 minutes"), h("option", { value: "1h" }, "Last hour"),
-    h("option", { value: "24h" }, "Last 24 hours"), h("option", { value: "custom" }, "Custom (UTC)"));
+    h("option", { value: "24h" }, "Last 24 hours"),
+    h("option", { value: "custom" }, "Custom (UTC)"));
   range.value = "1h";
-  const fromIn = h("input#range-from", { type: "datetime-local", step: 1, "aria-label": "From (UTC)" });
-  const toIn = h("input#range-to", { type: "datetime-local", step: 1, "aria-label": "To (UTC)" });
+  const fromIn = h("input#range-from",
+    { type: "datetime-local", step: 1, "aria-label": "From (UTC)" });
+  const toIn = h("input#range-to",
+    { type: "datetime-local", step: 1, "aria-label": "To (UTC)" });
   const custom = h("span.custom-range", { hidden: true }, fromIn, " – ", toIn);
   const search = h("input#search", { type: "search", "aria-label": "Search",
     placeholder: 'words, -word, "a phrase", field:value' });
@@ -151,7 +154,10 @@ export function render(main, chosen) {
     if (!table) return;
     const win = window_();
     clear(out);
-    if (!win) { out.append(errorBox({ code: "bad_range", message: "pick a start before the end" })); return; }
+    if (!win) {
+      out.append(errorBox({ code: "bad_range", message: "pick a start before the end" }));
+      return;
+    }
     const [from, to] = win;
     const q = buildQueries(table, columns, search.value, from, to);
     kqlView.textContent = q.rows;
@@ -162,10 +168,12 @@ export function render(main, chosen) {
       const [hist, rows] = await Promise.all([
         query("kql", q.histogram, { signal: ctl.signal }),
         query("kql", q.rows, { signal: ctl.signal })]);
-      const { fig, total } = histogram(hist, from, to, q.bin, out.clientWidth || main.clientWidth - 40);
+      const width = out.clientWidth || main.clientWidth - 40;
+      const { fig, total } = histogram(hist, from, to, q.bin, width);
       status.textContent = `${count(total)} matching rows` +
         (total > rows.rows.length ? `, newest ${rows.rows.length} shown` : "");
-      clear(out, fig, grid(rows, { label: "Log rows", compact: true, onCell: (col, v) => addFilter(col.name, v) }));
+      clear(out, fig, grid(rows, { label: "Log rows", compact: true,
+        onCell: (col, v) => addFilter(col.name, v) }));
     } catch (e) {
       if (e.name === "AbortError") return;
       status.textContent = "failed";
@@ -184,17 +192,24 @@ export function render(main, chosen) {
   const form = h("form.logs-bar", { role: "search" }, h("label", { for: "log-table" }, "Table "),
     tableSel, range, custom, search, go);
   form.addEventListener("submit", (ev) => { ev.preventDefault(); run(); });
-  tableSel.addEventListener("change", () => { location.hash = `#/logs/${encodeURIComponent(tableSel.value)}`; });
+  tableSel.addEventListener("change", () => {
+    location.hash = `#/logs/${encodeURIComponent(tableSel.value)}`;
+  });
   clear(main, h("h1", "Logs"), form, h("details.kql", h("summary", "KQL"), kqlView), status, out);
 
   (async () => {
     try {
       const { tables } = await api("/v1/tables");
       const logTables = tables.filter((t) => !t.name.endsWith("__rejects") &&
-        t.columns.some((c) => c.name === "_timestamp") && t.columns.some((c) => c.type === "string"));
-      if (!logTables.length) { clear(out, h("p.muted", "No table with _timestamp and a text column.")); return; }
+        t.columns.some((c) => c.name === "_timestamp") &&
+        t.columns.some((c) => c.type === "string"));
+      if (!logTables.length) {
+        clear(out, h("p.muted", "No table with _timestamp and a text column."));
+        return;
+      }
       const pick = logTables.find((t) => t.name === chosen) ||
-        logTables.find((t) => t.columns.some((c) => TEXT_COLUMNS.includes(c.name))) || logTables[0];
+        logTables.find((t) => t.columns.some((c) => TEXT_COLUMNS.includes(c.name))) ||
+        logTables[0];
       for (const t of logTables) tableSel.append(h("option", { value: t.name }, t.name));
       tableSel.value = pick.name;
       columns = pick.columns;

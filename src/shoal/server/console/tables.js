@@ -27,7 +27,8 @@ export function renderList(main) {
       if (!tables.length) body.append(h("tr", h("td", { colspan: 7 }, "No tables yet.")));
       for (const t of tables) {
         const size = h("td.num", "…");
-        body.append(h("tr", { dataset: { table: t.name } }, h("th", { scope: "row" }, link(t.name)),
+        body.append(h("tr", { dataset: { table: t.name } },
+          h("th", { scope: "row" }, link(t.name)),
           h("td.num", count(t.row_count)), h("td.num", count(t.extent_count)), size,
           h("td.num", String(t.schema_version)), h("td", t.mode), h("td", t.retention || "—")));
         api(`/v1/tables/${encodeURIComponent(t.name)}/storage`)
@@ -88,14 +89,21 @@ function timeline(doc) {
       h("td.muted", summaryText(s))))));
 }
 
+// A reject's `raw` bytes arrive as base64: show them as the text they were (UTF-8).
 function decodeRaw(answer) {
   const i = answer.columns.findIndex((c) => c.name === "raw");
   if (i < 0) return answer;
-  const rows = answer.rows.map((r) => r.map((v, j) => {
-    if (j !== i || v == null) return v;
-    try { return new TextDecoder().decode(Uint8Array.from(atob(v), (ch) => ch.charCodeAt(0))); } catch { return v; }
-  }));
-  return { ...answer, columns: answer.columns.map((c, j) => (j === i ? { ...c, type: "raw" } : c)), rows };
+  const text = (b64) => {
+    try {
+      return new TextDecoder("utf-8", { fatal: true })
+        .decode(Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0)));
+    } catch {
+      return b64;     // not text: leave the base64 as it is
+    }
+  };
+  const rows = answer.rows.map((r) => r.map((v, j) => (j === i && v != null ? text(v) : v)));
+  const columns = answer.columns.map((c, j) => (j === i ? { ...c, type: "raw" } : c));
+  return { ...answer, columns, rows };
 }
 
 export function renderTable(main, name) {
@@ -108,7 +116,8 @@ export function renderTable(main, name) {
     rejects: h("div", "…"),
   };
   clear(main,
-    h("nav.crumbs", { "aria-label": "Breadcrumb" }, h("a", { href: "#/tables" }, "Tables"), " / ", name),
+    h("nav.crumbs", { "aria-label": "Breadcrumb" },
+      h("a", { href: "#/tables" }, "Tables"), " / ", name),
     h("h1", name),
     slots.summary,
     h("div.table-page",
@@ -131,7 +140,8 @@ export function renderTable(main, name) {
   fill(slots.schemas, api(`/v1/tables/${enc}/schemas`), (d) => schemaHistory(d.versions));
   fill(slots.snapshots, api(`/v1/tables/${enc}/snapshots?limit=50`), (d) => [
     timeline(d),
-    d.total > d.snapshots.length ? h("p.muted", `newest ${d.snapshots.length} of ${d.total}`) : null]);
+    d.total > d.snapshots.length
+      ? h("p.muted", `newest ${d.snapshots.length} of ${d.total}`) : null]);
   if (name.endsWith("__rejects")) {
     clear(slots.rejects, h("p.muted", "This is a reject table."));
   } else {
