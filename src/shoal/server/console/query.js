@@ -113,7 +113,10 @@ export function render(main, initial = {}) {
       showAnswer(answer, language, text);
     } catch (e) {
       if (e.name === "AbortError") {
-        status.textContent = "cancelled (the server finishes the statement on its own)";
+        // replaced by a newer run: that one owns the status now
+        if (running === ctl) {
+          status.textContent = "cancelled (the server finishes the statement on its own)";
+        }
       } else {
         status.textContent = "failed";
         errorSlot.append(errorBox(e, text));
@@ -125,9 +128,11 @@ export function render(main, initial = {}) {
         }
       }
     } finally {
-      if (running === ctl) running = null;
-      cancelBtn.disabled = true;
-      runBtn.disabled = false;
+      if (running === ctl) {
+        running = null;
+        cancelBtn.disabled = true;
+        runBtn.disabled = false;
+      }
     }
   }
 
