@@ -127,9 +127,13 @@ def test_sql_syntax_errors_carry_line_and_column(http):
 def test_ingest_rows_are_counted_by_path(http, table_name):
     create(http, table_name, [{"name": "a", "type": "int"}])
     assert http.post(f"/v1/ingest/{table_name}", content=b'{"a": 1}\n{"a": 2}').status_code == 200
-    text = http.get("/metrics").text
-    line = f'shoal_ingest_path_rows_total{{path="rest",table="{table_name}"}} 2.0'
-    assert line in text.splitlines()
+    records = ",".join('{"body": {"stringValue": "line %d"}}' % i for i in range(3))
+    otlp = '{"resourceLogs": [{"scopeLogs": [{"logRecords": [%s]}]}]}' % records
+    assert http.post("/v1/logs", content=otlp,
+                     headers={"Content-Type": "application/json"}).status_code == 200
+    lines = http.get("/metrics").text.splitlines()
+    assert f'shoal_ingest_path_rows_total{{path="rest",table="{table_name}"}} 2.0' in lines
+    assert 'shoal_ingest_path_rows_total{path="otlp",table="otel_logs"} 3.0' in lines
 
 
 def test_vendored_files_are_the_pinned_release():
