@@ -77,15 +77,22 @@ export function buildQueries(table, columns, text, from, to) {
     ...conditions(text, columns)];
   const base = [table, ...where.map((w) => `| where ${w}`)].join("\n");
   const bin = pickBin(to - from);
+  // KQL's bin() by 1s/1m/1h/1d is date_trunc, which the embedded engine answers (other
+  // spans need Spark): count by the largest such unit in `bin`, add up into `bin` here.
+  const unit = [86400, 3600, 60, 1].find((u) => bin % u === 0);
   return {
     rows: `${base}\n| sort by _timestamp desc\n| take ${ROWS_SHOWN}`,
-    histogram: `${base}\n| summarize count() by bin(_timestamp, ${binText(bin)})`,
+    histogram: `${base}\n| summarize count() by bin(_timestamp, ${binText(unit)})`,
     bin,
   };
 }
 
 function histogram(answer, from, to, bin, width) {
-  const counts = new Map(answer.rows.map(([t, n]) => [Math.round(Date.parse(t) / 1000), n]));
+  const counts = new Map();
+  for (const [t, n] of answer.rows) {
+    const at = Math.floor(Date.parse(t) / 1000 / bin) * bin;
+    counts.set(at, (counts.get(at) || 0) + n);
+  }
   const x = [];
   const y = [];
   for (let t = Math.floor(from / bin) * bin; t <= to; t += bin) {
