@@ -17,9 +17,10 @@ pick_python() {
 }
 
 # Debian packages the tests run for real: Prometheus (remote write, PromQL differential) and
-# its node exporter (a scrape target). Installed when missing and we may (root with apt-get).
+# its node exporter (a scrape target); chromium drives the console tests (Playwright).
+# Installed when missing and we may (root with apt-get).
 debs=()
-for pair in prometheus:prometheus promtool:prometheus \
+for pair in prometheus:prometheus promtool:prometheus chromium:chromium \
             prometheus-node-exporter:prometheus-node-exporter; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || debs+=("${pair#*:}")
 done

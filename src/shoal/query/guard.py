@@ -198,7 +198,16 @@ class ForbiddenQueryError(QueryError):
 
 
 class SqlSyntaxError(QueryError):
+    """A statement that does not parse; `line`/`column` (1-based) point at the offending
+    token when the parser knows it (400 `sql_syntax`)."""
+
     code = "sql_syntax"
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None
+                 ) -> None:
+        self.line = line
+        self.column = column
+        super().__init__(message)
 
 
 class SqlTooDeepError(QueryError):
@@ -272,7 +281,7 @@ def classify(sql: str) -> Statement:
     if word in _STATEMENT_WORDS:
         raise ForbiddenQueryError(f"{word} statements", line=line, column=col)
     raise SqlSyntaxError(f"SQL syntax error at line {line}, col {col}: expected SELECT, WITH, "
-                         f"EXPLAIN or shoal's DDL, found {first.text!r}")
+                         f"EXPLAIN or shoal's DDL, found {first.text!r}", line=line, column=col)
 
 
 def check_nesting(sql: str, tokens: Iterable[Token]) -> None:

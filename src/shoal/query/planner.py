@@ -97,9 +97,13 @@ def parse(sql: str) -> exp.Expr:
         raise SqlTooDeepError(MAX_SQL_DEPTH) from None
     except ParseError as e:
         err = e.errors[0] if e.errors else {}
-        where = (f" at line {err.get('line')}, col {err.get('col')}"
-                 if err.get("line") else "")
-        raise SqlSyntaxError(f"SQL syntax error{where}: {err.get('description', e)}") from None
+        line, col = err.get("line"), err.get("col")
+        highlight = err.get("highlight") or ""
+        if col and highlight and "\n" not in highlight:
+            col = max(1, col - len(highlight) + 1)   # sqlglot gives the token's last column
+        where = f" at line {line}, col {col}" if line else ""
+        raise SqlSyntaxError(f"SQL syntax error{where}: {err.get('description', e)}",
+                             line=line, column=col) from None
     if len(trees) != 1:
         raise SqlSyntaxError(f"expected one statement, got {len(trees)}")
     return trees[0]

@@ -1,8 +1,8 @@
 """The HTTP server app: `create_app(db, config=...)` wires routes, auth, errors and metrics.
 
-Routes (SPEC §11): `/v1/tables...` (tables.py), `/v1/ingest/{table}` (ingest.py), OTLP/HTTP
-`/v1/logs`, `/v1/traces`, `/v1/metrics` (`otlp_http.py`), Prometheus remote write
-`/api/v1/write` (`prometheus_write.py`), and the open
+Routes (SPEC §11): the web console at `/` (`webconsole.py`), `/v1/tables...` (tables.py),
+`/v1/ingest/{table}` (ingest.py), OTLP/HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics`
+(`otlp_http.py`), Prometheus remote write `/api/v1/write` (`prometheus_write.py`), and the open
 operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
 catalog answers a cheap query, the server is not shutting down and, once the server has had
 a Spark session, that session is alive; else 503 + Retry-After) and `GET /metrics`
@@ -70,6 +70,7 @@ from shoal.server.query import router as query_router
 from shoal.server.spark_health import SparkSupervisor
 from shoal.server.state import QuerySlots, ServerState, server_state
 from shoal.server.tables import router as tables_router
+from shoal.server.webconsole import install_console
 
 READY_PROBE_KEY = "shoal-readyz-probe"   # looked up, never written: an indexed point read
 READY_TIMEOUT_S = 5.0
@@ -128,7 +129,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
         def observe(result: ExportResult, wire_bytes: int) -> None:
             metrics.observe_ingest(result.table, rows=result.rows, nbytes=wire_bytes,
                                    wire_bytes=wire_bytes, rejected=result.rejected,
-                                   replayed=result.replayed)
+                                   replayed=result.replayed, path="otlp")
 
         otlp_grpc = OtlpGrpcServer(otlp_sink, host=config.host, port=otlp_grpc_port,
                                    tokens=state.tokens, max_message_bytes=max_body_bytes,
@@ -211,6 +212,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
     app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])
+    install_console(app)    # GET /: the web console (static files; data through the API)
     install_openapi(app)    # /openapi.json: the real bodies, answers and errors
     return app
 

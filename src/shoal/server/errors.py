@@ -31,11 +31,13 @@ from shoal.errors import (BackpressureError, BadJsonError, ConflictError,
                           IdempotencyKeyConflictError, IncompatibleSchemaChangeError,
                           InternalError, InvalidSchemaError, KqlSemanticError, KqlSyntaxError,
                           NotAllowedError, NotFoundError, PayloadError, PayloadTooLargeError,
+                          QueryError,
                           RequestError, SchemaConflictError, ShoalError, UnavailableError)
 
 log = logging.getLogger("shoal.server")
 
 Detail = dict[str, Any]   # {"line": int | None, "field": str | None, "message": str}
+# (a query error also has "column": where in the statement it went wrong)
 
 
 class UnauthorizedError(RequestError):
@@ -169,8 +171,12 @@ def details_for(exc: ShoalError) -> list[Detail]:
         return [{"line": None, "field": exc.field, "message": str(exc)}]
     if isinstance(exc, IdempotencyKeyConflictError):
         return [{"line": None, "field": "X-Idempotency-Key", "message": str(exc)}]
-    if isinstance(exc, (KqlSyntaxError, KqlSemanticError)) and exc.line is not None:
-        return [{"line": exc.line, "field": "kql", "message": str(exc)}]
+    line = getattr(exc, "line", None)
+    if isinstance(exc, QueryError) and line is not None:
+        # where in the statement: the console marks it; `field` names the language
+        field = "kql" if isinstance(exc, (KqlSyntaxError, KqlSemanticError)) else "sql"
+        return [{"line": line, "column": getattr(exc, "column", None), "field": field,
+                 "message": str(exc)}]
     column = getattr(exc, "column", None)
     if isinstance(exc, (InvalidSchemaError, IncompatibleSchemaChangeError,
                         SchemaConflictError)) and column is not None:

@@ -64,6 +64,7 @@ async def ingest(
 
     nbytes, ack = await anyio.to_thread.run_sync(work)
     state.metrics.observe_ingest(table, rows=ack.rows, nbytes=nbytes, wire_bytes=len(wire),
-                                 rejected=ack.rejected_count or 0, replayed=ack.replayed)
+                                 rejected=ack.rejected_count or 0, replayed=ack.replayed,
+                                 path="rest")
     doc: dict[str, Any] = ack.to_json()
     return JSONResponse(doc)

@@ -5,7 +5,10 @@
   route *template* (`/v1/ingest/{table}`), never the raw path, so label cardinality stays
   bounded; unmatched paths are `<unmatched>`.
 - `shoal_ingest_*`: rows, decoded NDJSON bytes, bytes on the wire, rejected lines and
-  idempotent replays of successful ingest requests, by table.
+  idempotent replays of successful ingest requests, by table; and
+  `shoal_ingest_path_rows_total{table,path}`, the same rows by the path that brought them
+  (`rest`: `/v1/ingest`, `otlp`: OTLP/HTTP and OTLP/gRPC). The Kafka and file-drop
+  pipelines count theirs in `shoal_kafka_rows_total` / `shoal_filedrop_rows_total`.
 - `shoal_staging_*`: read from the write path's `StagingBuffer` at scrape time (pending
   bytes, flushes, extents, rows, commit time, replays, backpressure rejections).
 
@@ -40,6 +43,9 @@ class ServerMetrics:
                                  buckets=_LATENCY_BUCKETS, registry=r)
         self.ingest_rows = Counter("shoal_ingest_rows", "Rows committed by ingest requests",
                                    ["table"], registry=r)
+        self.ingest_path_rows = Counter("shoal_ingest_path_rows",
+                                        "Rows committed by ingest requests, by path "
+                                        "(rest, otlp)", ["table", "path"], registry=r)
         self.ingest_bytes = Counter("shoal_ingest_bytes",
                                     "NDJSON bytes (after decompression) of ingest requests",
                                     ["table"], registry=r)
@@ -59,11 +65,12 @@ class ServerMetrics:
         self.latency.labels(method, route).observe(seconds)
 
     def observe_ingest(self, table: str, *, rows: int, nbytes: int, wire_bytes: int,
-                       rejected: int, replayed: bool) -> None:
+                       rejected: int, replayed: bool, path: str) -> None:
         if replayed:
             self.ingest_replays.labels(table).inc()
             return
         self.ingest_rows.labels(table).inc(rows)
+        self.ingest_path_rows.labels(table, path).inc(rows)
         self.ingest_bytes.labels(table).inc(nbytes)
         self.ingest_wire_bytes.labels(table).inc(wire_bytes)
         if rejected:

@@ -157,7 +157,10 @@ def _wire_models() -> dict[str, Schema]:
 
 def _schemas() -> dict[str, Schema]:
     detail = _obj({"line": _nullable({"type": "integer", "minimum": 1}),
-                   "field": _nullable(STR), "message": STR})
+                   "column": {**_nullable({"type": "integer", "minimum": 1}),
+                              "description": "query errors: the column of `line` where the "
+                                             "statement went wrong"},
+                   "field": _nullable(STR), "message": STR}, optional=("column",))
     column = _obj({"name": STR, "type": STR, "nullable": BOOL, "header": _nullable(STR),
                    "default": {}}, optional=("default",))
     scan = {"extents_considered": COUNT, "extents_pruned": COUNT, "extents_read": COUNT,
@@ -187,6 +190,24 @@ def _schemas() -> dict[str, Schema]:
                        "snapshot_id": INT, "row_count": COUNT, "extent_count": COUNT,
                        "properties": {"type": "object"}}),
         "TableList": _obj({"tables": {"type": "array", "items": _ref("Table")}}),
+        "TableSnapshots": _obj({"table": STR, "total": COUNT, "snapshots": {
+            "type": "array", "description": "newest first", "items": _obj({
+                "snapshot_id": INT, "parent_id": _nullable(INT),
+                "operation": {**STR, "description": "create, append, schema, compact, "
+                                                    "retention, ..."},
+                "schema_version": {"type": "integer", "minimum": 1},
+                "created_at": {"type": "number", "description": "seconds since the epoch"},
+                "summary": {"type": "object", "description": "what the commit recorded, "
+                                                             "e.g. added_rows"}})}}),
+        "TableSchemas": _obj({"table": STR, "versions": {
+            "type": "array", "description": "oldest first", "items": _obj({
+                "version": {"type": "integer", "minimum": 1},
+                "columns": {"type": "array", "items": column},
+                "added": {"type": "array", "items": STR},
+                "widened": {"type": "array", "items": STR}})}}),
+        "TableStorage": _obj({"table": STR, "snapshot_id": INT, "rows": COUNT,
+                              "extents": COUNT, "blocks": COUNT, "bytes": COUNT,
+                              "min_ts": _nullable(INT), "max_ts": _nullable(INT)}),
         "IngestAck": _obj({
             "table": STR, "snapshot_id": INT, "rows": COUNT, "replayed": BOOL,
             "new_columns": {"type": "array", "items": STR},
@@ -383,6 +404,23 @@ def _operations() -> dict[tuple[str, str], Operation]:
         ("GET", "/v1/tables/{table}"): _op(
             "describe_table", "Describe a table", "tables", scope="query",
             parameters=[TABLE_PATH], responses=_responses(table, *AUTH, 404)),
+        ("GET", "/v1/tables/{table}/snapshots"): _op(
+            "table_snapshots", "A table's snapshot timeline (newest first)", "tables",
+            scope="query",
+            parameters=[TABLE_PATH, {"name": "limit", "in": "query", "required": False,
+                                     "schema": {"type": "integer", "minimum": 1,
+                                                "maximum": 1000, "default": 100}}],
+            responses=_responses(_ok(_ref("TableSnapshots"), "the snapshots"), *AUTH, 404)),
+        ("GET", "/v1/tables/{table}/schemas"): _op(
+            "table_schemas", "A table's schema versions (oldest first)", "tables",
+            scope="query", parameters=[TABLE_PATH],
+            responses=_responses(_ok(_ref("TableSchemas"), "the schema history"),
+                                 *AUTH, 404)),
+        ("GET", "/v1/tables/{table}/storage"): _op(
+            "table_storage", "What a table's current snapshot holds (rows, extents, bytes)",
+            "tables", scope="query", parameters=[TABLE_PATH],
+            responses=_responses(_ok(_ref("TableStorage"), "the storage summary"),
+                                 *AUTH, 404)),
         ("POST", "/v1/tables/{table}/columns"): _op(
             "add_columns", "Add nullable columns or widen existing ones", "tables",
             scope="admin", parameters=[TABLE_PATH],

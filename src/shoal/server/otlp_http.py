@@ -95,7 +95,7 @@ async def export(request: Request, signal: Signal) -> Response:
     if result.rows or result.rejected:
         state.metrics.observe_ingest(result.table, rows=result.rows, nbytes=nbytes,
                                      wire_bytes=len(wire), rejected=result.rejected,
-                                     replayed=result.replayed)
+                                     replayed=result.replayed, path="otlp")
     return Response(encode_response(signal, fmt, rejected=result.rejected,
                                     message=result.message),
                     media_type=_media(fmt))

@@ -12,10 +12,10 @@ before the auth dependency runs; the OpenAPI document describes it (`shoal.serve
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shoal.errors import BadJsonError, InvalidSchemaError
@@ -151,3 +151,63 @@ async def add_columns(request: Request, table: str) -> dict[str, Any]:
         return db.describe(table)
 
     return await anyio.to_thread.run_sync(work)
+
+
+# ---- history and storage: what the console's table page shows ----------------------------
+
+SNAPSHOT_LIMIT = 1000
+
+
+@router.get("/{table}/snapshots", dependencies=[Depends(require_scope("query"))])
+def table_snapshots(request: Request, table: str,
+                    limit: Annotated[int, Query(ge=1, le=SNAPSHOT_LIMIT)] = 100
+                    ) -> dict[str, Any]:
+    """The table's snapshot timeline, newest first: at most `limit` snapshots (expired ones
+    are gone), each with its operation, schema version, time and the commit's summary
+    (`added_rows`, `added_extents`, ... as the operation records them)."""
+    snapshots = server_state(request).db.catalog.snapshots(table)
+    newest = sorted(snapshots, key=lambda s: s.snapshot_id, reverse=True)[:limit]
+    return {"table": table, "total": len(snapshots), "snapshots": [
+        {"snapshot_id": s.snapshot_id, "parent_id": s.parent_id, "operation": s.operation,
+         "schema_version": s.schema_version, "created_at": s.created_at,
+         "summary": s.summary} for s in newest]}
+
+
+@router.get("/{table}/schemas", dependencies=[Depends(require_scope("query"))])
+def table_schemas(request: Request, table: str) -> dict[str, Any]:
+    """Every schema version of the table, oldest first, with the columns each one added or
+    widened relative to the one before."""
+    versions: list[dict[str, Any]] = []
+    before: dict[str, str] = {}
+    for schema in server_state(request).db.catalog.schema_history(table):
+        columns = [_column_doc(c) for c in schema.columns]
+        now = {c["name"]: c["type"] for c in columns}
+        versions.append({
+            "version": schema.version, "columns": columns,
+            "added": [n for n in now if n not in before],
+            "widened": [n for n, t in now.items() if n in before and before[n] != t]})
+        before = now
+    return {"table": table, "versions": versions}
+
+
+@router.get("/{table}/storage", dependencies=[Depends(require_scope("query"))])
+def table_storage(request: Request, table: str) -> dict[str, Any]:
+    """What the table's current snapshot holds: rows, extents, blocks, bytes in the object
+    store and the event-time range (`min_ts`/`max_ts`, ns since the epoch, or null)."""
+    catalog = server_state(request).db.catalog
+    info = catalog.load_table(table)
+    entries = catalog.manifests(table, info.current_snapshot_id)
+    times = [e.min_ts for e in entries if e.min_ts is not None]
+    ends = [e.max_ts for e in entries if e.max_ts is not None]
+    return {"table": table, "snapshot_id": info.current_snapshot_id,
+            "rows": sum(e.row_count for e in entries), "extents": len(entries),
+            "blocks": sum(e.block_count for e in entries),
+            "bytes": sum(e.byte_size for e in entries),
+            "min_ts": min(times) if times else None, "max_ts": max(ends) if ends else None}
+
+
+def _column_doc(c: Column) -> dict[str, Any]:
+    doc = {"name": c.name, "type": str(c.type), "nullable": c.nullable, "header": c.header}
+    if c.default is not None:
+        doc["default"] = c.default
+    return doc
