@@ -101,7 +101,7 @@ async def remote_write(request: Request) -> Response:
         state.metrics.observe_ingest(w.table, rows=w.rows,
                                      nbytes=result.decoded_bytes if i == 0 else 0,
                                      wire_bytes=len(wire) if i == 0 else 0, rejected=0,
-                                     replayed=w.replayed)
+                                     replayed=w.replayed, path="remote_write")
     return Response(status_code=204)
 
 

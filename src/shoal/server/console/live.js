@@ -15,7 +15,7 @@ const SEP = "\u0000";
 function ingestRows(samples) {
   const out = new Map(series(samples, "shoal_ingest_path_rows_total", ["table", "path"]));
   for (const [kind, name] of [["kafka", "shoal_kafka_rows_total"],
-    ["filedrop", "shoal_filedrop_rows_total"]]) {
+    ["filedrop", "shoal_filedrop_rows_total"], ["scrape", "shoal_scrape_rows_total"]]) {
     for (const [table, v] of series(samples, name, ["table"])) out.set(`${table}${SEP}${kind}`, v);
   }
   return out;
