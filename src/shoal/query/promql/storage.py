@@ -1,0 +1,256 @@
+"""Reading series for PromQL from shoal's tables, through the query lane's pruning cascade.
+
+Sources: the table `config.prometheus_table` and every other table whose schema has the
+Prometheus layout's columns (`shoal.types.prometheus`: scrape jobs bind tables of their own
+with that layout). A selector is answered in two reads per table, both planned by
+`QueryEngine.read` (stage 1 catalog pruning, stage 2 block stats and membership filters):
+
+1. the series: (`series_id`, `metric`, `labels`) of the blocks that may hold the metric
+   (`metric` = name, or IN the names a `__name__` regex matches among the distinct names) in
+   the time bounds; label matchers are then decided once per distinct series, not per
+   sample. This index is cached per (table, snapshot, metric predicate, bounds).
+2. the samples: (`series_id`, `_timestamp`, `value`, `special`) only, under the same
+   predicate (plus `series_id IN (...)` when the matchers kept a few of many series), then
+   sorted per series with numpy; a sample sent twice (same series and time) counts once.
+
+Samples with neither a value nor a `special` (native histograms) are not read as floats:
+PromQL here evaluates classic (float) series only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal.format.base import And, BlockPredicate, Equals, InSet, TimeRange
+from shoal.lru import MISSING, Lru
+from shoal.query.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
+from shoal.query.promql.model import NAME, Labels, RawSeries, make_labels
+from shoal.types.prometheus import STALE
+
+if TYPE_CHECKING:
+    from shoal.catalog.base import TableInfo
+
+LAYOUT_COLUMNS = frozenset({"_timestamp", "metric", "labels", "series_id", "value", "special"})
+SERIES_INSET_MAX = 2000     # beyond this many kept series, `series_id IN` stops helping
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+@dataclass(frozen=True)
+class LabelMatcher:
+    """One label matcher; regexes are fully anchored, as Prometheus anchors them."""
+
+    name: str
+    op: str          # "=", "!=", "=~", "!~"
+    value: str
+
+    def __post_init__(self) -> None:
+        if self.op in ("=~", "!~"):
+            try:
+                object.__setattr__(self, "_regex", re.compile(self.value, re.DOTALL))
+            except re.error as e:
+                raise PromQLBadDataError(
+                    f"invalid regular expression {self.value!r} for label {self.name}: {e}"
+                ) from None
+
+    def matches(self, value: str) -> bool:
+        if self.op == "=":
+            return value == self.value
+        if self.op == "!=":
+            return value != self.value
+        hit = self._regex.fullmatch(value) is not None  # type: ignore[attr-defined]
+        return hit if self.op == "=~" else not hit
+
+
+def matches_all(matchers: Sequence[LabelMatcher], labels: Labels) -> bool:
+    got = dict(labels)
+    return all(m.matches(got.get(m.name, "")) for m in matchers)
+
+
+class Reader:
+    """What the storage needs of the query lane: the tables and a pruned scan of one."""
+
+    def __init__(self, tables: Callable[[], list[TableInfo]],
+                 read: Callable[..., tuple[pa.Table, Any]]) -> None:
+        self.tables = tables
+        self.read = read
+
+
+class PromStorage:
+    """Series and samples of the Prometheus-layout tables (see the module docstring)."""
+
+    def __init__(self, reader: Reader, *, prometheus_table: str,
+                 max_samples: int = 50_000_000, cache_bytes: int = 64 << 20) -> None:
+        self.reader = reader
+        self.prometheus_table = prometheus_table
+        self.max_samples = max_samples
+        self._series_cache = Lru(cache_bytes)
+
+    # ---- tables ----------------------------------------------------------------------------
+    def source_tables(self) -> list[tuple[str, int]]:
+        """(name, current snapshot id) of every table with the samples layout."""
+        out = []
+        for info in self.reader.tables():
+            names = set(info.schema.names)
+            if info.name == self.prometheus_table or LAYOUT_COLUMNS <= names:
+                if LAYOUT_COLUMNS <= names:
+                    out.append((info.name, info.current_snapshot_id))
+        return out
+
+    # ---- series ----------------------------------------------------------------------------
+    def metric_names(self, lo_ms: int, hi_ms: int) -> list[str]:
+        names: set[str] = set()
+        for table, snap in self.source_tables():
+            t, _ = self.reader.read(table, TimeRange(lo_ms * 1_000_000, hi_ms * 1_000_000),
+                                    snapshot_id=snap, columns=["metric"])
+            names.update(x for x in pc.unique(t.column("metric")).to_pylist() if x)
+        return sorted(names)
+
+    def _name_predicate(self, matchers: Sequence[LabelMatcher], lo_ms: int,
+                        hi_ms: int) -> BlockPredicate | None | bool:
+        """The `metric` predicate of a selector: Equals, InSet, None (any name) or False
+        (no name can match)."""
+        name_matchers = [m for m in matchers if m.name == NAME]
+        equal = [m.value for m in name_matchers if m.op == "="]
+        if equal:
+            return Equals("metric", equal[0])
+        if not name_matchers:
+            return None
+        names = [n for n in self.metric_names(lo_ms, hi_ms)
+                 if all(m.matches(n) for m in name_matchers)]
+        if not names:
+            return False
+        return InSet("metric", tuple(names))
+
+    def _series_of(self, table: str, snap: int, pred: BlockPredicate
+                   ) -> dict[int, Labels]:
+        key = (table, snap, pred)
+        hit = self._series_cache.get(key)
+        if hit is not MISSING:
+            return dict(hit)
+        t, _ = self.reader.read(table, pred, snapshot_id=snap,
+                                columns=["series_id", "metric", "labels"])
+        sids = t.column("series_id").to_numpy(zero_copy_only=False)
+        out: dict[int, Labels] = {}
+        if len(sids):
+            _, first = np.unique(sids, return_index=True)
+            metrics = t.column("metric").take(pa.array(first)).to_pylist()
+            labels = t.column("labels").take(pa.array(first)).to_pylist()
+            for i, m, lab in zip(first.tolist(), metrics, labels, strict=True):
+                doc = _decode(lab) if isinstance(lab, (str, bytes)) else dict(lab or {})
+                pairs = [(k, str(v)) for k, v in doc.items()]
+                if m:
+                    pairs.append((NAME, m))
+                out[int(sids[i])] = make_labels(pairs)
+        self._series_cache.put(key, tuple(out.items()), 64 + 96 * len(out))
+        return out
+
+    def series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
+               ) -> dict[int, Labels]:
+        """The series (id -> labels) that match and have samples in [lo, hi]."""
+        return {sid: lab for _, _, ids in self._plan(matchers, lo_ms, hi_ms)
+                for sid, lab in ids.items()}
+
+    def _plan(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
+              ) -> list[tuple[str, BlockPredicate, dict[int, Labels]]]:
+        name_pred = self._name_predicate(matchers, lo_ms, hi_ms)
+        if name_pred is False:
+            return []
+        time_pred = TimeRange(lo_ms * 1_000_000, hi_ms * 1_000_000)
+        pred: BlockPredicate = (time_pred if name_pred is None or name_pred is True
+                                else And((name_pred, time_pred)))
+        plans = []
+        for table, snap in self.source_tables():
+            every = self._series_of(table, snap, pred)
+            kept = {sid: lab for sid, lab in every.items() if matches_all(matchers, lab)}
+            if not kept:
+                continue
+            sample_pred = pred
+            if len(kept) < len(every) and len(kept) <= SERIES_INSET_MAX:
+                sample_pred = And((pred, InSet("series_id", tuple(sorted(kept)))))
+            plans.append((f"{table}\0{snap}", sample_pred, kept))
+        return plans
+
+    # ---- samples ---------------------------------------------------------------------------
+    def select(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int,
+               budget: SampleBudget | None = None) -> list[RawSeries]:
+        """The matching series' samples in [lo_ms, hi_ms], sorted by labels."""
+        labels: dict[int, Labels] = {}
+        parts: list[tuple[np.ndarray, ...]] = []
+        for key, pred, kept in self._plan(matchers, lo_ms, hi_ms):
+            table, snap = key.split("\0")
+            t, _ = self.reader.read(table, pred, snapshot_id=int(snap),
+                                    columns=["series_id", "_timestamp", "value", "special"])
+            labels.update(kept)
+            parts.append(_sample_arrays(t, kept, lo_ms, hi_ms))
+        if not parts:
+            return []
+        sid = np.concatenate([p[0] for p in parts])
+        if budget is not None:
+            budget.take(len(sid))
+        ts = np.concatenate([p[1] for p in parts])
+        val = np.concatenate([p[2] for p in parts])
+        stale = np.concatenate([p[3] for p in parts])
+        order = np.lexsort((ts, sid))
+        sid, ts, val, stale = sid[order], ts[order], val[order], stale[order]
+        # A sample sent twice (same series, same time): keep the last one read.
+        if len(sid) > 1:
+            dup = (sid[1:] == sid[:-1]) & (ts[1:] == ts[:-1])
+            if dup.any():
+                keep = np.append(~dup, True)
+                sid, ts, val, stale = sid[keep], ts[keep], val[keep], stale[keep]
+        bounds = np.flatnonzero(np.diff(sid)) + 1
+        starts = np.concatenate(([0], bounds))
+        ends = np.concatenate((bounds, [len(sid)]))
+        out = [RawSeries(labels[int(sid[s])], ts[s:e], val[s:e], stale[s:e])
+               for s, e in zip(starts.tolist(), ends.tolist(), strict=True) if e > s]
+        out.sort(key=lambda r: r.labels)
+        return out
+
+
+class SampleBudget:
+    """Prometheus's `--query.max-samples`: the samples one query may load."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, n: int) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise PromQLTooManySamplesError(self.limit)
+
+
+def _sample_arrays(t: pa.Table, kept: dict[int, Labels], lo_ms: int, hi_ms: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(series_id, ts_ms, value, stale) of the rows of kept series in [lo, hi] (stage 3)."""
+    sid = t.column("series_id").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    ts = (t.column("_timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+          // 1_000_000)
+    value = t.column("value")
+    special = t.column("special")
+    val = value.to_numpy(zero_copy_only=False).astype(np.float64)   # nulls -> NaN
+    has_special = pc.is_valid(special).to_numpy(zero_copy_only=False)
+    stale = np.zeros(len(sid), dtype=bool)
+    if has_special.any():
+        spec = special.to_numpy(zero_copy_only=False)
+        for i in np.flatnonzero(has_special).tolist():
+            s = spec[i]
+            if s == STALE:
+                stale[i] = True
+            else:
+                val[i] = {"NaN": np.nan, "+Inf": np.inf, "-Inf": -np.inf}.get(s, np.nan)
+    native = pc.is_null(value).to_numpy(zero_copy_only=False) & ~has_special
+    keep = (ts >= lo_ms) & (ts <= hi_ms) & ~native
+    if len(kept) < 64:
+        keep &= np.isin(sid, np.fromiter(kept, dtype=np.int64, count=len(kept)))
+    else:
+        keep &= np.isin(sid, np.array(sorted(kept), dtype=np.int64), assume_unique=False)
+    return sid[keep], ts[keep], val[keep], stale[keep]
