@@ -42,6 +42,9 @@ class Config:
     # (layout: shoal.types.prometheus), made on first use.
     prometheus_table: str = "prom_samples"
     prometheus_metadata_table: str = "prom_metadata"
+    # PromQL (issue 16): Prometheus's --query.lookback-delta and --query.max-samples.
+    promql_lookback_s: float = 300.0
+    promql_max_samples: int = 50_000_000
     # Arrow Flight SQL (issue 15): its port (0 = off) and, for grpc+tls, PEM cert and key.
     flight_port: int = 8815
     flight_tls_cert: str | None = None

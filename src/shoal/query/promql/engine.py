@@ -74,14 +74,18 @@ class PromQL:
         self.lookback_ms = lookback_ms
         self.max_samples = max_samples
 
-    def _evaluator(self, steps: np.ndarray, start_ms: int, end_ms: int) -> Evaluator:
+    def _evaluator(self, steps: np.ndarray, start_ms: int, end_ms: int,
+                   timeout_s: float | None) -> Evaluator:
+        budget = SampleBudget(self.max_samples, timeout_s=timeout_s)
         return Evaluator(self.storage, steps, start_ms=start_ms, end_ms=end_ms,
-                         lookback_ms=self.lookback_ms, budget=SampleBudget(self.max_samples))
+                         lookback_ms=self.lookback_ms, budget=budget)
 
-    def instant(self, expr: str, time_ms: int) -> PromResult:
+    def instant(self, expr: str, time_ms: int, *, timeout_s: float | None = None
+                ) -> PromResult:
+        """`expr` at `time_ms`; `timeout_s` bounds the evaluation (`QueryTimeoutError`)."""
         node = parse(expr)
         steps = np.array([time_ms], dtype=np.int64)
-        ev = self._evaluator(steps, time_ms, time_ms)
+        ev = self._evaluator(steps, time_ms, time_ms, timeout_s)
         value = ev.eval(node)
         used = ev.budget.used
         if isinstance(value, str):
@@ -100,7 +104,9 @@ class PromQL:
                 for i, lab in enumerate(value.labels) if value.present[i, 0]]
         return PromResult("vector", vector=_ordered(node, rows, ev), samples=used)
 
-    def range(self, expr: str, start_ms: int, end_ms: int, step_ms: int) -> PromResult:
+    def range(self, expr: str, start_ms: int, end_ms: int, step_ms: int, *,
+              timeout_s: float | None = None) -> PromResult:
+        """`expr` at start, start + step, ... up to end (a matrix)."""
         node = parse(expr)
         if step_ms <= 0:
             raise PromQLBadDataError("zero or negative query resolution step widths are not "
@@ -108,7 +114,7 @@ class PromQL:
         if end_ms < start_ms:
             raise PromQLBadDataError("end timestamp must not be before start time")
         steps = np.arange(start_ms, end_ms + 1, step_ms, dtype=np.int64)
-        ev = self._evaluator(steps, start_ms, end_ms)
+        ev = self._evaluator(steps, start_ms, end_ms, timeout_s)
         value = ev.eval(node)
         if isinstance(value, (str, RangeValue)):
             kind = "string" if isinstance(value, str) else "range vector"

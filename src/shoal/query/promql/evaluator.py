@@ -91,6 +91,7 @@ class Evaluator:
 
     # ---- dispatch --------------------------------------------------------------------------
     def eval(self, node: Any) -> Value:
+        self.budget.check_time()
         if isinstance(node, pp.NumberLiteral):
             return np.full(self.n, float(node.val))
         if isinstance(node, pp.StringLiteral):

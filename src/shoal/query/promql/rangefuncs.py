@@ -88,7 +88,9 @@ def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarra
             else:
                 hit = (v[1:] != v[:-1]) & ~(np.isnan(v[1:]) & np.isnan(v[:-1]))
             prefix = np.concatenate(([0, 0], np.cumsum(hit)))   # prefix[k]: hits at 1..k-1
-            count = prefix[np.maximum(hi, lo + 1)] - prefix[np.minimum(lo + 1, hi)]
+            top = len(v)
+            count = (prefix[np.clip(np.maximum(hi, lo + 1), 0, top)]
+                     - prefix[np.clip(np.minimum(lo + 1, hi), 0, top)])
             return np.maximum(count, 0).astype(np.float64), n > 0
     fn = _WINDOW_FUNCTIONS.get(name)
     if fn is None:

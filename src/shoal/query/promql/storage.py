@@ -20,6 +20,7 @@ PromQL here evaluates classic (float) series only.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal.errors import QueryTimeoutError
 from shoal.format.base import And, BlockPredicate, Equals, InSet, TimeRange
 from shoal.lru import MISSING, Lru
 from shoal.query.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
@@ -216,16 +218,25 @@ class PromStorage:
 
 
 class SampleBudget:
-    """Prometheus's `--query.max-samples`: the samples one query may load."""
+    """Prometheus's `--query.max-samples` (the samples one query may load) and the query's
+    deadline (`timeout_s`), checked as evaluation proceeds."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, timeout_s: float | None = None) -> None:
         self.limit = limit
         self.used = 0
+        self.timeout_s = timeout_s
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
     def take(self, n: int) -> None:
         self.used += n
         if self.used > self.limit:
             raise PromQLTooManySamplesError(self.limit)
+        self.check_time()
+
+    def check_time(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            assert self.timeout_s is not None
+            raise QueryTimeoutError(self.timeout_s)
 
 
 def _sample_arrays(t: pa.Table, kept: dict[int, Labels], lo_ms: int, hi_ms: int
