@@ -147,7 +147,7 @@ def vector_vector(op: str, lhs: Vectors, rhs: Vectors, m: Matching, *,
     for i, s in enumerate(osig):
         by_sig.setdefault(s, []).append(i)
     side = "left" if swapped else "right"
-    for s, rows in by_sig.items():
+    for rows in by_sig.values():
         if len(rows) > 1:
             both = one.present[rows].sum(axis=0) > 1
             if both.any():

@@ -29,7 +29,7 @@ def parse(expr: str) -> Any:
         return pp.parse(expr)
     except ValueError as e:
         raise PromQLParseError(str(e)) from None
-    except BaseException as e:  # noqa: BLE001 - the Rust parser may panic on odd input
+    except BaseException as e:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         raise PromQLParseError(f"{type(e).__name__}: {e}") from None

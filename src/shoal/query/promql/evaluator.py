@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import promql_parser as pp
@@ -26,7 +26,7 @@ from shoal.query.promql import rangefuncs
 from shoal.query.promql.aggregate import aggregate
 from shoal.query.promql.binary import (COMPARISON, SET_OPS, Matching, scalar_scalar,
                                        set_operation, vector_scalar, vector_vector)
-from shoal.query.promql.errors import PromQLBadDataError, PromQLExecutionError
+from shoal.query.promql.errors import PromQLBadDataError
 from shoal.query.promql.model import NAME, Labels, RawSeries, Vectors, drop_name, make_labels
 from shoal.query.promql.storage import LabelMatcher, PromStorage, SampleBudget
 
@@ -46,11 +46,11 @@ class RangeValue:
     range_ms: int
 
 
-Value = Union[Vectors, np.ndarray, str, RangeValue]
+Value = Vectors | np.ndarray | str | RangeValue
 
 
 def _ms(delta: Any) -> int:
-    return 0 if delta is None else int(round(delta.total_seconds() * 1000))
+    return 0 if delta is None else round(delta.total_seconds() * 1000)
 
 
 def selector_matchers(node: Any) -> list[list[LabelMatcher]]:
@@ -144,7 +144,7 @@ class Evaluator:
             elif kind == "End":
                 at_ms = self.end_ms
             else:
-                at_ms = int(round(at.at.timestamp() * 1000))
+                at_ms = round(at.at.timestamp() * 1000)
             base = np.full(self.n, at_ms, dtype=np.int64)
         return base - _ms(getattr(node, "offset", None))
 
@@ -303,9 +303,10 @@ class Evaluator:
             return np.where(count == 1, value, np.nan)
         if name == "absent":
             vec = self.vector(args[0])
-            none = ~vec.present.any(axis=0) if len(vec) else np.ones(self.n, dtype=bool)
+            none = np.asarray(~vec.present.any(axis=0) if len(vec)
+                              else np.ones(self.n, dtype=bool))
             return Vectors([make_labels(self._absent_labels(args[0]))], np.ones((1, self.n)),
-                           none[None, :]).compact()
+                           none.reshape(1, self.n)).compact()
         if name == "timestamp":
             vec = self.vector(args[0])
             if vec.sample_ts is not None and isinstance(unwrap(args[0]), pp.VectorSelector):

@@ -52,7 +52,6 @@ def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarra
          ) -> tuple[np.ndarray, np.ndarray]:
     n = hi - lo
     last = np.clip(hi - 1, 0, max(len(v) - 1, 0))
-    first = np.clip(lo, 0, max(len(v) - 1, 0))
     if len(v) == 0:
         return np.zeros(len(te)), np.zeros(len(te), dtype=bool)
     with np.errstate(all="ignore"):
@@ -191,7 +190,7 @@ def quantile(q: float, values: np.ndarray) -> float:
         return math.inf
     s = np.sort(values)
     rank = q * (len(s) - 1)
-    lower = max(0, int(math.floor(rank)))
+    lower = max(0, math.floor(rank))
     upper = min(len(s) - 1, lower + 1)
     weight = rank - math.floor(rank)
     return float(s[lower] * (1 - weight) + s[upper] * weight)

@@ -101,9 +101,8 @@ class PromStorage:
         out = []
         for info in self.reader.tables():
             names = set(info.schema.names)
-            if info.name == self.prometheus_table or LAYOUT_COLUMNS <= names:
-                if LAYOUT_COLUMNS <= names:
-                    out.append((info.name, info.current_snapshot_id))
+            if names >= LAYOUT_COLUMNS:      # prometheus_table and scrape jobs' tables
+                out.append((info.name, info.current_snapshot_id))
         return out
 
     # ---- series ----------------------------------------------------------------------------
