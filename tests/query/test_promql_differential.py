@@ -119,7 +119,7 @@ def apis(tmp_path_factory):
     rows = list(samples(families))
     work = tmp_path_factory.mktemp("promql-diff")
     with prometheus_server(work / "prom", backfill_text=openmetrics(families)) as prom, \
-            start_server(work / "shoal") as shoal:
+            start_server(work / "shoal", extra_args=["--lazy-spark"]) as shoal:
         load_samples(shoal.url, rows)
         yield prom.url, shoal.url
 

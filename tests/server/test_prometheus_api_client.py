@@ -27,7 +27,7 @@ def urls(tmp_path_factory):
     families = history(T0, minutes=60)
     work = tmp_path_factory.mktemp("promql-client")
     with prometheus_server(work / "prom", backfill_text=openmetrics(families)) as prom, \
-            start_server(work / "shoal") as shoal:
+            start_server(work / "shoal", extra_args=["--lazy-spark"]) as shoal:
         load_samples(shoal.url, list(samples(families)))
         yield prom.url, shoal.url
 

@@ -44,6 +44,7 @@ from shoal.query.promql import (PromQL, PromQLBadDataError, PromQLExecutionError
 from shoal.query.promql.evaluator import selector_matchers
 from shoal.server.auth import require_scope
 from shoal.server.body import read_body
+from shoal.server.errors import UnsupportedMediaTypeError, status_for
 from shoal.server.state import ServerState, server_state
 
 log = logging.getLogger("shoal.server.prometheus")
@@ -51,6 +52,7 @@ log = logging.getLogger("shoal.server.prometheus")
 router = APIRouter(tags=["prometheus"])
 MAX_POINTS = 11_000
 MAX_FORM_BYTES = 1 << 20
+FORM = "application/x-www-form-urlencoded"
 MIN_TIME_MS = -(1 << 62) // 1_000_000          # "all of history" bounds of series/labels
 MAX_TIME_MS = (1 << 62) // 1_000_000
 BUILD_VERSION = "2.42.0"     # the Prometheus API level this mirrors (Grafana reads it)
@@ -79,6 +81,10 @@ async def _params(request: Request) -> _Params:
     items = list(request.query_params.multi_items())
     if request.method == "POST":
         body = await read_body(request, limit=MAX_FORM_BYTES)
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if body and media != FORM:
+            raise UnsupportedMediaTypeError(
+                f"{request.url.path} takes Content-Type: {FORM}, got {media[:100] or '(none)'!r}")
         if body:
             try:
                 items += parse_qsl(body.decode("utf-8"), keep_blank_values=True,
@@ -133,9 +139,9 @@ def error_document(e: ShoalError) -> tuple[int, dict[str, Any]]:
     elif isinstance(e, QueryTimeoutError):
         status, kind = 503, "timeout"
     elif isinstance(e, UnavailableError):
-        status, kind = 503, "unavailable"
+        status, kind = status_for(e), "unavailable"      # 503, or 429 for a full slot table
     elif isinstance(e, RequestError):
-        status, kind = 400, "bad_data"
+        status, kind = status_for(e), "bad_data"         # 400 (408/413/415 for the body)
     else:
         status, kind = 500, "internal"
     return status, {"status": "error", "errorType": kind, "error": str(e)}
@@ -326,6 +332,7 @@ def _route(work: Callable[[ServerState, _Params, Request], Any], *, slot: bool =
            ) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         return await _answer(request, lambda s, p: work(s, p, request), slot=slot)
+    endpoint.__name__ = f"prometheus{work.__name__}"
     return endpoint
 
 

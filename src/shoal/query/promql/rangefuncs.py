@@ -127,7 +127,7 @@ def _extrapolated(ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     a = np.clip(lo, 0, len(v) - 1)
     b = np.clip(hi - 1, 0, len(v) - 1)
     result = v[b] - v[a]
-    if counter:
+    if counter and (v[1:] < v[:-1]).any():
         corr = np.zeros(len(v))
         corr[1:] = np.where(v[1:] < v[:-1], v[:-1], 0.0)
         if not np.isfinite(corr).all():

@@ -85,6 +85,17 @@ class Reader:
         self.read = read
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One table's part of a selection: the sample predicate and the matching series."""
+
+    table: str
+    snapshot: int
+    predicate: BlockPredicate
+    kept: dict[int, Labels]
+    every: bool                 # every series the predicate reads matched
+
+
 class PromStorage:
     """Series and samples of the Prometheus-layout tables (see the module docstring)."""
 
@@ -156,11 +167,11 @@ class PromStorage:
     def series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
                ) -> dict[int, Labels]:
         """The series (id -> labels) that match and have samples in [lo, hi]."""
-        return {sid: lab for _, _, ids in self._plan(matchers, lo_ms, hi_ms)
-                for sid, lab in ids.items()}
+        return {sid: lab for plan in self._plan(matchers, lo_ms, hi_ms)
+                for sid, lab in plan.kept.items()}
 
     def _plan(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
-              ) -> list[tuple[str, BlockPredicate, dict[int, Labels]]]:
+              ) -> list[_Plan]:
         name_pred = self._name_predicate(matchers, lo_ms, hi_ms)
         if name_pred is False:
             return []
@@ -176,7 +187,7 @@ class PromStorage:
             sample_pred = pred
             if len(kept) < len(every) and len(kept) <= SERIES_INSET_MAX:
                 sample_pred = And((pred, InSet("series_id", tuple(sorted(kept)))))
-            plans.append((f"{table}\0{snap}", sample_pred, kept))
+            plans.append(_Plan(table, snap, sample_pred, kept, len(kept) == len(every)))
         return plans
 
     # ---- samples ---------------------------------------------------------------------------
@@ -185,12 +196,11 @@ class PromStorage:
         """The matching series' samples in [lo_ms, hi_ms], sorted by labels."""
         labels: dict[int, Labels] = {}
         parts: list[tuple[np.ndarray, ...]] = []
-        for key, pred, kept in self._plan(matchers, lo_ms, hi_ms):
-            table, snap = key.split("\0")
-            t, _ = self.reader.read(table, pred, snapshot_id=int(snap),
+        for plan in self._plan(matchers, lo_ms, hi_ms):
+            t, _ = self.reader.read(plan.table, plan.predicate, snapshot_id=plan.snapshot,
                                     columns=["series_id", "_timestamp", "value", "special"])
-            labels.update(kept)
-            parts.append(_sample_arrays(t, kept, lo_ms, hi_ms))
+            labels.update(plan.kept)
+            parts.append(_sample_arrays(t, None if plan.every else plan.kept, lo_ms, hi_ms))
         if not parts:
             return []
         sid = np.concatenate([p[0] for p in parts])
@@ -199,8 +209,13 @@ class PromStorage:
         ts = np.concatenate([p[1] for p in parts])
         val = np.concatenate([p[2] for p in parts])
         stale = np.concatenate([p[3] for p in parts])
-        order = np.lexsort((ts, sid))
+        # Extents are read in time order and a series' rows keep their order: a stable sort
+        # by series (a radix sort) is usually enough; a full lexsort only when it is not.
+        order = np.argsort(sid, kind="stable")
         sid, ts, val, stale = sid[order], ts[order], val[order], stale[order]
+        if len(sid) > 1 and ((np.diff(ts) < 0) & (sid[1:] == sid[:-1])).any():
+            order = np.lexsort((ts, sid))
+            sid, ts, val, stale = sid[order], ts[order], val[order], stale[order]
         # A sample sent twice (same series, same time): keep the last one read.
         if len(sid) > 1:
             dup = (sid[1:] == sid[:-1]) & (ts[1:] == ts[:-1])
@@ -238,9 +253,10 @@ class SampleBudget:
             raise QueryTimeoutError(self.timeout_s)
 
 
-def _sample_arrays(t: pa.Table, kept: dict[int, Labels], lo_ms: int, hi_ms: int
+def _sample_arrays(t: pa.Table, kept: dict[int, Labels] | None, lo_ms: int, hi_ms: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(series_id, ts_ms, value, stale) of the rows of kept series in [lo, hi] (stage 3)."""
+    """(series_id, ts_ms, value, stale) of the rows in [lo, hi] of the `kept` series
+    (None: every series read matched) (stage 3)."""
     sid = t.column("series_id").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     ts = (t.column("_timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
           // 1_000_000)
@@ -259,8 +275,8 @@ def _sample_arrays(t: pa.Table, kept: dict[int, Labels], lo_ms: int, hi_ms: int
                 val[i] = {"NaN": np.nan, "+Inf": np.inf, "-Inf": -np.inf}.get(s, np.nan)
     native = pc.is_null(value).to_numpy(zero_copy_only=False) & ~has_special
     keep = (ts >= lo_ms) & (ts <= hi_ms) & ~native
-    if len(kept) < 64:
+    if kept is not None:
         keep &= np.isin(sid, np.fromiter(kept, dtype=np.int64, count=len(kept)))
-    else:
-        keep &= np.isin(sid, np.array(sorted(kept), dtype=np.int64), assume_unique=False)
+    if keep.all():
+        return sid, ts, val, stale
     return sid[keep], ts[keep], val[keep], stale[keep]
