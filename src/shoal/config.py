@@ -97,9 +97,10 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
-                         "query_max_bytes", "query_concurrency", "local_query_max_bytes"})
+                         "query_max_bytes", "query_concurrency", "local_query_max_bytes",
+                         "promql_max_samples"})
 QUERY_ENGINES = ("auto", "local", "spark")
-_FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s"})
+_FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 

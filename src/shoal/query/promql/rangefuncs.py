@@ -27,9 +27,17 @@ RANGE_FUNCTIONS = frozenset({
     "stdvar_over_time", "present_over_time", "absent_over_time"})
 
 
+PACKED = frozenset({"rate", "increase", "delta", "irate", "idelta", "count_over_time",
+                    "present_over_time", "last_over_time", "sum_over_time", "avg_over_time",
+                    "min_over_time", "max_over_time", "resets", "changes"})
+_SHIFT = 42          # series index << 42 | ms since the earliest sample: one sorted key
+
+
 def evaluate(name: str, series: Sequence[RawSeries], te: np.ndarray, range_ms: int,
              params: Sequence[np.ndarray]) -> Vectors:
     """`name` over each series' windows ending at `te` (int64 ms, one per step)."""
+    if name in PACKED and series:
+        return _evaluate_packed(name, series, te, range_ms, params)
     steps = len(te)
     rows, values, present = [], [], []
     for s in series:
@@ -37,7 +45,7 @@ def evaluate(name: str, series: Sequence[RawSeries], te: np.ndarray, range_ms: i
         ts, v = (s.ts, s.values) if keep.all() else (s.ts[keep], s.values[keep])
         lo = np.searchsorted(ts, te - range_ms, side="left")
         hi = np.searchsorted(ts, te, side="right")
-        out, ok = _one(name, ts, v, lo, hi, te, range_ms, params)
+        out, ok = _one(name, ts, v, lo, hi, te, range_ms, params, np.zeros(1, np.int64))
         if ok.any():
             rows.append(s.labels if name in KEEPS_NAME else drop_name(s.labels))
             values.append(out)
@@ -47,17 +55,48 @@ def evaluate(name: str, series: Sequence[RawSeries], te: np.ndarray, range_ms: i
     return Vectors(rows, np.vstack(values), np.vstack(present)).with_labels(rows)
 
 
+def _evaluate_packed(name: str, series: Sequence[RawSeries], te: np.ndarray, range_ms: int,
+                     params: Sequence[np.ndarray]) -> Vectors:
+    """Every series at once: their samples concatenated under one sorted key (series index,
+    time), so one `searchsorted` finds the windows of every series at every step."""
+    keeps = [~s.stale for s in series]
+    ts = np.concatenate([s.ts[k] for s, k in zip(series, keeps, strict=True)])
+    v = np.concatenate([s.values[k] for s, k in zip(series, keeps, strict=True)])
+    counts = np.array([int(k.sum()) for k in keeps], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    steps = len(te)
+    if len(ts) == 0:
+        return Vectors.empty(steps)
+    base = int(ts.min())
+    owner = np.repeat(np.arange(len(series), dtype=np.int64), counts)
+    key = (owner << _SHIFT) | (ts - base)
+    row = (np.arange(len(series), dtype=np.int64) << _SHIFT)[:, None]
+    lo = np.searchsorted(key, row | np.clip(te - range_ms - base, 0, None)[None, :], "left")
+    top = np.clip(te - base, -1, None)[None, :]
+    hi = np.where(top < 0, lo, np.searchsorted(key, row | np.maximum(top, 0), "right"))
+    te2 = np.broadcast_to(te[None, :], lo.shape)
+    out, ok = _one(name, ts, v, lo, hi, te2, range_ms, params, starts)
+    has = ok.any(axis=1)
+    labels = [s.labels if name in KEEPS_NAME else drop_name(s.labels)
+              for s, h in zip(series, has.tolist(), strict=True) if h]
+    if not labels:
+        return Vectors.empty(steps)
+    return Vectors(labels, out[has], ok[has]).with_labels(labels)
+
+
 def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-         te: np.ndarray, range_ms: int, params: Sequence[np.ndarray]
+         te: np.ndarray, range_ms: int, params: Sequence[np.ndarray], starts: np.ndarray
          ) -> tuple[np.ndarray, np.ndarray]:
+    """`name` over windows [lo, hi) of `v` (any shape of lo/hi/te); `starts`: where each
+    series begins in `v` (no reset or change is counted across a series boundary)."""
     n = hi - lo
     last = np.clip(hi - 1, 0, max(len(v) - 1, 0))
     if len(v) == 0:
-        return np.zeros(len(te)), np.zeros(len(te), dtype=bool)
+        return np.zeros(lo.shape), np.zeros(lo.shape, dtype=bool)
     with np.errstate(all="ignore"):
         if name in ("rate", "increase", "delta"):
             return _extrapolated(ts, v, lo, hi, te, range_ms, counter=name != "delta",
-                                 per_second=name == "rate")
+                                 per_second=name == "rate", starts=starts)
         if name in ("irate", "idelta"):
             ok = n >= 2
             prev = np.clip(hi - 2, 0, len(v) - 1)
@@ -71,13 +110,13 @@ def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarra
         if name == "count_over_time":
             return n.astype(np.float64), n > 0
         if name == "present_over_time":
-            return np.ones(len(te)), n > 0
+            return np.ones(lo.shape), n > 0
         if name == "last_over_time":
             return v[last], n > 0
         if name in ("sum_over_time", "avg_over_time", "min_over_time", "max_over_time"):
             ufunc = {"sum_over_time": np.add, "avg_over_time": np.add,
                      "min_over_time": np.fmin, "max_over_time": np.fmax}[name]
-            out = _reduce_windows(ufunc, v, lo, hi)
+            out = _reduce_windows(ufunc, v, lo.ravel(), hi.ravel()).reshape(lo.shape)
             if name == "avg_over_time":
                 out = out / np.where(n > 0, n, 1)
             return out, n > 0
@@ -86,6 +125,7 @@ def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarra
                 hit = v[1:] < v[:-1]
             else:
                 hit = (v[1:] != v[:-1]) & ~(np.isnan(v[1:]) & np.isnan(v[:-1]))
+            hit[starts[starts > 0] - 1] = False          # no pair across two series
             prefix = np.concatenate(([0, 0], np.cumsum(hit)))   # prefix[k]: hits at 1..k-1
             top = len(v)
             count = (prefix[np.clip(np.maximum(hi, lo + 1), 0, top)]
@@ -94,6 +134,7 @@ def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarra
     fn = _WINDOW_FUNCTIONS.get(name)
     if fn is None:
         raise PromQLBadDataError(f"unknown function with name \"{name}\"")
+    assert lo.ndim == 1, "window functions run one series at a time"
     out = np.zeros(len(te))
     ok = n > 0
     for j in np.flatnonzero(ok).tolist():
@@ -117,8 +158,8 @@ def _reduce_windows(ufunc: np.ufunc, v: np.ndarray, lo: np.ndarray, hi: np.ndarr
 
 
 def _extrapolated(ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                  te: np.ndarray, range_ms: int, *, counter: bool, per_second: bool
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  te: np.ndarray, range_ms: int, *, counter: bool, per_second: bool,
+                  starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Prometheus 2.x `extrapolatedRate`: the change over the window (counter resets added
     back), extrapolated towards the window's edges by at most half an average interval
     (and never below a counter's zero point)."""
@@ -130,6 +171,7 @@ def _extrapolated(ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     if counter and (v[1:] < v[:-1]).any():
         corr = np.zeros(len(v))
         corr[1:] = np.where(v[1:] < v[:-1], v[:-1], 0.0)
+        corr[starts] = 0.0                          # no reset across two series
         if not np.isfinite(corr).all():
             corr = np.nan_to_num(corr, nan=0.0)
         prefix = np.concatenate(([0.0], np.cumsum(corr)))   # prefix[k] = sum corr[0..k-1]
