@@ -29,5 +29,5 @@ def promql_for(engine: QueryEngine, config: Config, *, lookback_ms: int = 300_00
     """A PromQL evaluator over the tables of `engine`'s database."""
     reader = Reader(engine.db.catalog.list_tables, engine.read)
     storage = PromStorage(reader, prometheus_table=config.prometheus_table,
-                          max_samples=max_samples)
+                          otlp_table=config.otlp_metrics_table, max_samples=max_samples)
     return PromQL(storage, lookback_ms=lookback_ms, max_samples=max_samples)

@@ -14,7 +14,8 @@ with that layout). A selector is answered in two reads per table, both planned b
    sorted per series with numpy; a sample sent twice (same series and time) counts once.
 
 Samples with neither a value nor a `special` (native histograms) are not read as floats:
-PromQL here evaluates classic (float) series only.
+PromQL here evaluates classic (float) series only. The OTLP metrics table, when given, adds
+its points as series (`shoal.query.promql.otlp` says how they map).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from shoal.format.base import And, BlockPredicate, Equals, InSet, TimeRange
 from shoal.lru import MISSING, Lru
 from shoal.query.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
 from shoal.query.promql.model import NAME, Labels, RawSeries, make_labels
+from shoal.query.promql.otlp import OtlpSeriesSource
 from shoal.types.prometheus import STALE
 
 if TYPE_CHECKING:
@@ -100,9 +102,11 @@ class PromStorage:
     """Series and samples of the Prometheus-layout tables (see the module docstring)."""
 
     def __init__(self, reader: Reader, *, prometheus_table: str,
-                 max_samples: int = 50_000_000, cache_bytes: int = 64 << 20) -> None:
+                 otlp_table: str | None = None, max_samples: int = 50_000_000,
+                 cache_bytes: int = 64 << 20) -> None:
         self.reader = reader
         self.prometheus_table = prometheus_table
+        self.otlp = None if otlp_table is None else OtlpSeriesSource(reader.read, otlp_table)
         self.max_samples = max_samples
         self._series_cache = Lru(cache_bytes)
 
@@ -117,8 +121,31 @@ class PromStorage:
         return out
 
     # ---- series ----------------------------------------------------------------------------
+    def _otlp_snapshot(self) -> int | None:
+        if self.otlp is None:
+            return None
+        for info in self.reader.tables():
+            if info.name == self.otlp.table:
+                return info.current_snapshot_id
+        return None
+
+    def _otlp_series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
+                     ) -> list[RawSeries]:
+        """The OTLP metrics table's series that match (`shoal.query.promql.otlp`)."""
+        snap = self._otlp_snapshot()
+        if snap is None or self.otlp is None:
+            return []
+        name_matchers = [m for m in matchers if m.name == NAME]
+        wanted = {o for prom, otlp in self.otlp.names(snap, lo_ms, hi_ms).items()
+                  if all(m.matches(prom) for m in name_matchers) for o in otlp}
+        return [s for s in self.otlp.series(snap, sorted(wanted), lo_ms, hi_ms)
+                if matches_all(matchers, s.labels)]
+
     def metric_names(self, lo_ms: int, hi_ms: int) -> list[str]:
         names: set[str] = set()
+        snap = self._otlp_snapshot()
+        if snap is not None and self.otlp is not None:
+            names.update(self.otlp.names(snap, lo_ms, hi_ms))
         for table, snap in self.source_tables():
             t, _ = self.reader.read(table, TimeRange(lo_ms * 1_000_000, hi_ms * 1_000_000),
                                     snapshot_id=snap, columns=["metric"])
@@ -167,8 +194,11 @@ class PromStorage:
     def series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
                ) -> dict[int, Labels]:
         """The series (id -> labels) that match and have samples in [lo, hi]."""
-        return {sid: lab for plan in self._plan(matchers, lo_ms, hi_ms)
-                for sid, lab in plan.kept.items()}
+        out = {sid: lab for plan in self._plan(matchers, lo_ms, hi_ms)
+               for sid, lab in plan.kept.items()}
+        for s in self._otlp_series(matchers, lo_ms, hi_ms):
+            out[hash(s.labels)] = s.labels
+        return out
 
     def _plan(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
               ) -> list[_Plan]:
@@ -196,13 +226,16 @@ class PromStorage:
         """The matching series' samples in [lo_ms, hi_ms], sorted by labels."""
         labels: dict[int, Labels] = {}
         parts: list[tuple[np.ndarray, ...]] = []
+        otlp = self._otlp_series(matchers, lo_ms, hi_ms)
+        if budget is not None:
+            budget.take(sum(len(s.ts) for s in otlp))
         for plan in self._plan(matchers, lo_ms, hi_ms):
             t, _ = self.reader.read(plan.table, plan.predicate, snapshot_id=plan.snapshot,
                                     columns=["series_id", "_timestamp", "value", "special"])
             labels.update(plan.kept)
             parts.append(_sample_arrays(t, None if plan.every else plan.kept, lo_ms, hi_ms))
         if not parts:
-            return []
+            return sorted(otlp, key=lambda r: r.labels)
         sid = np.concatenate([p[0] for p in parts])
         if budget is not None:
             budget.take(len(sid))
@@ -227,6 +260,7 @@ class PromStorage:
         ends = np.concatenate((bounds, [len(sid)]))
         out = [RawSeries(labels[int(sid[s])], ts[s:e], val[s:e], stale[s:e])
                for s, e in zip(starts.tolist(), ends.tolist(), strict=True) if e > s]
+        out += otlp
         out.sort(key=lambda r: r.labels)
         return out
 
