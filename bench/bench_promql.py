@@ -8,8 +8,8 @@ Data: `--series` counters (default 1,000) in 10 `group`s, one sample every 15 s 
 with `promtool tsdb create-blocks-from openmetrics`; shoal gets the same samples in its
 `prom_samples` table (Arrow batches through the write path of an embedded client, in time
 order as remote write would land them), then a `shoal serve --lazy-spark` over that data
-directory answers over HTTP (PromQL never starts Spark; a warming JVM would only steal CPU). Both servers run at once, on the
-same machine.
+directory answers over HTTP (PromQL never starts Spark; a warming JVM would only steal
+CPU). Both servers run at once, on the same machine.
 
 Queries (each warmed twice, then `--repeat` times alternating; median wall time of the HTTP
 request as a client sees it): `sum by (group) (rate(x[5m]))` as a range query over the
