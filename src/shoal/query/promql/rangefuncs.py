@@ -76,7 +76,7 @@ def _evaluate_packed(name: str, series: Sequence[RawSeries], te: np.ndarray, ran
     hi = np.where(top < 0, lo, np.searchsorted(key, row | np.maximum(top, 0), "right"))
     te2 = np.broadcast_to(te[None, :], lo.shape)
     out, ok = _one(name, ts, v, lo, hi, te2, range_ms, params, starts)
-    has = ok.any(axis=1)
+    has = np.asarray(ok.any(axis=1), dtype=bool)
     labels = [s.labels if name in KEEPS_NAME else drop_name(s.labels)
               for s, h in zip(series, has.tolist(), strict=True) if h]
     if not labels:
@@ -135,7 +135,7 @@ def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarra
     if fn is None:
         raise PromQLBadDataError(f"unknown function with name \"{name}\"")
     assert lo.ndim == 1, "window functions run one series at a time"
-    out = np.zeros(len(te))
+    result = np.zeros(len(te), dtype=np.float64)
     ok = n > 0
     for j in np.flatnonzero(ok).tolist():
         p = [float(x[j]) for x in params]
@@ -143,8 +143,8 @@ def _one(name: str, ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarra
         if res is None:
             ok[j] = False
         else:
-            out[j] = res
-    return out, ok
+            result[j] = res
+    return result, ok
 
 
 def _reduce_windows(ufunc: np.ufunc, v: np.ndarray, lo: np.ndarray, hi: np.ndarray
