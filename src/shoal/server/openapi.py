@@ -318,23 +318,28 @@ def _prom_responses(success: dict[str, Any], *statuses: int) -> dict[str, Any]:
 
 def _prom_ops() -> dict[tuple[str, str], Operation]:
     """`/api/v1/...`: GET with query parameters, POST with the same fields as a form."""
-    def param(name: str, description: str, *, required: bool = False,
+    def param(name: str, description: str, example: Any, *,
               array: bool = False) -> dict[str, Any]:
         schema: Schema = {"type": "array", "items": STR} if array else STR
-        return {"name": name, "in": "query", "required": required, "schema": schema,
-                "description": description}
+        return {"name": name, "in": "query", "required": False, "schema": schema,
+                "description": description, "example": example}
 
     time_ = "RFC 3339 or unix seconds"
     fields = {
-        "query": [param("query", "a PromQL expression"), param("time", time_),
-                  param("timeout", "seconds or a duration")],
-        "query_range": [param("query", "a PromQL expression"), param("start", time_),
-                        param("end", time_), param("step", "seconds or a duration"),
-                        param("timeout", "seconds or a duration")],
-        "series": [param("match[]", "a series selector", array=True),
-                   param("start", time_), param("end", time_), param("limit", "at most")],
-        "labels": [param("match[]", "a series selector", array=True),
-                   param("start", time_), param("end", time_), param("limit", "at most")],
+        "query": [param("query", "a PromQL expression", "sum(vector(1))"),
+                  param("time", time_, "1700000000"),
+                  param("timeout", "seconds or a duration", "30s")],
+        "query_range": [param("query", "a PromQL expression", "vector(1) * 2"),
+                        param("start", time_, "1700000000"),
+                        param("end", time_, "2023-11-14T22:23:20Z"),
+                        param("step", "seconds or a duration", "60"),
+                        param("timeout", "seconds or a duration", "30")],
+        "series": [param("match[]", "a series selector", ["up"], array=True),
+                   param("start", time_, "1700000000"), param("end", time_, "1700003600"),
+                   param("limit", "at most", "100")],
+        "labels": [param("match[]", "a series selector", ["up"], array=True),
+                   param("start", time_, "1700000000"), param("end", time_, "1700003600"),
+                   param("limit", "at most", "100")],
     }
     ok = _ok(_ref("PromSuccess"), "Prometheus's success document")
     ops: dict[tuple[str, str], Operation] = {}
@@ -354,12 +359,13 @@ def _prom_ops() -> dict[tuple[str, str], Operation]:
             responses=_prom_responses(ok, *errors, 408, 413, 415))
     ops[("GET", "/api/v1/label/{name}/values")] = _op(
         "prom_label_values", "Prometheus API: label values", "prometheus", scope="query",
-        parameters=[{"name": "name", "in": "path", "required": True, "schema": STR},
-                    *fields["labels"]],
+        parameters=[{"name": "name", "in": "path", "required": True, "schema": STR,
+                     "example": "job"}, *fields["labels"]],
         responses=_prom_responses(ok, 400, 429, 503))
     ops[("GET", "/api/v1/metadata")] = _op(
         "prom_metadata", "Prometheus API: metric metadata", "prometheus", scope="query",
-        parameters=[param("metric", "one metric name"), param("limit", "at most")],
+        parameters=[param("metric", "one metric name", "up"),
+                    param("limit", "at most", "10")],
         responses=_prom_responses(ok, 400, 429, 503))
     ops[("GET", "/api/v1/status/buildinfo")] = _op(
         "prom_buildinfo", "Prometheus API: build information", "prometheus", scope="query",

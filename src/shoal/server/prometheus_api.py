@@ -337,17 +337,17 @@ def _route(work: Callable[[ServerState, _Params, Request], Any], *, slot: bool =
 
 
 _QUERY = [Depends(require_scope("query"))]
-_METHODS = ["GET", "POST"]
-router.add_api_route("/api/v1/query", _route(_instant), methods=_METHODS,
-                     dependencies=_QUERY, summary="PromQL instant query")
-router.add_api_route("/api/v1/query_range", _route(_range), methods=_METHODS,
-                     dependencies=_QUERY, summary="PromQL range query")
-router.add_api_route("/api/v1/series", _route(_series), methods=_METHODS,
-                     dependencies=_QUERY, summary="Series matching selectors")
-router.add_api_route("/api/v1/labels", _route(_labels), methods=_METHODS,
-                     dependencies=_QUERY, summary="Label names")
+for _path, _work, _summary in (("query", _instant, "PromQL instant query"),
+                               ("query_range", _range, "PromQL range query"),
+                               ("series", _series, "Series matching selectors"),
+                               ("labels", _labels, "Label names")):
+    for _method in ("GET", "POST"):
+        router.add_api_route(f"/api/v1/{_path}", _route(_work), methods=[_method],
+                             dependencies=_QUERY, summary=_summary,
+                             operation_id=f"prom_{_path}_{_method.lower()}")
 router.add_api_route("/api/v1/metadata", _route(_metadata), methods=["GET"],
-                     dependencies=_QUERY, summary="Metric metadata")
+                     dependencies=_QUERY, summary="Metric metadata",
+                     operation_id="prom_metadata")
 
 
 @router.get("/api/v1/label/{name}/values", dependencies=_QUERY, summary="Label values")
