@@ -22,11 +22,8 @@ at most `promql_max_samples` samples loaded by one query.
 from __future__ import annotations
 
 import logging
-import math
-import re
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -42,6 +39,7 @@ from shoal.format.base import Equals
 from shoal.query.promql import (PromQL, PromQLBadDataError, PromQLExecutionError,
                                 promql_for)
 from shoal.query.promql.evaluator import selector_matchers
+from shoal.query.promql.params import MAX_TIME_MS, MIN_TIME_MS, parse_duration_ms, parse_time
 from shoal.server.auth import require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import UnsupportedMediaTypeError, status_for
@@ -53,12 +51,8 @@ router = APIRouter(tags=["prometheus"])
 MAX_POINTS = 11_000
 MAX_FORM_BYTES = 1 << 20
 FORM = "application/x-www-form-urlencoded"
-MIN_TIME_MS = -(1 << 62) // 1_000_000          # "all of history" bounds of series/labels
-MAX_TIME_MS = (1 << 62) // 1_000_000
 BUILD_VERSION = "2.42.0"     # the Prometheus API level this mirrors (Grafana reads it)
 _encode = msgspec.json.Encoder().encode
-_DURATION = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
-_UNIT_MS = (365 * 86_400_000, 7 * 86_400_000, 86_400_000, 3_600_000, 60_000, 1000, 1)
 
 
 class _Params:
@@ -92,40 +86,6 @@ async def _params(request: Request) -> _Params:
             except UnicodeDecodeError:
                 raise PromQLBadDataError("the form body is not UTF-8") from None
     return _Params(items)
-
-
-def parse_time(value: str, name: str) -> int:
-    """RFC 3339 or unix seconds (fractions allowed) -> ms."""
-    try:
-        seconds = float(value)
-        if math.isfinite(seconds):
-            return round(seconds * 1000)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-        if dt.tzinfo is not None:
-            return round(dt.timestamp() * 1000)
-    except ValueError:
-        pass
-    raise PromQLBadDataError(f'invalid parameter "{name}": cannot parse "{value}" to a valid '
-                             f"timestamp")
-
-
-def parse_duration_ms(value: str, name: str) -> int:
-    """Seconds (fractions allowed) or a Prometheus duration -> ms."""
-    try:
-        seconds = float(value)
-        if math.isfinite(seconds) and abs(seconds) < 1e15:
-            return round(seconds * 1000)
-    except ValueError:
-        pass
-    m = _DURATION.match(value)
-    if value and m is not None:
-        parts = [m.group(i) for i in range(2, 15, 2)]
-        return sum(int(p) * unit for p, unit in zip(parts, _UNIT_MS, strict=True) if p)
-    raise PromQLBadDataError(f'invalid parameter "{name}": cannot parse "{value}" to a valid '
-                             f"duration")
 
 
 def _json(doc: Any, status: int = 200) -> Response:

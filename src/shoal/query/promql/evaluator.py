@@ -49,7 +49,13 @@ class RangeValue:
 Value = Vectors | np.ndarray | str | RangeValue
 
 
-def _ms(delta: Any) -> int:
+def _ms(node: Any, attr: str) -> int:
+    """A duration attribute of a node in ms (promql-parser turns it into a timedelta, which
+    fails past timedelta's range: a bad_data error then, not a crash)."""
+    try:
+        delta = getattr(node, attr, None)
+    except (ValueError, OverflowError) as e:
+        raise PromQLBadDataError(f"{attr} duration out of range: {e}") from None
     return 0 if delta is None else round(delta.total_seconds() * 1000)
 
 
@@ -146,7 +152,7 @@ class Evaluator:
             else:
                 at_ms = round(at.at.timestamp() * 1000)
             base = np.full(self.n, at_ms, dtype=np.int64)
-        return base - _ms(getattr(node, "offset", None))
+        return base - _ms(node, "offset")
 
     def _select(self, node: Any, lo_ms: int, hi_ms: int) -> list[RawSeries]:
         sets = selector_matchers(node)
@@ -184,14 +190,14 @@ class Evaluator:
     def _matrix_selector(self, node: Any) -> RangeValue:
         vs = node.vector_selector
         te = self._times(vs)
-        range_ms = _ms(node.range)
+        range_ms = _ms(node, "range")
         series = self._select(vs, int(te.min()) - range_ms, int(te.max()))
         return RangeValue(series, te, range_ms)
 
     def _subquery(self, node: Any) -> RangeValue:
         te = self._times(node)
-        range_ms = _ms(node.range)
-        step = _ms(node.step) or self.subquery_step_ms
+        range_ms = _ms(node, "range")
+        step = _ms(node, "step") or self.subquery_step_ms
         lo = int(te.min()) - range_ms
         first = (lo // step) * step
         if first < lo:

@@ -71,8 +71,9 @@ def _evaluate_packed(name: str, series: Sequence[RawSeries], te: np.ndarray, ran
     owner = np.repeat(np.arange(len(series), dtype=np.int64), counts)
     key = (owner << _SHIFT) | (ts - base)
     row = (np.arange(len(series), dtype=np.int64) << _SHIFT)[:, None]
-    lo = np.searchsorted(key, row | np.clip(te - range_ms - base, 0, None)[None, :], "left")
-    top = np.clip(te - base, -1, None)[None, :]
+    span = (1 << _SHIFT) - 1                      # times past it clamp to the series' end
+    lo = np.searchsorted(key, row | np.clip(te - range_ms - base, 0, span)[None, :], "left")
+    top = np.clip(te - base, -1, span)[None, :]
     hi = np.where(top < 0, lo, np.searchsorted(key, row | np.maximum(top, 0), "right"))
     te2 = np.broadcast_to(te[None, :], lo.shape)
     out, ok = _one(name, ts, v, lo, hi, te2, range_ms, params, starts)

@@ -37,6 +37,7 @@ from shoal.lru import MISSING, Lru
 from shoal.query.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
 from shoal.query.promql.model import NAME, Labels, RawSeries, make_labels
 from shoal.query.promql.otlp import OtlpSeriesSource
+from shoal.query.promql.params import clamp_ms
 from shoal.types.prometheus import STALE
 
 if TYPE_CHECKING:
@@ -132,6 +133,7 @@ class PromStorage:
     def _otlp_series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
                      ) -> list[RawSeries]:
         """The OTLP metrics table's series that match (`shoal.query.promql.otlp`)."""
+        lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
         snap = self._otlp_snapshot()
         if snap is None or self.otlp is None:
             return []
@@ -142,6 +144,7 @@ class PromStorage:
                 if matches_all(matchers, s.labels)]
 
     def metric_names(self, lo_ms: int, hi_ms: int) -> list[str]:
+        lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
         names: set[str] = set()
         snap = self._otlp_snapshot()
         if snap is not None and self.otlp is not None:
@@ -202,6 +205,7 @@ class PromStorage:
 
     def _plan(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
               ) -> list[_Plan]:
+        lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
         name_pred = self._name_predicate(matchers, lo_ms, hi_ms)
         if name_pred is False:
             return []
@@ -224,6 +228,7 @@ class PromStorage:
     def select(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int,
                budget: SampleBudget | None = None) -> list[RawSeries]:
         """The matching series' samples in [lo_ms, hi_ms], sorted by labels."""
+        lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
         labels: dict[int, Labels] = {}
         parts: list[tuple[np.ndarray, ...]] = []
         otlp = self._otlp_series(matchers, lo_ms, hi_ms)
