@@ -108,6 +108,36 @@ QUERIES = [
     "vector(3) * 2",
     "max_over_time(rate(http_requests_total[5m])[15m:1m])",
     "sum(temperature) by (job) / on(job) group_left sum(job_info) by (job)",
+    '{__name__=~"temp.*"}',
+    '{__name__=~"http_requests_total|temperature", job="api"}',
+    'count by (__name__) ({__name__=~".+", instance="i1"})',
+    "predict_linear(temperature[10m], 600)",
+    "deriv(http_requests_total[5m])",
+    "max_over_time(temperature[5m:45s])",
+    "avg_over_time(rate(http_requests_total[2m])[10m:30s] offset 1m)",
+    "absent_over_time(nonexistent[5m])",
+    "timestamp(rate(http_requests_total[5m]))",
+    'scalar(temperature{instance="i1", job="api"}) * 2',
+    "vector(time()) - 1",
+    "hour() + minute() + day_of_week() + day_of_month() + month() + year()",
+    "minute(timestamp(temperature))",
+    "sgn(delta(temperature[5m])) * log2(temperature) + log10(temperature)",
+    "-http_requests_total offset 1m",
+    f"http_requests_total @ {T0 + 1200} offset 5m",
+    'label_replace(temperature, "x", "$2-$1", "instance", "(i)(.)")',
+    'label_replace(temperature, "job", "", "instance", "i3")',
+    "sum by (job) (temperature) > bool 50",
+    "sort_desc(sum by (job) (temperature))",
+    "quantile(0.3, temperature)",
+    "stddev by (job) (rate(http_requests_total[5m]))",
+    "count(temperature > 24)",
+    "(temperature > 22) < 30",
+    "temperature != bool 21.5",
+    "1 - temperature / on(job, instance) group_left max by (job, instance) (temperature)",
+    "rate(request_duration_seconds_count[5m]) == on(job, instance) rate(request_duration_seconds_bucket{le=\"+Inf\"}[5m])",
+    "increase(request_duration_seconds_bucket[15m])",
+    "changes(http_requests_total[1h])",
+    "resets(temperature[1h])",
 ]
 
 ORDERED_PREFIXES = ("sort(", "sort_desc(", "topk(2", "bottomk(")
@@ -214,10 +244,21 @@ def test_bad_queries_fail_as_prometheus_fails(apis, expr):
     assert got["error"].startswith("parse error")
 
 
-def test_many_to_many_matching_is_an_execution_error(apis):
+@pytest.mark.parametrize(("expr", "words"), [
+    ("temperature * on(job) http_requests_total", "many-to-many matching not allowed"),
+    ("temperature + on(job) group_left temperature", "many-to-many matching not allowed"),
+    ("temperature * ignoring(instance) job_info",
+     "many-to-one matching must be explicit"),
+    ("job_info * on(job) group_right temperature", ""),
+    ('label_replace(temperature, "instance", "x", "job", ".*")', "same labelset"),
+])
+def test_matching_errors_are_execution_errors(apis, expr, words):
     prom, shoal = apis
-    expr = "temperature * on(job) http_requests_total"
     ws, want = _get(prom, "query", {"query": expr, "time": T0 + 900})
     gs, got = _get(shoal, "query", {"query": expr, "time": T0 + 900})
+    if ws == 200:       # the control: a valid group_right answers the same
+        assert gs == 200, got
+        assert_same(expr, want["data"], got["data"])
+        return
     assert (gs, got["errorType"]) == (ws, want["errorType"]) == (422, "execution")
-    assert "many-to-many matching not allowed" in got["error"]
+    assert words in got["error"] and words in want["error"]
