@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import promql_parser as pp
 
-from shoal.query.promql.aggregate import aggregate
 from shoal.query.promql.errors import PromQLBadDataError, PromQLParseError
 from shoal.query.promql.evaluator import Evaluator, RangeValue, unwrap
 from shoal.query.promql.model import Labels, Vectors, format_time, format_value
@@ -144,11 +143,6 @@ def _ordered(node: Any, rows: list[tuple[Labels, int, float]], ev: Evaluator
             return (0, 0.0) if v != v else (1, -v if desc else v)
         return sorted(rows, key=key)
     if isinstance(root, pp.AggregateExpr) and str(root.op) in ("topk", "bottomk"):
-        vec = ev.vector(root.expr)
-        names = list(root.modifier.labels) if root.modifier is not None else []
-        without = (root.modifier is not None
-                   and str(root.modifier.type).split(".")[-1] == "Without")
-        _, order = aggregate(str(root.op), vec, names, without, ev.scalar(root.param))
-        position = {lab: i for i, lab in enumerate(order or [])}
+        position = {lab: i for i, lab in enumerate(ev.topk_order or [])}
         return sorted(rows, key=lambda r: position.get(r[0], len(position)))
     return rows

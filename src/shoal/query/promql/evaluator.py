@@ -94,6 +94,9 @@ class Evaluator:
         self.lookback_ms = lookback_ms
         self.budget = budget
         self.subquery_step_ms = subquery_step_ms
+        # the output order of the last topk/bottomk evaluated (an instant query's answer
+        # keeps it when that aggregation is the root)
+        self.topk_order: list[Labels] | None = None
 
     # ---- dispatch --------------------------------------------------------------------------
     def eval(self, node: Any) -> Value:
@@ -274,7 +277,9 @@ class Evaluator:
             param = self.string(node.param) if op == "count_values" else self.scalar(
                 node.param)
         vec = self.vector(node.expr)
-        result, _ = aggregate(op, vec, names, without, param)
+        result, order = aggregate(op, vec, names, without, param)
+        if order is not None:
+            self.topk_order = order
         return result
 
     # ---- functions -------------------------------------------------------------------------
