@@ -10,6 +10,7 @@ keep the chosen input series (labels unchanged) at the steps where they were cho
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,6 +21,12 @@ from shoal.query.promql.rangefuncs import quantile
 
 
 def group_labels(labels: Labels, names: Sequence[str], without: bool) -> Labels:
+    return _group_labels(labels, tuple(names), without)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _group_labels(labels: Labels, names: tuple[str, ...], without: bool) -> Labels:
+    """Cached: the same series are grouped again by every query that aggregates them."""
     if without:
         drop = set(names) | {NAME}
         return tuple(p for p in labels if p[0] not in drop)

@@ -13,6 +13,7 @@ out (Prometheus treats an empty label as an absent one).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ def make_labels(items: Mapping[str, str] | Iterable[tuple[str, str]]) -> Labels:
     return tuple(sorted((k, v) for k, v in pairs if v != ""))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def drop_name(labels: Labels) -> Labels:
+    """`labels` without the metric name (cached: label sets recur in every query)."""
     return tuple(p for p in labels if p[0] != NAME)
 
 

@@ -168,32 +168,35 @@ def _extrapolated(ts: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     ok = n >= 2
     a = np.clip(lo, 0, len(v) - 1)
     b = np.clip(hi - 1, 0, len(v) - 1)
-    result = v[b] - v[a]
-    if counter and (v[1:] < v[:-1]).any():
-        corr = np.zeros(len(v))
-        corr[1:] = np.where(v[1:] < v[:-1], v[:-1], 0.0)
-        corr[starts] = 0.0                          # no reset across two series
-        if not np.isfinite(corr).all():
-            corr = np.nan_to_num(corr, nan=0.0)
-        prefix = np.concatenate(([0.0], np.cumsum(corr)))   # prefix[k] = sum corr[0..k-1]
-        result = result + np.where(ok, prefix[np.clip(hi, 0, len(v))]
-                                   - prefix[np.clip(lo + 1, 0, len(v))], 0.0)
-    range_start = te - range_ms
-    to_start = (ts[a] - range_start) / 1000.0
-    to_end = (te - ts[b]) / 1000.0
-    sampled = (ts[b] - ts[a]) / 1000.0
-    average = sampled / np.where(n > 1, n - 1, 1)
+    first, last = v[a], v[b]
+    t_first, t_last = ts[a], ts[b]
+    result = last - first
     if counter:
-        zero_ok = (result > 0) & (v[a] >= 0)
-        to_zero = sampled * (v[a] / np.where(result == 0, 1.0, result))
-        to_start = np.where(zero_ok & (to_zero < to_start), to_zero, to_start)
+        drops = v[1:] < v[:-1]
+        drops[starts[starts > 0] - 1] = False       # no reset across two series
+        if drops.any():
+            corr = np.zeros(len(v))
+            corr[1:][drops] = v[:-1][drops]
+            prefix = np.concatenate(([0.0], np.cumsum(corr)))  # prefix[k] = sum corr[:k]
+            result += np.where(ok, prefix[np.clip(hi, 0, len(v))]
+                               - prefix[np.clip(lo + 1, 0, len(v))], 0.0)
+    sampled = (t_last - t_first) / 1000.0
+    to_start = (t_first - (te - range_ms)) / 1000.0
+    to_end = (te - t_last) / 1000.0
+    average = sampled / np.maximum(n - 1, 1)
+    if counter:
+        zero_ok = (result > 0) & (first >= 0)
+        to_zero = sampled * (first / np.where(result == 0, 1.0, result))
+        np.copyto(to_start, to_zero, where=zero_ok & (to_zero < to_start))
     threshold = average * 1.1
-    interval = (sampled + np.where(to_start < threshold, to_start, average / 2)
-                + np.where(to_end < threshold, to_end, average / 2))
-    factor = interval / np.where(sampled == 0, 1.0, sampled)
+    half = average / 2
+    interval = sampled + np.where(to_start < threshold, to_start, half)
+    interval += np.where(to_end < threshold, to_end, half)
+    interval /= np.where(sampled == 0, 1.0, sampled)
     if per_second:
-        factor = factor / (range_ms / 1000.0)
-    return result * factor, ok
+        interval /= range_ms / 1000.0
+    result *= interval
+    return result, ok
 
 
 # ---- per-window functions (a loop over windows) ---------------------------------------------

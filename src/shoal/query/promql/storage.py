@@ -96,7 +96,6 @@ class _Plan:
     snapshot: int
     predicate: BlockPredicate
     kept: dict[int, Labels]
-    every: bool                 # every series the predicate reads matched
 
 
 class PromStorage:
@@ -112,29 +111,29 @@ class PromStorage:
         self._series_cache = Lru(cache_bytes)
 
     # ---- tables ----------------------------------------------------------------------------
-    def source_tables(self) -> list[tuple[str, int]]:
+    def source_tables(self, infos: list[TableInfo] | None = None) -> list[tuple[str, int]]:
         """(name, current snapshot id) of every table with the samples layout."""
         out = []
-        for info in self.reader.tables():
+        for info in self.reader.tables() if infos is None else infos:
             names = set(info.schema.names)
             if names >= LAYOUT_COLUMNS:      # prometheus_table and scrape jobs' tables
                 out.append((info.name, info.current_snapshot_id))
         return out
 
     # ---- series ----------------------------------------------------------------------------
-    def _otlp_snapshot(self) -> int | None:
+    def _otlp_snapshot(self, infos: list[TableInfo] | None = None) -> int | None:
         if self.otlp is None:
             return None
-        for info in self.reader.tables():
+        for info in self.reader.tables() if infos is None else infos:
             if info.name == self.otlp.table:
                 return info.current_snapshot_id
         return None
 
-    def _otlp_series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
-                     ) -> list[RawSeries]:
+    def _otlp_series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int,
+                     infos: list[TableInfo] | None = None) -> list[RawSeries]:
         """The OTLP metrics table's series that match (`shoal.query.promql.otlp`)."""
         lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
-        snap = self._otlp_snapshot()
+        snap = self._otlp_snapshot(infos)
         if snap is None or self.otlp is None:
             return []
         name_matchers = [m for m in matchers if m.name == NAME]
@@ -203,8 +202,8 @@ class PromStorage:
             out[hash(s.labels)] = s.labels
         return out
 
-    def _plan(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int
-              ) -> list[_Plan]:
+    def _plan(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int,
+              infos: list[TableInfo] | None = None) -> list[_Plan]:
         lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
         name_pred = self._name_predicate(matchers, lo_ms, hi_ms)
         if name_pred is False:
@@ -213,15 +212,21 @@ class PromStorage:
         pred: BlockPredicate = (time_pred if name_pred is None or name_pred is True
                                 else And((name_pred, time_pred)))
         plans = []
-        for table, snap in self.source_tables():
+        for table, snap in self.source_tables(infos):
             every = self._series_of(table, snap, pred)
-            kept = {sid: lab for sid, lab in every.items() if matches_all(matchers, lab)}
+            key = ("kept", table, snap, pred, tuple(matchers))
+            hit = self._series_cache.get(key)
+            if hit is MISSING:
+                kept = {sid: lab for sid, lab in every.items() if matches_all(matchers, lab)}
+                self._series_cache.put(key, kept, 64 + 16 * len(kept))
+            else:
+                kept = hit
             if not kept:
                 continue
             sample_pred = pred
             if len(kept) < len(every) and len(kept) <= SERIES_INSET_MAX:
                 sample_pred = And((pred, InSet("series_id", tuple(sorted(kept)))))
-            plans.append(_Plan(table, snap, sample_pred, kept, len(kept) == len(every)))
+            plans.append(_Plan(table, snap, sample_pred, kept))
         return plans
 
     # ---- samples ---------------------------------------------------------------------------
@@ -229,42 +234,48 @@ class PromStorage:
                budget: SampleBudget | None = None) -> list[RawSeries]:
         """The matching series' samples in [lo_ms, hi_ms], sorted by labels."""
         lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
-        labels: dict[int, Labels] = {}
-        parts: list[tuple[np.ndarray, ...]] = []
-        otlp = self._otlp_series(matchers, lo_ms, hi_ms)
+        infos = self.reader.tables()          # one catalog listing for the whole selection
+        otlp = self._otlp_series(matchers, lo_ms, hi_ms, infos)
         if budget is not None:
             budget.take(sum(len(s.ts) for s in otlp))
-        for plan in self._plan(matchers, lo_ms, hi_ms):
+        plans = self._plan(matchers, lo_ms, hi_ms, infos)
+        labels: dict[int, Labels] = {}
+        for plan in plans:
+            labels.update(plan.kept)
+        if not labels:
+            return sorted(otlp, key=lambda r: r.labels)
+        # Series are numbered 0..n-1 (a hash lookup in Arrow per row), so grouping the rows
+        # by series is a radix sort of small integers.
+        universe = np.fromiter(labels, dtype=np.int64, count=len(labels))
+        parts = []
+        for plan in plans:
             t, _ = self.reader.read(plan.table, plan.predicate, snapshot_id=plan.snapshot,
                                     columns=["series_id", "_timestamp", "value", "special"])
-            labels.update(plan.kept)
-            parts.append(_sample_arrays(t, None if plan.every else plan.kept, lo_ms, hi_ms))
-        if not parts:
-            return sorted(otlp, key=lambda r: r.labels)
-        sid = np.concatenate([p[0] for p in parts])
+            parts.append(_sample_arrays(t, universe, lo_ms, hi_ms))
+        dense = np.concatenate([p[0] for p in parts])
         if budget is not None:
-            budget.take(len(sid))
+            budget.take(len(dense))
         ts = np.concatenate([p[1] for p in parts])
         val = np.concatenate([p[2] for p in parts])
         stale = np.concatenate([p[3] for p in parts])
         # Extents are read in time order and a series' rows keep their order: a stable sort
-        # by series (a radix sort) is usually enough; a full lexsort only when it is not.
-        order = np.argsort(sid, kind="stable")
-        sid, ts, val, stale = sid[order], ts[order], val[order], stale[order]
-        if len(sid) > 1 and ((np.diff(ts) < 0) & (sid[1:] == sid[:-1])).any():
-            order = np.lexsort((ts, sid))
-            sid, ts, val, stale = sid[order], ts[order], val[order], stale[order]
+        # by series is usually enough; a full lexsort only when it is not.
+        order = np.argsort(dense, kind="stable")
+        dense, ts, val, stale = dense[order], ts[order], val[order], stale[order]
+        if len(dense) > 1 and ((np.diff(ts) < 0) & (dense[1:] == dense[:-1])).any():
+            order = np.lexsort((ts, dense))
+            dense, ts, val, stale = dense[order], ts[order], val[order], stale[order]
         # A sample sent twice (same series, same time): keep the last one read.
-        if len(sid) > 1:
-            dup = (sid[1:] == sid[:-1]) & (ts[1:] == ts[:-1])
+        if len(dense) > 1:
+            dup = (dense[1:] == dense[:-1]) & (ts[1:] == ts[:-1])
             if dup.any():
                 keep = np.append(~dup, True)
-                sid, ts, val, stale = sid[keep], ts[keep], val[keep], stale[keep]
-        bounds = np.flatnonzero(np.diff(sid)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [len(sid)]))
-        out = [RawSeries(labels[int(sid[s])], ts[s:e], val[s:e], stale[s:e])
-               for s, e in zip(starts.tolist(), ends.tolist(), strict=True) if e > s]
+                dense, ts, val, stale = dense[keep], ts[keep], val[keep], stale[keep]
+        counts = np.bincount(dense, minlength=len(universe))
+        ends = np.cumsum(counts)
+        out = [RawSeries(labels[int(universe[i])], ts[e - c:e], val[e - c:e], stale[e - c:e])
+               for i, (c, e) in enumerate(zip(counts.tolist(), ends.tolist(), strict=True))
+               if c]
         out += otlp
         out.sort(key=lambda r: r.labels)
         return out
@@ -292,18 +303,20 @@ class SampleBudget:
             raise QueryTimeoutError(self.timeout_s)
 
 
-def _sample_arrays(t: pa.Table, kept: dict[int, Labels] | None, lo_ms: int, hi_ms: int
+def _sample_arrays(t: pa.Table, universe: np.ndarray, lo_ms: int, hi_ms: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(series_id, ts_ms, value, stale) of the rows in [lo, hi] of the `kept` series
-    (None: every series read matched) (stage 3)."""
-    sid = t.column("series_id").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    """(series number in `universe`, ts_ms, value, stale) of the rows in [lo, hi] of the
+    series in `universe` (stage 3 of the read)."""
+    index = pc.index_in(t.column("series_id"), value_set=pa.array(universe, pa.int64()))
+    dense = pc.fill_null(index, -1).to_numpy(zero_copy_only=False)
+    dense = dense.astype(np.int16 if len(universe) < (1 << 15) else np.int32, copy=False)
     ts = (t.column("_timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
           // 1_000_000)
     value = t.column("value")
     special = t.column("special")
     val = value.to_numpy(zero_copy_only=False).astype(np.float64)   # nulls -> NaN
     has_special = pc.is_valid(special).to_numpy(zero_copy_only=False)
-    stale = np.zeros(len(sid), dtype=bool)
+    stale = np.zeros(len(dense), dtype=bool)
     if has_special.any():
         spec = special.to_numpy(zero_copy_only=False)
         for i in np.flatnonzero(has_special).tolist():
@@ -313,9 +326,7 @@ def _sample_arrays(t: pa.Table, kept: dict[int, Labels] | None, lo_ms: int, hi_m
             else:
                 val[i] = {"NaN": np.nan, "+Inf": np.inf, "-Inf": -np.inf}.get(s, np.nan)
     native = pc.is_null(value).to_numpy(zero_copy_only=False) & ~has_special
-    keep = (ts >= lo_ms) & (ts <= hi_ms) & ~native
-    if kept is not None:
-        keep &= np.isin(sid, np.fromiter(kept, dtype=np.int64, count=len(kept)))
+    keep = (ts >= lo_ms) & (ts <= hi_ms) & ~native & (dense >= 0)
     if keep.all():
-        return sid, ts, val, stale
-    return sid[keep], ts[keep], val[keep], stale[keep]
+        return dense, ts, val, stale
+    return dense[keep], ts[keep], val[keep], stale[keep]
