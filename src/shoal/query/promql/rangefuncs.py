@@ -59,16 +59,25 @@ def _evaluate_packed(name: str, series: Sequence[RawSeries], te: np.ndarray, ran
                      params: Sequence[np.ndarray]) -> Vectors:
     """Every series at once: their samples concatenated under one sorted key (series index,
     time), so one `searchsorted` finds the windows of every series at every step."""
-    keeps = [~s.stale for s in series]
-    ts = np.concatenate([s.ts[k] for s, k in zip(series, keeps, strict=True)])
-    v = np.concatenate([s.values[k] for s, k in zip(series, keeps, strict=True)])
-    counts = np.array([int(k.sum()) for k in keeps], dtype=np.int64)
+    packed = getattr(series, "counts", None)
+    if packed is not None:          # storage's PackedSeries: the arrays as read
+        ts, v, stale = series.ts, series.values, series.stale  # type: ignore[attr-defined]
+        counts = np.asarray(packed, dtype=np.int64)
+    else:
+        ts = np.concatenate([s.ts for s in series])
+        v = np.concatenate([s.values for s in series])
+        stale = np.concatenate([s.stale for s in series])
+        counts = np.array([len(s.ts) for s in series], dtype=np.int64)
+    owner = np.repeat(np.arange(len(series), dtype=np.int64), counts)
+    if stale.any():                 # markers are not samples of a window
+        keep = ~stale
+        ts, v, owner = ts[keep], v[keep], owner[keep]
+        counts = np.bincount(owner, minlength=len(series)).astype(np.int64)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     steps = len(te)
     if len(ts) == 0:
         return Vectors.empty(steps)
     base = int(ts.min())
-    owner = np.repeat(np.arange(len(series), dtype=np.int64), counts)
     key = (owner << _SHIFT) | (ts - base)
     row = (np.arange(len(series), dtype=np.int64) << _SHIFT)[:, None]
     span = (1 << _SHIFT) - 1                      # times past it clamp to the series' end

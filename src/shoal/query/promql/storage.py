@@ -246,7 +246,9 @@ class PromStorage:
             return sorted(otlp, key=lambda r: r.labels)
         # Series are numbered 0..n-1 (a hash lookup in Arrow per row), so grouping the rows
         # by series is a radix sort of small integers.
-        universe = np.fromiter(labels, dtype=np.int64, count=len(labels))
+        # numbered in label order, so the grouped rows are already the answer's order
+        ordered = sorted(labels, key=labels.__getitem__)
+        universe = np.array(ordered, dtype=np.int64)
         parts = []
         for plan in plans:
             t, _ = self.reader.read(plan.table, plan.predicate, snapshot_id=plan.snapshot,
@@ -276,9 +278,24 @@ class PromStorage:
         out = [RawSeries(labels[int(universe[i])], ts[e - c:e], val[e - c:e], stale[e - c:e])
                for i, (c, e) in enumerate(zip(counts.tolist(), ends.tolist(), strict=True))
                if c]
-        out += otlp
-        out.sort(key=lambda r: r.labels)
-        return out
+        if otlp:
+            out += otlp
+            out.sort(key=lambda r: r.labels)
+            return out
+        return PackedSeries(out, ts, val, stale, counts[counts > 0])
+
+
+class PackedSeries(list[RawSeries]):
+    """Series whose samples are consecutive slices of shared arrays, in the list's order
+    (what `select` reads): range functions use the arrays as they are."""
+
+    def __init__(self, series: list[RawSeries], ts: np.ndarray, values: np.ndarray,
+                 stale: np.ndarray, counts: np.ndarray) -> None:
+        super().__init__(series)
+        self.ts = ts
+        self.values = values
+        self.stale = stale
+        self.counts = counts
 
 
 class SampleBudget:
