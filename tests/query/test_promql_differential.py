@@ -134,7 +134,8 @@ QUERIES = [
     "(temperature > 22) < 30",
     "temperature != bool 21.5",
     "1 - temperature / on(job, instance) group_left max by (job, instance) (temperature)",
-    "rate(request_duration_seconds_count[5m]) == on(job, instance) rate(request_duration_seconds_bucket{le=\"+Inf\"}[5m])",
+    "rate(request_duration_seconds_count[5m]) == on(job, instance) "
+    'rate(request_duration_seconds_bucket{le="+Inf"}[5m])',
     "increase(request_duration_seconds_bucket[15m])",
     "changes(http_requests_total[1h])",
     "resets(temperature[1h])",
