@@ -112,3 +112,14 @@ def test_metadata_is_the_newest_row_per_metric(shoal):
     one = httpx.get(f"{shoal.url}/api/v1/metadata", params={"metric": "up"},
                     headers=headers).json()
     assert list(one["data"]) == ["up"]
+
+
+def test_a_query_past_its_timeout_is_503_timeout(shoal):
+    """The request's `timeout` (smaller than the server's query_timeout_s) bounds the
+    evaluation; the answer is Prometheus's timeout document."""
+    r = httpx.get(f"{shoal.url}/api/v1/query", params={
+        "query": "sum_over_time(big[100s])", "time": T0 + 650, "timeout": "0.000001"},
+        headers={"Authorization": f"Bearer {QUERY_TOKEN}"})
+    assert r.status_code == 503
+    assert r.json()["status"] == "error" and r.json()["errorType"] == "timeout"
+    assert r.json()["error"].startswith("query timed out in expression evaluation")

@@ -7,7 +7,7 @@ The HTTP API (`shoal.server.prometheus_api`) maps them to Prometheus's error doc
 
 from __future__ import annotations
 
-from shoal.errors import QueryError
+from shoal.errors import QueryError, QueryTimeoutError
 
 
 class PromQLBadDataError(QueryError):
@@ -42,3 +42,16 @@ class PromQLTooManySamplesError(PromQLExecutionError):
         self.limit = limit
         super().__init__("query processing would load too many samples into memory in query "
                          "execution")
+
+
+class PromQLTimeoutError(QueryTimeoutError):
+    """The evaluation ran past its timeout (the server's `query_timeout_s`, or the request's
+    smaller `timeout`); worded as Prometheus words it."""
+
+    code = "promql_timeout"
+
+    def __init__(self, limit_s: float) -> None:
+        # QueryTimeoutError's own words name the server setting; skip to its parent's
+        QueryError.__init__(
+            self, f"query timed out in expression evaluation (timeout {limit_s:g} s)")
+        self.limit_s = limit_s

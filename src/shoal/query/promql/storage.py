@@ -31,10 +31,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal.errors import QueryTimeoutError
 from shoal.format.base import And, BlockPredicate, Equals, InSet, TimeRange
 from shoal.lru import MISSING, Lru
-from shoal.query.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
+from shoal.query.promql.errors import (PromQLBadDataError, PromQLTimeoutError,
+                                       PromQLTooManySamplesError)
 from shoal.query.promql.model import NAME, Labels, RawSeries, make_labels
 from shoal.query.promql.otlp import OtlpSeriesSource
 from shoal.query.promql.params import clamp_ms
@@ -317,7 +317,7 @@ class SampleBudget:
     def check_time(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             assert self.timeout_s is not None
-            raise QueryTimeoutError(self.timeout_s)
+            raise PromQLTimeoutError(self.timeout_s)
 
 
 def _sample_arrays(t: pa.Table, universe: np.ndarray, lo_ms: int, hi_ms: int
@@ -331,10 +331,11 @@ def _sample_arrays(t: pa.Table, universe: np.ndarray, lo_ms: int, hi_ms: int
           // 1_000_000)
     value = t.column("value")
     special = t.column("special")
-    val = value.to_numpy(zero_copy_only=False).astype(np.float64)   # nulls -> NaN
+    val = value.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)  # null: NaN
     has_special = pc.is_valid(special).to_numpy(zero_copy_only=False)
     stale = np.zeros(len(dense), dtype=bool)
     if has_special.any():
+        val = val.copy()            # written below (a zero-copy view may be read-only)
         spec = special.to_numpy(zero_copy_only=False)
         for i in np.flatnonzero(has_special).tolist():
             s = spec[i]
