@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shoal.query.promql.errors import PromQLBadDataError
-from shoal.query.promql.model import NAME, Labels, Vectors, make_labels
+from shoal.query.promql.model import NAME, Labels, Vectors, format_value, make_labels
 from shoal.query.promql.rangefuncs import quantile
 
 
@@ -113,12 +113,6 @@ def _topk(op: str, vec: Vectors, gid: np.ndarray, ngroups: int, param: object
     return Vectors(list(vec.labels), values, chosen).compact(), instant_order
 
 
-def format_count_value(v: float) -> str:
-    from shoal.query.promql.model import format_value
-
-    return format_value(v)
-
-
 def _count_values(vec: Vectors, gid: np.ndarray, groups: list[Labels], label: str
                   ) -> Vectors:
     steps = vec.values.shape[1]
@@ -127,7 +121,7 @@ def _count_values(vec: Vectors, gid: np.ndarray, groups: list[Labels], label: st
         rows = np.flatnonzero(vec.present[:, j])
         for r in rows.tolist():
             base = dict(groups[gid[r]])
-            base[label] = format_count_value(float(vec.values[r, j]))
+            base[label] = format_value(float(vec.values[r, j]))
             key = make_labels(base)
             counts = out.setdefault(key, np.zeros(steps))
             counts[j] += 1

@@ -34,10 +34,6 @@ def parse(expr: str) -> Any:
         raise PromQLParseError(f"{type(e).__name__}: {e}") from None
 
 
-def _labels_json(labels: Labels) -> dict[str, str]:
-    return dict(labels)
-
-
 @dataclass
 class PromResult:
     result_type: str                      # vector | matrix | scalar | string
@@ -50,10 +46,10 @@ class PromResult:
         """Prometheus's `data`: resultType and result, values as strings."""
         result: Any
         if self.result_type == "vector":
-            result = [{"metric": _labels_json(lab), "value": [format_time(t), format_value(v)]}
+            result = [{"metric": dict(lab), "value": [format_time(t), format_value(v)]}
                       for lab, t, v in self.vector]
         elif self.result_type == "matrix":
-            result = [{"metric": _labels_json(lab),
+            result = [{"metric": dict(lab),
                        "values": [[format_time(int(t)), format_value(float(v))]
                                   for t, v in zip(ts.tolist(), vs.tolist(), strict=True)]}
                       for lab, ts, vs in self.matrix]

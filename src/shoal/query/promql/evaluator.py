@@ -24,8 +24,8 @@ import promql_parser as pp
 from shoal.query.promql import functions as fn
 from shoal.query.promql import rangefuncs
 from shoal.query.promql.aggregate import aggregate
-from shoal.query.promql.binary import (COMPARISON, SET_OPS, Matching, scalar_scalar,
-                                       set_operation, vector_scalar, vector_vector)
+from shoal.query.promql.binary import (SET_OPS, Matching, scalar_scalar, set_operation,
+                                       vector_scalar, vector_vector)
 from shoal.query.promql.errors import PromQLBadDataError
 from shoal.query.promql.model import NAME, Labels, RawSeries, Vectors, drop_name, make_labels
 from shoal.query.promql.storage import LabelMatcher, PromStorage, SampleBudget
@@ -413,7 +413,3 @@ def _kind(value: object) -> str:
     if isinstance(value, str):
         return "string"
     return "scalar"
-
-
-def is_comparison(op: str) -> bool:
-    return op in COMPARISON
