@@ -139,6 +139,23 @@ QUERIES = [
     "increase(request_duration_seconds_bucket[15m])",
     "changes(http_requests_total[1h])",
     "resets(temperature[1h])",
+    "odd",
+    "max_over_time(odd[2m])",
+    "min_over_time(odd[2m])",
+    "avg_over_time(odd[2m])",
+    "sum_over_time(odd[1m])",
+    "count_over_time(odd[5m])",
+    "last_over_time(odd[1m])",
+    "changes(odd[5m])",
+    "delta(odd[5m])",
+    "max(odd)",
+    "min(odd)",
+    "sum by (job) (odd)",
+    "odd > 1",
+    "odd == bool odd",
+    "-odd",
+    "clamp_max(odd, 2)",
+    "odd * on(job, instance) group_left temperature",
 ]
 
 ORDERED_PREFIXES = ("sort(", "sort_desc(", "topk(2", "bottomk(")

@@ -2,12 +2,14 @@
 (for `promtool` backfill into a real Prometheus) and as shoal rows (`load_samples`).
 
 Counters with a reset, gauges, a classic histogram with several buckets across several
-series, job/instance labels, an info metric for `group_left`, and a gauge series that stops
-half-way (no staleness marker: the lookback delta ends it), at 15 s resolution.
+series, job/instance labels, an info metric for `group_left`, a gauge series that stops
+half-way (no staleness marker: the lookback delta ends it) and gauges with NaN, +Inf and
+-Inf samples, at 15 s resolution.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,8 +72,13 @@ def history(t0_s: int, *, minutes: int = 60, step_s: int = 15, seed: int = 7) ->
                          series[b]))
         hist.append(({"__suffix__": "_sum", "job": job, "instance": inst}, series["sum"]))
         hist.append(({"__suffix__": "_count", "job": job, "instance": inst}, series["count"]))
+    odd = [({"job": "api", "instance": "i1"},
+            [(t, math.nan if i % 7 == 3 else float(i % 5)) for i, t in enumerate(times)]),
+           ({"job": "web", "instance": "i1"},
+            [(t, math.inf if i % 11 == 4 else -math.inf if i % 13 == 6 else float(i % 4))
+             for i, t in enumerate(times)])]
     return [Family("http_requests", "counter", counter), Family("temperature", "gauge", gauges),
-            Family("job_info", "gauge", info),
+            Family("job_info", "gauge", info), Family("odd", "gauge", odd),
             Family("request_duration_seconds", "histogram", hist)]
 
 
@@ -100,9 +107,17 @@ def openmetrics(families: list[Family]) -> str:
             inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())
                              if k != "__suffix__")
             for t, v in points:
-                lines.append(f"{name}{{{inner}}} {v!r} {t / 1000:.3f}")
+                lines.append(f"{name}{{{inner}}} {_text(v)} {t / 1000:.3f}")
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
+
+
+def _text(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(v)
 
 
 def load_samples(url: str, rows: list[Sample], *, table: str = "prom_samples",
