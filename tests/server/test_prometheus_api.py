@@ -71,6 +71,9 @@ def test_too_many_samples_is_422_execution(shoal):
     assert r.json() == {"status": "error", "errorType": "execution",
                         "error": "query processing would load too many samples into memory "
                                  "in query execution"}
+    # a subquery whose inner steps alone exceed the limit is refused before it runs
+    inner = _query(shoal.url, "max_over_time(vector(1)[1y:1s])", T0 + 650)
+    assert inner.status_code == 422 and inner.json()["errorType"] == "execution"
     small = _query(shoal.url, "sum_over_time(big[100s])", T0 + 650)
     assert small.status_code == 200 and len(small.json()["data"]["result"]) == 3
 

@@ -26,7 +26,7 @@ from shoal.query.promql import rangefuncs
 from shoal.query.promql.aggregate import aggregate
 from shoal.query.promql.binary import (SET_OPS, Matching, scalar_scalar, set_operation,
                                        vector_scalar, vector_vector)
-from shoal.query.promql.errors import PromQLBadDataError
+from shoal.query.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
 from shoal.query.promql.model import NAME, Labels, RawSeries, Vectors, drop_name, make_labels
 from shoal.query.promql.storage import LabelMatcher, PromStorage, SampleBudget
 
@@ -205,6 +205,10 @@ class Evaluator:
         first = (lo // step) * step
         if first < lo:
             first += step
+        count = (int(te.max()) - first) // step + 1
+        if count > self.budget.limit - self.budget.used:
+            # the inner query alone would hold more points than the sample limit allows
+            raise PromQLTooManySamplesError(self.budget.limit)
         inner_steps = np.arange(first, int(te.max()) + 1, step, dtype=np.int64)
         if len(inner_steps) == 0:
             return RangeValue([], te, range_ms)
