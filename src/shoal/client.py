@@ -42,6 +42,7 @@ class Shoal:
         self.coordinator = CommitCoordinator(self.catalog, self.store, self.formats["tlm"])
         self._write_path: WritePath | None = None
         self._query_engine = None
+        self._promql: Any = None
 
     @property
     def write_path(self) -> WritePath:
@@ -127,6 +128,28 @@ class Shoal:
               engine: str | None = None) -> pa.Table:
         """The answer of one statement as a pyarrow Table."""
         return self.sql(statement, prune=prune, engine=engine).table
+
+    def promql(self, expr: str, *, time: float | None = None, start: float | None = None,
+               end: float | None = None, step: float | None = None):
+        """A PromQL query over the Prometheus-layout tables (`shoal.query.promql`): an
+        instant query at `time` (unix seconds; default now), or with `start`, `end` and
+        `step` (seconds) a range query. A `PromResult`: `.data()` is the `data` of
+        Prometheus's API answer."""
+        import time as clock
+
+        from shoal.query.promql import promql_for
+
+        if self._promql is None:
+            self._promql = promql_for(self.query_engine, self.config,
+                                      lookback_ms=round(self.config.promql_lookback_s * 1000),
+                                      max_samples=self.config.promql_max_samples)
+        if start is None and end is None and step is None:
+            at = clock.time() if time is None else time
+            return self._promql.instant(expr, round(at * 1000))
+        if start is None or end is None or step is None or time is not None:
+            raise ValueError("a range query takes start, end and step (and no time)")
+        return self._promql.range(expr, round(start * 1000), round(end * 1000),
+                                  round(step * 1000))
 
     def spark_sql(self, statement: str, *, prune: bool = True):
         """A SELECT as a Spark DataFrame (each table reference planned and pruned now)."""

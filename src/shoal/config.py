@@ -42,6 +42,9 @@ class Config:
     # (layout: shoal.types.prometheus), made on first use.
     prometheus_table: str = "prom_samples"
     prometheus_metadata_table: str = "prom_metadata"
+    # PromQL (issue 16): Prometheus's --query.lookback-delta and --query.max-samples.
+    promql_lookback_s: float = 300.0
+    promql_max_samples: int = 50_000_000
     # Arrow Flight SQL (issue 15): its port (0 = off) and, for grpc+tls, PEM cert and key.
     flight_port: int = 8815
     flight_tls_cert: str | None = None
@@ -94,9 +97,10 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
-                         "query_max_bytes", "query_concurrency", "local_query_max_bytes"})
+                         "query_max_bytes", "query_concurrency", "local_query_max_bytes",
+                         "promql_max_samples"})
 QUERY_ENGINES = ("auto", "local", "spark")
-_FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s"})
+_FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 

@@ -28,6 +28,7 @@ from shoal.cli.maintain import maintain_command
 from shoal.cli.pipeline_filedrop import filedrop_command
 from shoal.cli.pipeline_kafka import kafka_command
 from shoal.cli.pipeline_scrape import scrape_command
+from shoal.cli.promql import promql_command
 from shoal.cli.serve import serve_command
 from shoal.cli.sql import kql_command, sql_command
 from shoal.cli.tables import create_table_command, describe_command, tables_command
@@ -65,6 +66,7 @@ def build_app() -> typer.Typer:
     _add(app, "ingest", ingest_command)
     _add(app, "sql", sql_command)
     _add(app, "kql", kql_command)
+    _add(app, "promql", promql_command)
     _add(app, "serve", serve_command)
     _add(app, "maintain", maintain_command)
     _add(app, "demo", demo_command)

@@ -2,7 +2,8 @@
 
 Routes (SPEC §11): the web console at `/` (`webconsole.py`), `/v1/tables...` (tables.py),
 `/v1/ingest/{table}` (ingest.py), OTLP/HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics`
-(`otlp_http.py`), Prometheus remote write `/api/v1/write` (`prometheus_write.py`), and the open
+(`otlp_http.py`), Prometheus remote write `/api/v1/write` (`prometheus_write.py`), the
+Prometheus HTTP API `/api/v1/query...` (`prometheus_api.py`), and the open
 operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
 catalog answers a cheap query, the server is not shutting down and, once the server has had
 a Spark session, that session is alive; else 503 + Retry-After) and `GET /metrics`
@@ -65,6 +66,7 @@ from shoal.server.openapi import install_openapi
 from shoal.server.otlp_http import router as otlp_router
 from shoal.server.prometheus_write import router as prometheus_write_router
 from shoal.server.pipelines import install_pipelines
+from shoal.server.prometheus_api import router as prometheus_api_router
 from shoal.server.kusto import router as kusto_router
 from shoal.server.query import router as query_router
 from shoal.server.spark_health import SparkSupervisor
@@ -205,6 +207,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.include_router(kusto_router)
     app.include_router(otlp_router)
     app.include_router(prometheus_write_router)
+    app.include_router(prometheus_api_router)
     start_maintenance, stop_maintenance = install_maintenance(
         app, db, enabled=warm_spark if maintenance is None else maintenance)
     start_pipelines, stop_pipelines = install_pipelines(

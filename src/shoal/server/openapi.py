@@ -175,6 +175,14 @@ def _schemas() -> dict[str, Schema]:
     return {
         **_wire_models(),
         "ErrorDetail": detail,
+        # the Prometheus API's own documents (`shoal.server.prometheus_api`)
+        "PromSuccess": _obj({"status": {"const": "success"}, "data": {},
+                             "warnings": {"type": "array", "items": STR}},
+                            optional=("warnings",)),
+        "PromError": _obj({"status": {"const": "error"},
+                           "errorType": {"enum": ["bad_data", "execution", "timeout",
+                                                  "unavailable", "internal"]},
+                           "error": STR}),
         "Error": _obj({"error": _obj({
             "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$",
                      "description": "snake_case, e.g. bad_request, invalid_schema, "
@@ -322,6 +330,77 @@ def _error_responses() -> dict[str, Any]:
             "content": {TEXT: {"schema": STR}, JSON: {"schema": _ref("Error")}},
             **({"headers": headers} if headers else {})}
     return out
+
+
+def _prom_responses(success: dict[str, Any], *statuses: int) -> dict[str, Any]:
+    """The Prometheus routes: their own error document for what their handler answers,
+    the shared one for refusals before it runs (auth, Host/Origin)."""
+    out = _responses(success, *AUTH)
+    for status in statuses:
+        out[str(status)] = {"description": "Prometheus's error document (errorType "
+                                           "bad_data, execution, timeout, unavailable)",
+                            "content": {JSON: {"schema": {"anyOf": [_ref("PromError"),
+                                                                    _ref("Error")]}}},
+                            **({"headers": _error_headers(status)}
+                               if status in (429, 503) else {})}
+    return out
+
+
+def _prom_ops() -> dict[tuple[str, str], Operation]:
+    """`/api/v1/...`: GET with query parameters, POST with the same fields as a form."""
+    def param(name: str, description: str, example: Any, *,
+              array: bool = False) -> dict[str, Any]:
+        schema: Schema = {"type": "array", "items": STR} if array else STR
+        return {"name": name, "in": "query", "required": False, "schema": schema,
+                "description": description, "example": example}
+
+    time_ = "RFC 3339 or unix seconds"
+    fields = {
+        "query": [param("query", "a PromQL expression", "sum(vector(1))"),
+                  param("time", time_, "1700000000"),
+                  param("timeout", "seconds or a duration", "30s")],
+        "query_range": [param("query", "a PromQL expression", "vector(1) * 2"),
+                        param("start", time_, "1700000000"),
+                        param("end", time_, "2023-11-14T22:23:20Z"),
+                        param("step", "seconds or a duration", "60"),
+                        param("timeout", "seconds or a duration", "30")],
+        "series": [param("match[]", "a series selector", ["up"], array=True),
+                   param("start", time_, "1700000000"), param("end", time_, "1700003600"),
+                   param("limit", "at most", "100")],
+        "labels": [param("match[]", "a series selector", ["up"], array=True),
+                   param("start", time_, "1700000000"), param("end", time_, "1700003600"),
+                   param("limit", "at most", "100")],
+    }
+    ok = _ok(_ref("PromSuccess"), "Prometheus's success document")
+    ops: dict[tuple[str, str], Operation] = {}
+    for name, params in fields.items():
+        path = f"/api/v1/{name}"
+        errors = (400, 422, 429, 503) if name.startswith("query") else (400, 429, 503)
+        ops[("GET", path)] = _op(f"prom_{name}_get", f"Prometheus API: {name}", "prometheus",
+                                 scope="query", parameters=params,
+                                 responses=_prom_responses(ok, *errors))
+        form = {"type": "object", "properties": {
+            p["name"]: p["schema"] for p in params}}
+        ops[("POST", path)] = _op(
+            f"prom_{name}_post", f"Prometheus API: {name} (form body)", "prometheus",
+            scope="query", parameters=params,
+            body={"required": False, "content": {
+                "application/x-www-form-urlencoded": {"schema": form}}},
+            responses=_prom_responses(ok, *errors, 408, 413, 415))
+    ops[("GET", "/api/v1/label/{name}/values")] = _op(
+        "prom_label_values", "Prometheus API: label values", "prometheus", scope="query",
+        parameters=[{"name": "name", "in": "path", "required": True, "schema": STR,
+                     "example": "job"}, *fields["labels"]],
+        responses=_prom_responses(ok, 400, 429, 503))
+    ops[("GET", "/api/v1/metadata")] = _op(
+        "prom_metadata", "Prometheus API: metric metadata", "prometheus", scope="query",
+        parameters=[param("metric", "one metric name", "up"),
+                    param("limit", "at most", "10")],
+        responses=_prom_responses(ok, 400, 429, 503))
+    ops[("GET", "/api/v1/status/buildinfo")] = _op(
+        "prom_buildinfo", "Prometheus API: build information", "prometheus", scope="query",
+        responses=_prom_responses(ok, 400))
+    return ops
 
 
 def _responses(success: dict[str, Any], *statuses: int, otlp: bool = False,
@@ -508,6 +587,7 @@ def _operations() -> dict[tuple[str, str], Operation]:
                          ("metrics", "/v1/metrics")):
         ops[("POST", path)] = _otlp(signal)
     ops[("POST", "/api/v1/write")] = _remote_write()
+    ops.update(_prom_ops())
     return ops
 
 
