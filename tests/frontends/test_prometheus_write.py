@@ -14,7 +14,6 @@ import struct
 import threading
 from collections.abc import Iterator
 
-import cramjam
 import httpx
 import pytest
 
@@ -24,29 +23,13 @@ from shoal.ingest.buffer import StagingBuffer
 from shoal.ingest.write_path import WritePath
 from shoal.server import create_app
 from shoal.types.prometheus import STALE_NAN_BITS, join_value, series_id, series_key
+from tests.support.promdata import REMOTE_WRITE_HEADERS as HEADERS
+from tests.support.promdata import snappy, write_request
 from tests.support.server import serve_app
 from tests.support.waiting import eventually
 
-HEADERS = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
-           "X-Prometheus-Remote-Write-Version": "0.1.0"}
 STALE = struct.unpack("<d", struct.pack("<Q", STALE_NAN_BITS))[0]
 BODY_CAP = 64 << 10
-
-
-def write_request(*series: tuple[dict[str, str], list[tuple[int, float]]]) -> WriteRequest:
-    req = WriteRequest()
-    for labels, samples in series:
-        ts = req.timeseries.add()
-        for name, value in sorted(labels.items()):
-            ts.labels.add(name=name, value=value)
-        for t, v in samples:
-            ts.samples.add(timestamp=t, value=v)
-    return req
-
-
-def snappy(req: WriteRequest | bytes) -> bytes:
-    raw = req if isinstance(req, bytes) else req.SerializeToString()
-    return bytes(cramjam.snappy.compress_raw(raw))
 
 
 class Live:

@@ -1,5 +1,5 @@
 """A fixed Prometheus history for differential tests: the same samples as OpenMetrics text
-(for `promtool` backfill into a real Prometheus) and as shoal rows (`load_samples`).
+(for `promtool` backfill into a real Prometheus) and remote-written into shoal (`load_samples`).
 
 Counters with a reset, gauges, a classic histogram with several buckets across several
 series, job/instance labels, an info metric for `group_left`, a gauge series that stops
@@ -14,11 +14,11 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import cramjam
 import httpx
-import msgspec
 
-from shoal.types.prometheus import (NAME_LABEL, PROM_SAMPLES_SCHEMA, series_id, series_key,
-                                    split_value)
+from shoal.frontends.prometheus.remote_write_pb2 import WriteRequest
+from shoal.types.prometheus import NAME_LABEL
 
 Sample = tuple[int, dict[str, str], float]     # (ts_ms, labels incl. __name__, value)
 
@@ -120,26 +120,54 @@ def _text(v: float) -> str:
     return repr(v)
 
 
-def load_samples(url: str, rows: list[Sample], *, table: str = "prom_samples",
-                 headers: dict[str, str] | None = None, chunk: int = 20_000) -> None:
-    """Write `rows` into shoal's Prometheus table over HTTP (one place to switch to remote
-    write: today NDJSON through `/v1/ingest`, rows laid out as `PROM_SAMPLES_SCHEMA`)."""
-    with httpx.Client(base_url=url, headers=headers or {}, timeout=120) as http:
-        columns = [{"name": c.name, "type": c.type.kind}
-                   for c in PROM_SAMPLES_SCHEMA.columns if c.name not in ("_timestamp", "props")]
-        r = http.post("/v1/tables", json={"name": table, "columns": columns, "mode": "drop"})
-        assert r.status_code in (201, 409), r.text
-        encode = msgspec.json.Encoder().encode
-        for start in range(0, len(rows), chunk):
-            body = bytearray()
-            for ts, labels, value in rows[start:start + chunk]:
-                metric = labels.get(NAME_LABEL, "")
-                rest = {k: v for k, v in labels.items() if k != NAME_LABEL}
-                key = series_key(metric, rest)
-                val, special = split_value(value)
-                body += encode({"_timestamp": ts * 1_000_000, "metric": metric, "labels": rest,
-                                "series": key, "series_id": series_id(key), "value": val,
-                                "special": special})
-                body += b"\n"
-            r = http.post(f"/v1/ingest/{table}", content=bytes(body))
-            assert r.status_code == 200, r.text
+REMOTE_WRITE_HEADERS = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
+                        "X-Prometheus-Remote-Write-Version": "0.1.0"}
+
+
+def write_request(*series: tuple[dict[str, str], list[tuple[int, float]]]) -> WriteRequest:
+    """A remote write 1.0 `WriteRequest` of (labels incl. __name__, [(ts_ms, value)]) series,
+    labels sorted by name as Prometheus sends them."""
+    req = WriteRequest()
+    for labels, points in series:
+        ts = req.timeseries.add()
+        for name, value in sorted(labels.items()):
+            ts.labels.add(name=name, value=value)
+        for t, v in points:
+            ts.samples.add(timestamp=t, value=v)
+    return req
+
+
+def snappy(req: WriteRequest | bytes) -> bytes:
+    """The body of a remote write: the serialized request, snappy block format."""
+    raw = req if isinstance(req, bytes) else req.SerializeToString()
+    return bytes(cramjam.snappy.compress_raw(raw))
+
+
+def load_samples(url: str, rows: list[Sample], *, headers: dict[str, str] | None = None,
+                 per_request: int = 10_000) -> None:
+    """Remote-write `rows` into shoal (`POST /api/v1/write`, into `prom_samples`), as
+    Prometheus sends them: each request a `WriteRequest` of whole series, samples in time
+    order, at most `per_request` samples (the receiver takes up to 100,000)."""
+    by_series: dict[tuple[tuple[str, str], ...], list[tuple[int, float]]] = {}
+    for ts, labels, value in rows:
+        by_series.setdefault(tuple(sorted(labels.items())), []).append((ts, value))
+    batch: list[tuple[dict[str, str], list[tuple[int, float]]]] = []
+    size = 0
+    with httpx.Client(base_url=url, headers={**REMOTE_WRITE_HEADERS, **(headers or {})},
+                      timeout=120) as http:
+        def send() -> None:
+            r = http.post("/api/v1/write", content=snappy(write_request(*batch)))
+            assert r.status_code == 204, r.text
+            batch.clear()
+
+        for key, points in by_series.items():
+            points.sort()
+            for start in range(0, len(points), per_request):
+                part = points[start:start + per_request]
+                if size + len(part) > per_request and batch:
+                    send()
+                    size = 0
+                batch.append((dict(key), part))
+                size += len(part)
+        if batch:
+            send()
