@@ -3,9 +3,10 @@
 A fixed hour of history (counters with a reset, gauges, a classic histogram, an info
 metric, a series that stops half-way) is backfilled into a real Prometheus 2.x with
 `promtool` and remote-written into a live `shoal serve` (`POST /api/v1/write`,
-`load_samples`). Each query is asked of both HTTP APIs at the same evaluation times, instant and range; the answers must have the
-same label sets and timestamps and values within rel 1e-9 / abs 1e-12 (NaN equals NaN).
-Order matters only where Prometheus defines it (sort, sort_desc, topk, bottomk).
+`load_samples`). Each query is asked of both HTTP APIs at the same evaluation times,
+instant and range; the answers must have the same label sets and timestamps and values
+within rel 1e-9 / abs 1e-12 (NaN equals NaN). Order matters only where Prometheus defines
+it (sort, sort_desc, topk, bottomk).
 """
 
 from __future__ import annotations
