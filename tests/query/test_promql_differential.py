@@ -12,6 +12,7 @@ it (sort, sort_desc, topk, bottomk).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import httpx
@@ -260,7 +261,24 @@ def test_bad_queries_fail_as_prometheus_fails(apis, expr):
     ws, want = _get(prom, "query", {"query": expr, "time": END})
     gs, got = _get(shoal, "query", {"query": expr, "time": END})
     assert (gs, got["status"], got["errorType"]) == (ws, want["status"], want["errorType"])
-    assert got["error"].startswith("parse error")
+    assert got["error"].startswith('invalid parameter "query": ')
+    assert "parse error: " in got["error"]
+
+
+# Where promql-parser's message and the place shoal finds for it (`promql/errpos.py`) agree
+# with Prometheus's `line:column` (the parser itself reports no place).
+@pytest.mark.parametrize("expr", [
+    "sum(rate(http_requests_total[5m])", 'x{a="b"', "1 +", "foo bar", 'x{a="b"}}', '"abc',
+    "foo(x)", "x +== y", "x[5m] offset 1m)", "sum(x) by", "x\n  + )", "x offset", "x[5m",
+    "(1", "x)", "]", "x / / y", "x and", "1 2", "max_over_time(x[5m:1m]",
+])
+def test_parse_errors_name_the_place_prometheus_names(apis, expr):
+    prom, shoal = apis
+    where = re.compile(r'^invalid parameter "query": (\d+:\d+): parse error: ')
+    _, want = _get(prom, "query", {"query": expr, "time": END})
+    _, got = _get(shoal, "query", {"query": expr, "time": END})
+    w, g = where.match(want["error"]), where.match(got["error"])
+    assert w and g and g.group(1) == w.group(1), (want["error"], got["error"])
 
 
 @pytest.mark.parametrize(("expr", "words"), [

@@ -36,7 +36,7 @@ from fastapi.responses import Response
 from shoal.errors import (QueryTimeoutError, RequestError, ShoalError, TableNotFoundError,
                           UnavailableError)
 from shoal.format.base import Equals
-from shoal.query.promql import (PromQL, PromQLBadDataError, PromQLExecutionError,
+from shoal.query.promql import (PromQL, PromQLBadDataError, PromQLExecutionError, PromQLParseError,
                                 promql_for)
 from shoal.query.promql.evaluator import selector_matchers
 from shoal.query.promql.params import MAX_TIME_MS, MIN_TIME_MS, parse_duration_ms, parse_time
@@ -104,7 +104,10 @@ def error_document(e: ShoalError) -> tuple[int, dict[str, Any]]:
         status, kind = status_for(e), "bad_data"         # 400 (408/413/415 for the body)
     else:
         status, kind = 500, "internal"
-    return status, {"status": "error", "errorType": kind, "error": str(e)}
+    text = str(e)
+    if isinstance(e, PromQLParseError):         # as Prometheus words it: the parameter named
+        text = f'invalid parameter "query": {text}'
+    return status, {"status": "error", "errorType": kind, "error": text}
 
 
 def _promql(request: Request, state: ServerState) -> PromQL:

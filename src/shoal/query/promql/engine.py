@@ -14,6 +14,7 @@ import numpy as np
 import promql_parser as pp
 
 from shoal.query.promql.errors import PromQLBadDataError, PromQLParseError
+from shoal.query.promql.errpos import line_col, locate
 from shoal.query.promql.evaluator import Evaluator, RangeValue, unwrap
 from shoal.query.promql.model import Labels, Vectors, format_time, format_value
 from shoal.query.promql.storage import PromStorage, SampleBudget
@@ -27,11 +28,21 @@ def parse(expr: str) -> Any:
     try:
         return pp.parse(expr)
     except ValueError as e:
-        raise PromQLParseError(str(e)) from None
+        offset, message = locate(expr, str(e), _parses)
+        line, col = line_col(expr, offset)
+        raise PromQLParseError(message, line=line, column=col) from None
     except BaseException as e:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         raise PromQLParseError(f"{type(e).__name__}: {e}") from None
+
+
+def _parses(text: str) -> bool:
+    try:
+        pp.parse(text)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass

@@ -17,14 +17,17 @@ class PromQLBadDataError(QueryError):
 
 
 class PromQLParseError(PromQLBadDataError):
-    """The expression does not parse; the message is promql-parser's, as Prometheus prefixes
-    it (`parse error: ...`)."""
+    """The expression does not parse: promql-parser's message at its place, as Prometheus
+    words it (`1:16: parse error: unclosed left parenthesis`; `errpos.py` finds the place)."""
 
     code = "promql_parse"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, line: int | None = None,
+                 column: int | None = None) -> None:
         self.detail = message
-        super().__init__(f"parse error: {message}")
+        self.line, self.column = line, column
+        where = f"{line}:{column}: " if line is not None else ""
+        super().__init__(f"{where}parse error: {message}")
 
 
 class PromQLExecutionError(QueryError):
