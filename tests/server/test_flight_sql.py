@@ -126,7 +126,30 @@ def _pack(message) -> bytes:
 
 
 def stats_of(uri: str, sql: str, token: str | None = None) -> dict:
+    """The stats known when the statement is planned (FlightInfo.app_metadata)."""
     return json.loads(flight_info(uri, sql, token).app_metadata)
+
+
+def streamed(uri: str, sql: str, token: str | None = None) -> tuple[pa.Table, dict]:
+    """A statement's rows through DoGet with pyarrow's Flight client, and the final stats
+    that the stream's last message carries in its app_metadata."""
+    info = flight_info(uri, sql, token)
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    batches, stats = [], None
+    with flight.connect(uri) as client:
+        reader = client.do_get(info.endpoints[0].ticket,
+                               flight.FlightCallOptions(headers=headers))
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                break
+            if chunk.data is not None and chunk.data.num_rows:
+                batches.append(chunk.data)
+            if chunk.app_metadata is not None:
+                stats = json.loads(chunk.app_metadata.to_pybytes())
+    assert stats is not None, "no final stats in the stream"
+    return pa.Table.from_batches(batches, schema=info.schema), stats
 
 
 def test_lists_tables_with_their_columns(live):
@@ -191,9 +214,10 @@ def test_time_travel_and_has_pruning_in_the_stats(live):
     needle = stats_of(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
     assert needle["extents_considered"] == 2
     assert needle["extents_pruned"] == 1, needle     # the first extent has no 'deadlock'
-    assert needle["truncated"] is False
-    info = flight_info(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
-    assert info.total_records == 1
+    rows, final = streamed(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
+    assert rows.num_rows == 1 and final["rows"] == 1
+    assert final["truncated"] is False and final["extents_pruned"] == 1
+    assert final["bytes_read"] > 0
 
 
 def test_kql_with_the_prefix(live):
@@ -240,7 +264,7 @@ def test_tokens_and_scopes(secured):
     with connect(uri, ADMIN) as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE t2 (a string)")
         cur.fetchall()
-    assert stats_of(uri, "SELECT count(*) FROM logs", QUERY)["truncated"] is False
+    assert streamed(uri, "SELECT count(*) FROM logs", QUERY)[1]["truncated"] is False
     with pytest.raises(flight.FlightUnauthenticatedError):
         flight_info(uri, "SELECT 1", "wrong")
     with flight.connect(uri) as client:     # user/password clients: the token as password

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -64,6 +64,13 @@ class Executor(Protocol):
         caller's deadline calls it)."""
         ...
 
+    def stream(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+               on_cancel: Callable[[Callable[[], None]], None] | None = None, *,
+               batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
+        """`run`, as record batches of at most `batch_rows` rows produced as the engine
+        computes them (a generator: closing it early stops the statement and frees it)."""
+        ...
+
 
 class DuckDBExecutor:
     name = "duckdb"
@@ -99,12 +106,36 @@ class DuckDBExecutor:
                 con.register(name, _zoneless(table))
             return con.execute(sql).to_arrow_table()
         except self._duckdb.Error as e:
-            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            if NOT_IDENTICAL_MARK in message:
-                raise LocalMismatchError("a value the local engine would not render as "
-                                         "Spark does (a JSON number or object)") from None
-            raise LocalExecutionError(f"local engine: {message[:2000]}") from None
+            raise _local_error(e) from None
         finally:
+            con.close()
+
+    def stream(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+               on_cancel: Callable[[Callable[[], None]], None] | None = None, *,
+               batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
+        # DuckDB's Arrow reader over a streaming result: each read runs the pipeline only as
+        # far as the next chunk, so the answer is never whole in memory (a blocking
+        # operator, e.g. ORDER BY or an aggregate, still holds its own state).
+        with self._lock:
+            con = self._db.cursor()
+        if on_cancel is not None:
+            on_cancel(con.interrupt)
+        reader = None
+        try:
+            for name, table in inputs.items():
+                con.register(name, _zoneless(table))
+            reader = con.execute(sql).to_arrow_reader(batch_rows)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                yield batch
+        except self._duckdb.Error as e:
+            raise _local_error(e) from None
+        finally:
+            if reader is not None:
+                reader.close()
             con.close()
 
     def _register_function(self, con: Any, name: str) -> None:
@@ -124,6 +155,15 @@ class DuckDBExecutor:
                             null_handling="special", side_effects=True)
 
 
+def _local_error(e: BaseException) -> LocalExecutionError:
+    """The shoal error of a DuckDB failure (its first line)."""
+    message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if NOT_IDENTICAL_MARK in message:
+        return LocalMismatchError("a value the local engine would not render as Spark does "
+                                  "(a JSON number or object)")
+    return LocalExecutionError(f"local engine: {message[:2000]}")
+
+
 def _one_chunk(a: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(a, pa.ChunkedArray):
         return a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
@@ -135,6 +175,12 @@ def _zoneless(table: pa.Table) -> pa.Table:
         if pa.types.is_timestamp(f.type) and f.type.tz is not None:
             table = table.set_column(i, f.name, table.column(i).cast(pa.timestamp(f.type.unit)))
     return table
+
+
+def answer_schema(statement: LocalStatement) -> pa.Schema:
+    """The schema `conform` gives the statement's answer: known before it runs."""
+    return pa.schema([pa.field(n, t) for n, t in zip(statement.names, statement.spark_types,
+                                                     strict=True)])
 
 
 def conform(answer: pa.Table, statement: LocalStatement) -> pa.Table:
@@ -206,3 +252,16 @@ class LocalEngine:
         functions = sorted(statement.functions)
         return conform(self.executor.run(statement.sql, inputs, functions, on_cancel),
                        statement)
+
+    def stream(self, statement: LocalStatement, inputs: Mapping[str, pa.Table], *,
+               on_cancel: Callable[[Callable[[], None]], None] | None = None,
+               batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
+        """`answer` as conformed record batches, as the engine produces them."""
+        functions = sorted(statement.functions)
+        batches = self.executor.stream(statement.sql, inputs, functions, on_cancel,
+                                       batch_rows=batch_rows)
+        try:
+            for batch in batches:
+                yield from conform(pa.Table.from_batches([batch]), statement).to_batches()
+        finally:
+            batches.close()     # stop the statement when the reader stops early
