@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
+import threading
+from dataclasses import replace
 
 import adbc_driver_flightsql.dbapi as flight_sql
+import httpx
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -18,13 +23,21 @@ from adbc_driver_flightsql import DatabaseOptions
 
 import shoal
 from shoal.server import create_app
+from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
 from shoal.server.flightsql import flight_sql_pb2 as sql_pb
 from shoal.types import LONG, STRING, Column
 from tests.server.conftest import ADMIN, INGEST, QUERY
 from tests.support.server import free_port, serve_app, start_server
+from tests.support.waiting import eventually
 
 BIG_ROWS = 1_000_000
 BASE_NS = 1_772_323_200 * 10**9          # 2026-03-01T00:00:00Z
+
+
+class Live(tuple):
+    """(Flight URI, db) of a live server, with `.http`: its HTTP base URL (for /metrics)."""
+
+    http: str
 
 
 def _serve(tmp_path_factory, name: str, fill, **config):
@@ -33,8 +46,10 @@ def _serve(tmp_path_factory, name: str, fill, **config):
     try:
         fill(db)
         app = create_app(db, config=db.config, flight_port=free_port())
-        with serve_app(app):
-            yield f"grpc://127.0.0.1:{app.state.flight.bound_port}", db
+        with serve_app(app) as url:
+            live = Live((f"grpc://127.0.0.1:{app.state.flight.bound_port}", db))
+            live.http = url
+            yield live
     finally:
         db.close()
 
@@ -347,3 +362,175 @@ def test_header_columns_and_byte_functions_in_sql_and_kql(live):
         cur.execute("kql: h | where int_from_bytes(n) >= 7 | project k, v = int_from_bytes(n)"
                     " | sort by v asc")
         assert cur.fetchall() == want
+
+
+# ---- streaming, caps, prepared schemas, cancel (issue 15 remainder) -------------------------
+def queries_running(http: str) -> float:
+    """`shoal_queries_running` of a live server, from its /metrics."""
+    for line in httpx.get(f"{http}/metrics", timeout=30).text.splitlines():
+        if line.startswith("shoal_queries_running "):
+            return float(line.split()[1])
+    raise AssertionError("no shoal_queries_running in /metrics")
+
+
+# 100 M rows: far more than the server could compute, or gRPC buffer, before the client reads
+ENDLESS_ROWS = ("SELECT a.n, b.n AS m FROM big a "
+                "CROSS JOIN (SELECT n FROM big WHERE n < 100) b")
+ENDLESS_COUNT = "SELECT count(*) AS c FROM big a CROSS JOIN big b"    # 10^12 rows to count
+
+
+def test_rows_stream_while_the_query_runs_and_an_abandoned_stream_frees_its_slot(live):
+    uri, _db = live
+    info = flight_info(uri, ENDLESS_ROWS)
+    assert info.total_records == -1         # not run yet: known when the stream ends
+    assert info.schema.names == ["n", "m"]
+    assert json.loads(info.app_metadata)["engine"] == "local"
+    assert queries_running(live.http) == 0  # planning took no slot for good
+    client = flight.connect(uri)
+    reader = client.do_get(info.endpoints[0].ticket)
+    first = reader.read_chunk().data
+    assert first.num_rows > 0 and first.schema.names == ["n", "m"]
+    # The first batch is here while the query still runs: it holds its slot (the old code
+    # ran the whole statement in GetFlightInfo and had freed the slot before any DoGet).
+    assert queries_running(live.http) == 1
+    second = reader.read_chunk().data
+    assert second.num_rows > 0
+    reader.cancel()                         # the client abandons the stream mid-way
+    client.close()
+    eventually(lambda: queries_running(live.http), "the abandoned stream's slot to be freed",
+               until=lambda n: n == 0)
+    with connect(uri) as conn, conn.cursor() as cur:    # the engine answers the next query
+        cur.execute("SELECT count(*) AS n FROM big WHERE n < 10")
+        assert cur.fetchall() == [(10,)]
+
+
+# A client in a process of its own: killing it drops its connection for real.
+_FETCHER = """
+import sys
+import pyarrow.flight as flight
+client = flight.connect(sys.argv[1])
+client.do_get(flight.Ticket(bytes.fromhex(sys.argv[2]))).read_all()
+"""
+
+
+def test_a_client_gone_before_the_first_batch_cancels_the_query(live):
+    uri, _db = live
+    info = flight_info(uri, ENDLESS_COUNT)
+    fetcher = subprocess.Popen([sys.executable, "-c", _FETCHER, uri,
+                                info.endpoints[0].ticket.ticket.hex()])
+    try:
+        eventually(lambda: queries_running(live.http), "the count to start",
+                   until=lambda n: n == 1)
+    finally:
+        fetcher.kill()                      # gone while the engine computes; no batch yet
+        fetcher.wait(60)
+    eventually(lambda: queries_running(live.http), "the engine to stop and free the slot",
+               until=lambda n: n == 0)
+
+
+@pytest.mark.parametrize("action", ["CancelFlightInfo", "CancelQuery"])
+def test_cancel_ends_the_running_query_with_cancelled(live, action):
+    uri, _db = live
+    info = flight_info(uri, ENDLESS_COUNT)
+    outcome: dict[str, BaseException] = {}
+
+    def fetch() -> None:
+        with flight.connect(uri) as client:
+            try:
+                client.do_get(info.endpoints[0].ticket).read_all()
+            except flight.FlightError as e:
+                outcome["error"] = e
+
+    worker = threading.Thread(target=fetch)
+    worker.start()
+    eventually(lambda: queries_running(live.http), "the count to start", until=lambda n: n == 1)
+    assert cancel(uri, info, action) == cancel_pb.CANCEL_STATUS_CANCELLED
+    worker.join(60)
+    assert not worker.is_alive()
+    assert isinstance(outcome.get("error"), flight.FlightCancelledError), outcome
+    assert "cancelled" in str(outcome["error"])
+    assert queries_running(live.http) == 0
+    # Done and gone: a second cancel has nothing to cancel.
+    assert cancel(uri, info, action) == cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE
+
+
+def test_a_ticket_cancelled_before_its_doget_is_cancelled(live):
+    uri, _db = live
+    info = flight_info(uri, "SELECT count(*) AS n FROM logs")
+    assert cancel(uri, info, "CancelFlightInfo") == cancel_pb.CANCEL_STATUS_CANCELLED
+    with flight.connect(uri) as client, pytest.raises(flight.FlightCancelledError):
+        client.do_get(info.endpoints[0].ticket).read_all()
+    assert queries_running(live.http) == 0
+
+
+def cancel(uri: str, info: flight.FlightInfo, action: str) -> int:
+    """Cancel `info`'s query with Flight's CancelFlightInfo or the legacy Flight SQL
+    CancelQuery action; the status answered (CancelStatus numbering for both)."""
+    if action == "CancelFlightInfo":
+        body = cancel_pb.CancelFlightInfoRequest(info=info.serialize()).SerializeToString()
+    else:
+        body = _pack(sql_pb.ActionCancelQueryRequest(info=info.serialize()))
+    with flight.connect(uri) as client:
+        [result] = list(client.do_action(flight.Action(action, body)))
+    raw = result.body.to_pybytes()
+    if action == "CancelFlightInfo":
+        return cancel_pb.CancelFlightInfoResult.FromString(raw).status
+    from google.protobuf import any_pb2
+
+    legacy = sql_pb.ActionCancelQueryResult()
+    assert any_pb2.Any.FromString(raw).Unpack(legacy)
+    return int(legacy.result)
+
+
+def test_prepared_statements_announce_their_schema(live):
+    uri, _db = live
+    sql = "SELECT service, count(*) AS n, max(n) AS top FROM big GROUP BY service"
+    request = _pack(sql_pb.ActionCreatePreparedStatementRequest(query=sql))
+    with flight.connect(uri) as client:
+        [result] = list(client.do_action(flight.Action("CreatePreparedStatement", request)))
+        from google.protobuf import any_pb2
+
+        prepared = sql_pb.ActionCreatePreparedStatementResult()
+        assert any_pb2.Any.FromString(result.body.to_pybytes()).Unpack(prepared)
+        announced = pa.ipc.read_schema(pa.py_buffer(prepared.dataset_schema))
+        assert [(f.name, f.type) for f in announced] == [
+            ("service", pa.string()), ("n", pa.int64()), ("top", pa.int64())]
+        assert len(pa.ipc.read_schema(pa.py_buffer(prepared.parameter_schema))) == 0
+        command = _pack(sql_pb.CommandPreparedStatementQuery(
+            prepared_statement_handle=prepared.prepared_statement_handle))
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
+        assert info.schema.equals(announced)
+        rows = client.do_get(info.endpoints[0].ticket).read_all()
+        assert rows.schema.equals(announced)
+        assert sorted(rows.to_pylist(), key=lambda r: r["service"]) == [
+            {"service": f"svc-{e}", "n": BIG_ROWS // 4, "top": (e + 1) * BIG_ROWS // 4 - 1}
+            for e in range(4)]
+    with connect(uri) as conn, conn.cursor() as cur:     # ADBC: the schema before execute
+        params = cur.adbc_prepare(sql)
+        assert params is None or len(params) == 0
+        assert cur.adbc_execute_schema(sql).equals(announced)
+        assert queries_running(live.http) == 0          # nothing ran
+
+
+def test_caps_end_the_stream_and_the_last_message_says_truncated(live):
+    uri, db = live
+    for settings, cut in (({"query_max_rows": 150}, "query_max_rows"),
+                          ({"query_max_bytes": 64 << 10}, "query_max_bytes")):
+        app = create_app(db, config=replace(db.config, **settings), flight_port=free_port())
+        with serve_app(app):
+            capped = f"grpc://127.0.0.1:{app.state.flight.bound_port}"
+            rows, stats = streamed(capped, "SELECT n FROM big ORDER BY n")
+            assert stats["truncated"] is True and stats["truncated_by"] == cut, stats
+            kept = rows.num_rows
+            assert rows.column("n").to_pylist() == list(range(kept))      # a prefix
+            assert stats["rows"] == kept
+            if cut == "query_max_rows":
+                assert kept == 150
+            else:
+                # within the cap as the server counts Arrow bytes (its batches may carry
+                # a validity buffer the wire drops), and not far below it
+                assert stats["bytes"] <= 64 << 10 and rows.nbytes <= 64 << 10
+                assert kept * 8 > (64 << 10) // 2
+            whole, stats = streamed(capped, "SELECT n FROM big WHERE n < 100 ORDER BY n")
+            assert whole.column("n").to_pylist() == list(range(100))
+            assert stats["truncated"] is False
