@@ -444,12 +444,15 @@ def test_cancel_ends_the_running_query_with_cancelled(live, action):
     worker = threading.Thread(target=fetch)
     worker.start()
     eventually(lambda: queries_running(live.http), "the count to start", until=lambda n: n == 1)
-    assert cancel(uri, info, action) == cancel_pb.CANCEL_STATUS_CANCELLED
+    # CANCELLED once the stream has ended, CANCELLING if it is still ending (a busy machine)
+    assert cancel(uri, info, action) in (cancel_pb.CANCEL_STATUS_CANCELLED,
+                                         cancel_pb.CANCEL_STATUS_CANCELLING)
     worker.join(60)
     assert not worker.is_alive()
     assert isinstance(outcome.get("error"), flight.FlightCancelledError), outcome
     assert "cancelled" in str(outcome["error"])
-    assert queries_running(live.http) == 0
+    eventually(lambda: queries_running(live.http), "the slot to be freed",
+               until=lambda n: n == 0)
     # Done and gone: a second cancel has nothing to cancel.
     assert cancel(uri, info, action) == cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE
 

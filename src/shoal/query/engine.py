@@ -653,8 +653,16 @@ class _Run:
         self._keep_cancelling()
 
     def _keep_cancelling(self) -> None:
-        """Cancel the statement's tagged Spark jobs until it returns."""
+        """Interrupt the statement until it returns: its tagged Spark jobs, and the embedded
+        engine again (an interrupt that lands just before the engine starts its run is
+        lost)."""
+        again = False           # the caller has just interrupted the embedded engine once
         while True:
+            if again:
+                with self._cancel_lock:
+                    cancels = list(self._cancels)
+                self._interrupt(cancels)
+            again = True
             spark = self.spark
             if spark is not None:
                 try:

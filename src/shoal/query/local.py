@@ -97,18 +97,22 @@ class DuckDBExecutor:
 
     def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
             on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
-        with self._lock:            # cursor() on the shared database is not thread-safe
-            con = self._db.cursor()
-        if on_cancel is not None:
-            on_cancel(con.interrupt)
+        cursor = self._cursor(on_cancel)
         try:
             for name, table in inputs.items():
-                con.register(name, _zoneless(table))
-            return con.execute(sql).to_arrow_table()
+                cursor.con.register(name, _zoneless(table))
+            return cursor.con.execute(sql).to_arrow_table()
         except self._duckdb.Error as e:
             raise _local_error(e) from None
         finally:
-            con.close()
+            cursor.close()
+
+    def _cursor(self, on_cancel: Callable[[Callable[[], None]], None] | None) -> _RunCursor:
+        with self._lock:            # cursor() on the shared database is not thread-safe
+            cursor = _RunCursor(self._db.cursor())
+        if on_cancel is not None:
+            on_cancel(cursor.interrupt)
+        return cursor
 
     def stream(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
                on_cancel: Callable[[Callable[[], None]], None] | None = None, *,
@@ -116,15 +120,12 @@ class DuckDBExecutor:
         # DuckDB's Arrow reader over a streaming result: each read runs the pipeline only as
         # far as the next chunk, so the answer is never whole in memory (a blocking
         # operator, e.g. ORDER BY or an aggregate, still holds its own state).
-        with self._lock:
-            con = self._db.cursor()
-        if on_cancel is not None:
-            on_cancel(con.interrupt)
+        cursor = self._cursor(on_cancel)
         reader = None
         try:
             for name, table in inputs.items():
-                con.register(name, _zoneless(table))
-            reader = con.execute(sql).to_arrow_reader(batch_rows)
+                cursor.con.register(name, _zoneless(table))
+            reader = cursor.con.execute(sql).to_arrow_reader(batch_rows)
             while True:
                 try:
                     batch = reader.read_next_batch()
@@ -136,7 +137,7 @@ class DuckDBExecutor:
         finally:
             if reader is not None:
                 reader.close()
-            con.close()
+            cursor.close()
 
     def _register_function(self, con: Any, name: str) -> None:
         from duckdb import sqltypes as t
@@ -153,6 +154,27 @@ class DuckDBExecutor:
 
         con.create_function(name, body, [t.BLOB, t.VARCHAR], result, type="arrow",
                             null_handling="special", side_effects=True)
+
+
+class _RunCursor:
+    """One run's own DuckDB cursor (`.con`) and its interrupt, which is safe to call at any
+    time and again and again (the caller repeats it: an interrupt that lands before the run
+    starts is lost), and a no-op once the cursor is closed."""
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def interrupt(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self.con.interrupt()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self.con.close()
 
 
 def _local_error(e: BaseException) -> LocalExecutionError:
