@@ -132,7 +132,9 @@ class DuckDBExecutor:
                 except StopIteration:
                     return
                 yield batch
-        except self._duckdb.Error as e:
+        except (self._duckdb.Error, pa.ArrowException, OSError) as e:
+            # a failure while reading comes through the Arrow reader, as pyarrow's error for
+            # the C stream's status (an OSError for "INTERRUPT Error: Interrupted!")
             raise _local_error(e) from None
         finally:
             if reader is not None:

@@ -2,27 +2,46 @@
 
 A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
 0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
-OTLP/gRPC. The Flight SQL messages are `shoal.server.flightsql.flight_sql_pb2` (generated
-from the .proto beside it; how to regenerate is written there).
+OTLP/gRPC. The Flight SQL messages are `shoal.server.flightsql.flight_sql_pb2`, Flight's
+cancel messages `flight_cancel_pb2` (generated from the .proto files beside them; how to
+regenerate is written there).
 
 Served:
 - `GetFlightInfo` on `CommandStatementQuery` / `CommandPreparedStatementQuery`: the statement
-  runs through the same path as `POST /v1/query` (`shoal.server.query.run_statement`: the
-  guard's allow-list, `admin` for CREATE/ALTER, the query slots, timeout and result caps,
-  both engines). A statement starting with `kql:` is KQL (read only, like `{"kql": ...}`).
-  The answer is one endpoint whose ticket (`TicketStatementQuery`) is good for one `DoGet`
-  within `RESULT_TTL_S`; `DoGet` streams it as record batches of at most
-  `BATCH_BYTES`. The FlightInfo carries `total_records`, `total_bytes` and, in
-  `app_metadata`, the answer's pruning stats: the JSON object `X-Shoal-Stats` holds on
-  `/v1/query` (extents/blocks planned and pruned, engine, `truncated`...).
+  goes through the same path as `POST /v1/query` (the guard's allow-list, `admin` for
+  CREATE/ALTER, the query slots, timeout and result caps, both engines). A statement starting
+  with `kql:` is KQL (read only, like `{"kql": ...}`). A query (SELECT, WITH, KQL) is only
+  planned here (`shoal.server.query.plan_statement`: scans pruned, engine chosen, the answer's
+  schema known, no row read); the FlightInfo carries that schema, `total_records` /
+  `total_bytes` -1 (unknown until the stream ends) and, in `app_metadata`, the planning stats
+  (the JSON object of `X-Shoal-Stats` without what only the run knows). Other statements
+  (DDL, DESCRIBE, SHOW, EXPLAIN) run here and their answer waits for its DoGet, with exact
+  totals and stats. Either way the answer is one endpoint whose ticket
+  (`TicketStatementQuery`) is good for one `DoGet` within `RESULT_TTL_S`.
+- `DoGet` of a query runs it under a query slot and streams record batches (at most
+  `BATCH_BYTES` each) as the engine produces them (`shoal.query.stream`: the embedded
+  engine for real, Spark's answer collected under the caps first). The caps end the stream
+  at the longest prefix that fits; the deadline covers the whole stream. The last message
+  is an empty batch whose `app_metadata` holds the final stats: `truncated` (and
+  `truncated_by`), `bytes_read`, `rows`, `bytes`. The slot and the engine's work are
+  released when the stream ends, fails, or its client goes away (a write fails; before the
+  first batch, `_ClientWatch` notices the call's cancellation).
+- Cancel: the Flight action `CancelFlightInfo` (body: `CancelFlightInfoRequest`) and the
+  legacy Flight SQL action `CancelQuery` (`ActionCancelQueryRequest`) take the FlightInfo of
+  a statement: its running query is interrupted (the embedded engine's run, the Spark job
+  tag) and its DoGet ends with CANCELLED; a ticket not yet fetched is dropped (its DoGet is
+  CANCELLED). Answer: CANCELLED once the stream has ended (waiting up to `CANCEL_WAIT_S`),
+  else CANCELLING; NOT_CANCELLABLE for a ticket already answered, expired or unknown.
 - Metadata (`GetCatalogs`, `GetDbSchemas`, `GetTables` with `include_schema`,
   `GetTableTypes`, `GetSqlInfo`), answered from the catalog. shoal has one namespace: one
   catalog `shoal` with one schema `default`; table names in SQL are unqualified.
 - Prepared statements without parameters: the actions `CreatePreparedStatement` (the guard
-  checks the statement at once; no dataset schema is announced, as the statement has not
-  run) and `ClosePreparedStatement`. Parameters (`DoPut` on a prepared statement) and
-  updates are refused as unimplemented; transactions do not exist.
-- `GetSchema` on a metadata command gives its fixed schema; on a statement, it runs it.
+  checks the statement at once; a query is planned to announce its `dataset_schema`, and
+  `parameter_schema` is the empty schema) and `ClosePreparedStatement`. Parameters (`DoPut`
+  on a prepared statement) and updates are refused as unimplemented; transactions do not
+  exist.
+- `GetSchema` on a metadata command gives its fixed schema; on a query, its planned schema;
+  other statements are not run for it (an empty schema).
 
 Auth: the same tokens and scopes as the HTTP API (`shoal.server.auth`). A middleware reads
 `authorization: Bearer <token>` on every call (a call without a valid one is
@@ -48,8 +67,9 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -58,7 +78,7 @@ import pyarrow.flight as flight
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
 
-from shoal.errors import ConfigError, QueryCancelledError, ShoalError
+from shoal.errors import ConfigError, QueryCancelledError, ShoalError, UnavailableError
 from shoal.server.auth import bearer_of
 from shoal.server.errors import BadRequestError, status_for
 from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
@@ -199,7 +219,7 @@ class _Store:
         self._answers: OrderedDict[bytes, _Answer] = OrderedDict()
         self._bytes = 0
         self._prepared: OrderedDict[bytes, str] = OrderedDict()
-        self._running: dict[bytes, BoundedStream] = {}
+        self._running: dict[bytes, _Delivery] = {}
         # tickets cancelled before their DoGet: that DoGet ends CANCELLED
         self._cancelled: OrderedDict[bytes, float] = OrderedDict()
 
@@ -229,13 +249,20 @@ class _Store:
                                   f"within {RESULT_TTL_S:g}s of GetFlightInfo)")
         return answer.body
 
-    def running(self, handle: bytes, stream: BoundedStream | None) -> None:
+    def restore(self, handle: bytes, body: pa.Table | PlannedQuery) -> None:
+        """Give a ticket back (its DoGet could not start: the client may retry it)."""
+        with self._lock:
+            answer = _Answer(body, time.monotonic())
+            self._answers[handle] = answer
+            self._bytes += answer.nbytes
+
+    def running(self, handle: bytes, delivery: _Delivery | None) -> None:
         """Record (or, with None, forget) the stream a ticket's DoGet is sending."""
         with self._lock:
-            if stream is None:
+            if delivery is None:
                 self._running.pop(handle, None)
             else:
-                self._running[handle] = stream
+                self._running[handle] = delivery
 
     def cancel(self, handle: bytes) -> cancel_pb.CancelStatus:
         """Cancel a ticket's query: a running stream is interrupted; a ticket not yet
@@ -250,9 +277,9 @@ class _Store:
                 while len(self._cancelled) > MAX_PENDING:
                     self._cancelled.popitem(last=False)
         if stream is not None:
-            if not stream.stream.cancel():
+            if not stream.cancel():
                 return cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE     # it had just ended
-            done = stream.stream.finished.wait(CANCEL_WAIT_S)
+            done = stream.finished.wait(CANCEL_WAIT_S)
             return cancel_pb.CANCEL_STATUS_CANCELLED if done else cancel_pb.CANCEL_STATUS_CANCELLING
         if pending is not None:
             return cancel_pb.CANCEL_STATUS_CANCELLED
@@ -453,24 +480,32 @@ class FlightSqlServer:
         if isinstance(body, pa.Table):
             return flight.RecordBatchStream(
                 pa.RecordBatchReader.from_batches(body.schema, _batches(body)))
-        bounded = open_stream(self.state, body)
-        self.store.running(handle, bounded)
-        watch = _ClientWatch(context, bounded)
-        messages = self._messages(bounded, handle, watch, body.extra)
         try:
-            first = next(messages)
+            bounded = open_stream(self.state, body)
+        except UnavailableError:
+            self.store.restore(handle, body)    # busy or restarting: the ticket stays good
+            raise
+        watch = _ClientWatch(context, bounded)
+        delivery = _Delivery(bounded, self._messages(bounded, handle, watch, body.extra))
+        self.store.running(handle, delivery)
+        try:
+            first = delivery.next_message()
         except StopIteration:       # cannot happen: the stats message always comes
             first = None
         except (ShoalError, flight.FlightError):
             raise
         except pa.ArrowException as e:
-            bounded.close()
+            delivery.close()
             raise BadRequestError(str(e)) from None
-        return flight.GeneratorStream(body.schema, _chain(first, messages))
+        messages = _chain(first, delivery.messages())
+        # However the stream ends (done, failed, its client gone), pyarrow drops `messages`
+        # then: the engine stops and the slot is freed, even if it was never pulled.
+        weakref.finalize(messages, delivery.close)
+        return flight.GeneratorStream(body.schema, messages)
 
     def _messages(self, bounded: BoundedStream, handle: bytes, watch: _ClientWatch,
                   extra: dict[str, Any]
-                  ) -> Iterator[pa.RecordBatch | tuple[pa.RecordBatch, bytes]]:
+                  ) -> Generator[pa.RecordBatch | tuple[pa.RecordBatch, bytes], None, None]:
         stream = bounded.stream
         try:
             for batch in bounded.batches:
@@ -605,6 +640,46 @@ def _split(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
     size = max(1, min(BATCH_ROWS, BATCH_BYTES // per_row))
     for start in range(0, rows, size):
         yield batch.slice(start, size)
+
+
+class _Delivery:
+    """A DoGet's messages, which a cancel request (another thread) can end even while the
+    client reads nothing: `cancel` interrupts the engine, then takes the lock the sending
+    thread holds while it pulls a message (which the interrupt makes short), and closes the
+    messages: the engine's resources and the query slot are freed at once, and the stream's
+    next pull fails CANCELLED."""
+
+    def __init__(self, bounded: BoundedStream, messages: Generator[Any, None, None]) -> None:
+        self.bounded = bounded
+        self.finished = bounded.stream.finished
+        self._messages = messages
+        self._lock = threading.Lock()
+        self._cancelled = False
+
+    def next_message(self) -> Any:
+        with self._lock:
+            if self._cancelled:
+                _raise_flight(QueryCancelledError())
+            return next(self._messages)
+
+    def messages(self) -> Iterator[Any]:
+        while True:
+            try:
+                message = self.next_message()
+            except StopIteration:
+                return
+            yield message
+
+    def cancel(self) -> bool:
+        if not self.bounded.stream.cancel():
+            return False
+        self.close(cancelled=True)
+        return True
+
+    def close(self, *, cancelled: bool = False) -> None:
+        with self._lock:
+            self._cancelled = self._cancelled or cancelled
+            self._messages.close()
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
