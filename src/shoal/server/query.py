@@ -31,6 +31,12 @@ Bounded cost (settings of `shoal.config.Config`):
   `spark.driver.maxResultSize`, twice the byte cap) is 400 `result_too_large`.
 - A dead, wedged or restarting Spark session: 503 `engine_unavailable` + Retry-After, for
   new statements and for those running when it died.
+
+Streamed answers (Flight SQL, `shoal.server.flight`): `plan_statement` plans a query instead
+of running it (a slot only while it plans) and runs anything else as `run_statement` does;
+`open_stream` then runs the plan as a `BoundedStream` (`shoal.query.stream.QueryStream`
+under a slot held until the stream ends, fails or is abandoned; the same timeout and caps,
+applied to the whole stream).
 """
 
 from __future__ import annotations
