@@ -563,3 +563,27 @@ def test_a_stream_holds_its_slot_and_a_busy_doget_can_be_retried(live):
         # cancelled the read; the cancel tests above see the status at DoGet.)
         reader.cancel()
         client.close()
+
+
+def test_adbc_cancel_stops_the_query(live):
+    uri, _db = live
+    outcome: dict[str, BaseException] = {}
+    with connect(uri) as conn, conn.cursor() as cur:
+        def run() -> None:
+            try:
+                cur.execute(ENDLESS_COUNT)
+                cur.fetchall()
+            except flight_sql.Error as e:
+                outcome["error"] = e
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        eventually(lambda: queries_running(live.http), "the count to start",
+                   until=lambda n: n == 1)
+        cur.adbc_cancel()           # the driver cancels its calls: the server sees it gone
+        worker.join(120)
+        assert not worker.is_alive()
+        assert "error" in outcome, "the cancelled query answered"
+        assert "cancel" in str(outcome["error"]).lower(), outcome
+    eventually(lambda: queries_running(live.http), "the slot to be freed",
+               until=lambda n: n == 0)
