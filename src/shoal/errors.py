@@ -448,6 +448,16 @@ class QueryTimeoutError(QueryError):
                          "(query_timeout_s) and was cancelled")
 
 
+class QueryCancelledError(QueryError):
+    """A running statement was cancelled by a client (Flight SQL's `CancelFlightInfo`), or
+    its client went away; its engine work was interrupted."""
+
+    code = "query_cancelled"
+
+    def __init__(self) -> None:
+        super().__init__("the query was cancelled")
+
+
 class ResultTooLargeError(QueryError):
     """Spark refused to collect a result larger than the driver's bound
     (`spark.driver.maxResultSize`, derived from the byte cap of answers)."""

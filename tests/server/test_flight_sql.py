@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
+import threading
+from dataclasses import replace
 
 import adbc_driver_flightsql.dbapi as flight_sql
+import httpx
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -18,13 +23,21 @@ from adbc_driver_flightsql import DatabaseOptions
 
 import shoal
 from shoal.server import create_app
+from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
 from shoal.server.flightsql import flight_sql_pb2 as sql_pb
 from shoal.types import LONG, STRING, Column
 from tests.server.conftest import ADMIN, INGEST, QUERY
 from tests.support.server import free_port, serve_app, start_server
+from tests.support.waiting import eventually
 
 BIG_ROWS = 1_000_000
 BASE_NS = 1_772_323_200 * 10**9          # 2026-03-01T00:00:00Z
+
+
+class Live(tuple):
+    """(Flight URI, db) of a live server, with `.http`: its HTTP base URL (for /metrics)."""
+
+    http: str
 
 
 def _serve(tmp_path_factory, name: str, fill, **config):
@@ -33,8 +46,10 @@ def _serve(tmp_path_factory, name: str, fill, **config):
     try:
         fill(db)
         app = create_app(db, config=db.config, flight_port=free_port())
-        with serve_app(app):
-            yield f"grpc://127.0.0.1:{app.state.flight.bound_port}", db
+        with serve_app(app) as url:
+            live = Live((f"grpc://127.0.0.1:{app.state.flight.bound_port}", db))
+            live.http = url
+            yield live
     finally:
         db.close()
 
@@ -126,7 +141,30 @@ def _pack(message) -> bytes:
 
 
 def stats_of(uri: str, sql: str, token: str | None = None) -> dict:
+    """The stats known when the statement is planned (FlightInfo.app_metadata)."""
     return json.loads(flight_info(uri, sql, token).app_metadata)
+
+
+def streamed(uri: str, sql: str, token: str | None = None) -> tuple[pa.Table, dict]:
+    """A statement's rows through DoGet with pyarrow's Flight client, and the final stats
+    that the stream's last message carries in its app_metadata."""
+    info = flight_info(uri, sql, token)
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    batches, stats = [], None
+    with flight.connect(uri) as client:
+        reader = client.do_get(info.endpoints[0].ticket,
+                               flight.FlightCallOptions(headers=headers))
+        while True:
+            try:
+                chunk = reader.read_chunk()
+            except StopIteration:
+                break
+            if chunk.data is not None and chunk.data.num_rows:
+                batches.append(chunk.data)
+            if chunk.app_metadata is not None:
+                stats = json.loads(chunk.app_metadata.to_pybytes())
+    assert stats is not None, "no final stats in the stream"
+    return pa.Table.from_batches(batches, schema=info.schema), stats
 
 
 def test_lists_tables_with_their_columns(live):
@@ -191,9 +229,10 @@ def test_time_travel_and_has_pruning_in_the_stats(live):
     needle = stats_of(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
     assert needle["extents_considered"] == 2
     assert needle["extents_pruned"] == 1, needle     # the first extent has no 'deadlock'
-    assert needle["truncated"] is False
-    info = flight_info(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
-    assert info.total_records == 1
+    rows, final = streamed(uri, "SELECT message FROM logs WHERE has(message, 'deadlock')")
+    assert rows.num_rows == 1 and final["rows"] == 1
+    assert final["truncated"] is False and final["extents_pruned"] == 1
+    assert final["bytes_read"] > 0
 
 
 def test_kql_with_the_prefix(live):
@@ -240,7 +279,7 @@ def test_tokens_and_scopes(secured):
     with connect(uri, ADMIN) as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE t2 (a string)")
         cur.fetchall()
-    assert stats_of(uri, "SELECT count(*) FROM logs", QUERY)["truncated"] is False
+    assert streamed(uri, "SELECT count(*) FROM logs", QUERY)[1]["truncated"] is False
     with pytest.raises(flight.FlightUnauthenticatedError):
         flight_info(uri, "SELECT 1", "wrong")
     with flight.connect(uri) as client:     # user/password clients: the token as password
@@ -323,3 +362,228 @@ def test_header_columns_and_byte_functions_in_sql_and_kql(live):
         cur.execute("kql: h | where int_from_bytes(n) >= 7 | project k, v = int_from_bytes(n)"
                     " | sort by v asc")
         assert cur.fetchall() == want
+
+
+# ---- streaming, caps, prepared schemas, cancel (issue 15 remainder) -------------------------
+def queries_running(http: str) -> float:
+    """`shoal_queries_running` of a live server, from its /metrics."""
+    for line in httpx.get(f"{http}/metrics", timeout=30).text.splitlines():
+        if line.startswith("shoal_queries_running "):
+            return float(line.split()[1])
+    raise AssertionError("no shoal_queries_running in /metrics")
+
+
+# 100 M rows: far more than the server could compute, or gRPC buffer, before the client reads
+ENDLESS_ROWS = ("SELECT a.n, b.n AS m FROM big a "
+                "CROSS JOIN (SELECT n FROM big WHERE n < 100) b")
+ENDLESS_COUNT = "SELECT count(*) AS c FROM big a CROSS JOIN big b"    # 10^12 rows to count
+
+
+def test_rows_stream_while_the_query_runs_and_an_abandoned_stream_frees_its_slot(live):
+    uri, _db = live
+    info = flight_info(uri, ENDLESS_ROWS)
+    assert info.total_records == -1         # not run yet: known when the stream ends
+    assert info.schema.names == ["n", "m"]
+    assert json.loads(info.app_metadata)["engine"] == "local"
+    assert queries_running(live.http) == 0  # planning took no slot for good
+    client = flight.connect(uri)
+    reader = client.do_get(info.endpoints[0].ticket)
+    first = reader.read_chunk().data
+    assert first.num_rows > 0 and first.schema.names == ["n", "m"]
+    # The first batch is here while the query still runs: it holds its slot (the old code
+    # ran the whole statement in GetFlightInfo and had freed the slot before any DoGet).
+    assert queries_running(live.http) == 1
+    second = reader.read_chunk().data
+    assert second.num_rows > 0
+    reader.cancel()                         # the client abandons the stream mid-way
+    client.close()
+    eventually(lambda: queries_running(live.http), "the abandoned stream's slot to be freed",
+               until=lambda n: n == 0)
+    with connect(uri) as conn, conn.cursor() as cur:    # the engine answers the next query
+        cur.execute("SELECT count(*) AS n FROM big WHERE n < 10")
+        assert cur.fetchall() == [(10,)]
+
+
+# A client in a process of its own: killing it drops its connection for real.
+_FETCHER = """
+import sys
+import pyarrow.flight as flight
+client = flight.connect(sys.argv[1])
+client.do_get(flight.Ticket(bytes.fromhex(sys.argv[2]))).read_all()
+"""
+
+
+def test_a_client_gone_before_the_first_batch_cancels_the_query(live):
+    uri, _db = live
+    info = flight_info(uri, ENDLESS_COUNT)
+    fetcher = subprocess.Popen([sys.executable, "-c", _FETCHER, uri,
+                                info.endpoints[0].ticket.ticket.hex()])
+    try:
+        eventually(lambda: queries_running(live.http), "the count to start",
+                   until=lambda n: n == 1)
+    finally:
+        fetcher.kill()                      # gone while the engine computes; no batch yet
+        fetcher.wait(60)
+    eventually(lambda: queries_running(live.http), "the engine to stop and free the slot",
+               until=lambda n: n == 0)
+
+
+@pytest.mark.parametrize("action", ["CancelFlightInfo", "CancelQuery"])
+def test_cancel_ends_the_running_query_with_cancelled(live, action):
+    uri, _db = live
+    info = flight_info(uri, ENDLESS_COUNT)
+    outcome: dict[str, BaseException] = {}
+
+    def fetch() -> None:
+        with flight.connect(uri) as client:
+            try:
+                client.do_get(info.endpoints[0].ticket).read_all()
+            except flight.FlightError as e:
+                outcome["error"] = e
+
+    worker = threading.Thread(target=fetch)
+    worker.start()
+    eventually(lambda: queries_running(live.http), "the count to start", until=lambda n: n == 1)
+    # CANCELLED once the stream has ended, CANCELLING if it is still ending (a busy machine)
+    assert cancel(uri, info, action) in (cancel_pb.CANCEL_STATUS_CANCELLED,
+                                         cancel_pb.CANCEL_STATUS_CANCELLING)
+    worker.join(60)
+    assert not worker.is_alive()
+    assert isinstance(outcome.get("error"), flight.FlightCancelledError), outcome
+    assert "cancelled" in str(outcome["error"])
+    eventually(lambda: queries_running(live.http), "the slot to be freed",
+               until=lambda n: n == 0)
+    # Done and gone: a second cancel has nothing to cancel.
+    assert cancel(uri, info, action) == cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE
+
+
+def test_a_ticket_cancelled_before_its_doget_is_cancelled(live):
+    uri, _db = live
+    info = flight_info(uri, "SELECT count(*) AS n FROM logs")
+    assert cancel(uri, info, "CancelFlightInfo") == cancel_pb.CANCEL_STATUS_CANCELLED
+    with flight.connect(uri) as client, pytest.raises(flight.FlightCancelledError):
+        client.do_get(info.endpoints[0].ticket).read_all()
+    assert queries_running(live.http) == 0
+
+
+def cancel(uri: str, info: flight.FlightInfo, action: str) -> int:
+    """Cancel `info`'s query with Flight's CancelFlightInfo or the legacy Flight SQL
+    CancelQuery action; the status answered (CancelStatus numbering for both)."""
+    if action == "CancelFlightInfo":
+        body = cancel_pb.CancelFlightInfoRequest(info=info.serialize()).SerializeToString()
+    else:
+        body = _pack(sql_pb.ActionCancelQueryRequest(info=info.serialize()))
+    with flight.connect(uri) as client:
+        [result] = list(client.do_action(flight.Action(action, body)))
+    raw = result.body.to_pybytes()
+    if action == "CancelFlightInfo":
+        return cancel_pb.CancelFlightInfoResult.FromString(raw).status
+    from google.protobuf import any_pb2
+
+    legacy = sql_pb.ActionCancelQueryResult()
+    assert any_pb2.Any.FromString(raw).Unpack(legacy)
+    return int(legacy.result)
+
+
+def test_prepared_statements_announce_their_schema(live):
+    uri, _db = live
+    sql = "SELECT service, count(*) AS n, max(n) AS top FROM big GROUP BY service"
+    request = _pack(sql_pb.ActionCreatePreparedStatementRequest(query=sql))
+    with flight.connect(uri) as client:
+        [result] = list(client.do_action(flight.Action("CreatePreparedStatement", request)))
+        from google.protobuf import any_pb2
+
+        prepared = sql_pb.ActionCreatePreparedStatementResult()
+        assert any_pb2.Any.FromString(result.body.to_pybytes()).Unpack(prepared)
+        announced = pa.ipc.read_schema(pa.py_buffer(prepared.dataset_schema))
+        assert [(f.name, f.type) for f in announced] == [
+            ("service", pa.string()), ("n", pa.int64()), ("top", pa.int64())]
+        assert len(pa.ipc.read_schema(pa.py_buffer(prepared.parameter_schema))) == 0
+        command = _pack(sql_pb.CommandPreparedStatementQuery(
+            prepared_statement_handle=prepared.prepared_statement_handle))
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(command))
+        assert info.schema.equals(announced)
+        rows = client.do_get(info.endpoints[0].ticket).read_all()
+        assert rows.schema.equals(announced)
+        assert sorted(rows.to_pylist(), key=lambda r: r["service"]) == [
+            {"service": f"svc-{e}", "n": BIG_ROWS // 4, "top": (e + 1) * BIG_ROWS // 4 - 1}
+            for e in range(4)]
+    with connect(uri) as conn, conn.cursor() as cur:     # ADBC: the schema before execute
+        params = cur.adbc_prepare(sql)
+        assert params is None or len(params) == 0
+        assert cur.adbc_execute_schema(sql).equals(announced)
+        assert queries_running(live.http) == 0          # nothing ran
+
+
+def test_caps_end_the_stream_and_the_last_message_says_truncated(live):
+    uri, db = live
+    for settings, cut in (({"query_max_rows": 150}, "query_max_rows"),
+                          ({"query_max_bytes": 64 << 10}, "query_max_bytes")):
+        app = create_app(db, config=replace(db.config, **settings), flight_port=free_port())
+        with serve_app(app):
+            capped = f"grpc://127.0.0.1:{app.state.flight.bound_port}"
+            rows, stats = streamed(capped, "SELECT n FROM big ORDER BY n")
+            assert stats["truncated"] is True and stats["truncated_by"] == cut, stats
+            kept = rows.num_rows
+            assert rows.column("n").to_pylist() == list(range(kept))      # a prefix
+            assert stats["rows"] == kept
+            if cut == "query_max_rows":
+                assert kept == 150
+            else:
+                # within the cap as the server counts Arrow bytes (its batches may carry
+                # a validity buffer the wire drops), and not far below it
+                assert stats["bytes"] <= 64 << 10 and rows.nbytes <= 64 << 10
+                assert kept * 8 > (64 << 10) // 2
+            whole, stats = streamed(capped, "SELECT n FROM big WHERE n < 100 ORDER BY n")
+            assert whole.column("n").to_pylist() == list(range(100))
+            assert stats["truncated"] is False
+
+
+def test_a_stream_holds_its_slot_and_a_busy_doget_can_be_retried(live):
+    uri, db = live
+    app = create_app(db, config=replace(db.config, query_concurrency=1),
+                     flight_port=free_port())
+    with serve_app(app) as http:
+        one = f"grpc://127.0.0.1:{app.state.flight.bound_port}"
+        endless, small = flight_info(one, ENDLESS_ROWS), flight_info(one, "SELECT 1 AS x")
+        client = flight.connect(one)
+        reader = client.do_get(endless.endpoints[0].ticket)
+        assert reader.read_chunk().data.num_rows > 0
+        with flight.connect(one) as other:      # the one slot is the stream's: UNAVAILABLE
+            with pytest.raises(flight.FlightUnavailableError, match="query_concurrency"):
+                other.do_get(small.endpoints[0].ticket).read_all()
+            assert cancel(one, endless, "CancelFlightInfo") in (
+                cancel_pb.CANCEL_STATUS_CANCELLED, cancel_pb.CANCEL_STATUS_CANCELLING)
+            eventually(lambda: queries_running(http), "the slot to be freed",
+                       until=lambda n: n == 0)
+            # the refused ticket is still good
+            assert other.do_get(small.endpoints[0].ticket).read_all().to_pylist() == [{"x": 1}]
+        # (Not read further: pyarrow's client turns the CANCELLED status that ends this
+        # stream into a KeyboardInterrupt of the main thread, as if its own signal handler had
+        # cancelled the read; the cancel tests above see the status at DoGet.)
+        reader.cancel()
+        client.close()
+
+
+def test_adbc_cancel_stops_the_query(live):
+    uri, _db = live
+    outcome: dict[str, BaseException] = {}
+    with connect(uri) as conn, conn.cursor() as cur:
+        def run() -> None:
+            try:
+                cur.execute(ENDLESS_COUNT)
+                cur.fetchall()
+            except flight_sql.Error as e:
+                outcome["error"] = e
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        eventually(lambda: queries_running(live.http), "the count to start",
+                   until=lambda n: n == 1)
+        cur.adbc_cancel()           # the driver cancels its calls: the server sees it gone
+        worker.join(120)
+        assert not worker.is_alive()
+        assert "error" in outcome, "the cancelled query answered"
+        assert "cancel" in str(outcome["error"]).lower(), outcome
+    eventually(lambda: queries_running(live.http), "the slot to be freed",
+               until=lambda n: n == 0)

@@ -54,8 +54,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from sqlglot import exp
 
-from shoal.errors import (EngineUnavailableError, QueryError, QueryTimeoutError,
-                          ResultTooLargeError, ShoalError, TableNotFoundError)
+from shoal.errors import (EngineUnavailableError, QueryCancelledError, QueryError,
+                          QueryTimeoutError, ResultTooLargeError, ShoalError,
+                          TableNotFoundError)
 from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
 from shoal.query.guard import SPARK_HARDENING, classify
 from shoal.query.limits import QueryLimits, cap_table
@@ -547,10 +548,18 @@ class QueryEngine:
 class _Run:
     """One statement's Spark work on the calling thread: the watchdog that cancels it at the
     deadline (counted from the start, planning included), its job tag (added once the
-    statement reaches Spark), and what tells a dead engine from a bad statement."""
+    statement reaches Spark), and what tells a dead engine from a bad statement.
 
-    def __init__(self, timeout_s: float | None) -> None:
+    `cancellable=True` (a streamed statement, `shoal.query.stream`) tags its Spark jobs even
+    without a deadline, so that `cancel()` (from any thread: a client's cancel request) can
+    interrupt it the way the deadline does; the statement then fails with
+    `QueryCancelledError`."""
+
+    def __init__(self, timeout_s: float | None, *, cancellable: bool = False) -> None:
         self.timeout_s = timeout_s
+        self.cancellable = cancellable
+        self.cancelled = threading.Event()
+        self._detached = False
         self.tag = f"shoal-query-{uuid.uuid4().hex}"
         self.spark: SparkSession | None = None
         self.generation: int | None = None
@@ -569,7 +578,7 @@ class _Run:
     def attach(self, spark: SparkSession, generation: int) -> None:
         """The statement reaches Spark: tag the jobs this thread starts from now on."""
         self.spark, self.generation, self.proc = spark, generation, spark_process()
-        if self.timeout_s is None:
+        if not self._tagged:
             return
         try:
             sc = spark.sparkContext
@@ -578,10 +587,21 @@ class _Run:
         except Exception as e:
             raise self.failure(e) from e
 
+    @property
+    def _tagged(self) -> bool:
+        return self.timeout_s is not None or self.cancellable
+
     def __exit__(self, *_exc: object) -> None:
         self._finished.set()
-        if self.timeout_s is None or self.spark is None:
+        self.detach()
+
+    def detach(self) -> None:
+        """Take the job tag off the calling thread (the one `attach` tagged): done before
+        the statement leaves that thread, e.g. a streamed answer collected from Spark and
+        then sent from whichever thread the client's reads run on."""
+        if not self._tagged or self.spark is None or self._detached:
             return
+        self._detached = True
         try:
             sc = self.spark.sparkContext
             sc.removeJobTag(self.tag)       # the thread is reused for other statements
@@ -594,9 +614,31 @@ class _Run:
         engine's run is interrupted."""
         with self._cancel_lock:
             self._cancels.append(cancel)
-            late = self.timed_out.is_set()
+            late = self.timed_out.is_set() or self.cancelled.is_set()
         if late:
             cancel()
+
+    def cancel(self) -> bool:
+        """Interrupt the statement now, from any thread: the embedded engine's run and the
+        statement's Spark jobs (again and again until it returns, as at the deadline).
+        False when it had already finished or been cancelled."""
+        with self._cancel_lock:
+            if self._finished.is_set() or self.cancelled.is_set():
+                return False
+            self.cancelled.set()
+            cancels = list(self._cancels)
+        self._interrupt(cancels)
+        log.info("query %s was cancelled by its client", self.tag)
+        threading.Thread(target=self._keep_cancelling, name=f"shoal-cancel-{self.tag[-8:]}",
+                         daemon=True).start()
+        return True
+
+    def _interrupt(self, cancels: list[Callable[[], None]]) -> None:
+        for cancel in cancels:
+            try:
+                cancel()
+            except Exception as e:  # noqa: BLE001 - the run may have just ended
+                log.warning("could not interrupt query %s: %s", self.tag, e)
 
     def _watch(self) -> None:
         assert self.timeout_s is not None
@@ -605,14 +647,22 @@ class _Run:
         with self._cancel_lock:
             self.timed_out.set()
             cancels = list(self._cancels)
-        for cancel in cancels:
-            try:
-                cancel()
-            except Exception as e:  # noqa: BLE001 - the run may have just ended
-                log.warning("could not interrupt query %s: %s", self.tag, e)
+        self._interrupt(cancels)
         log.info("query %s passed its %gs limit; cancelling its Spark jobs", self.tag,
                  self.timeout_s)
+        self._keep_cancelling()
+
+    def _keep_cancelling(self) -> None:
+        """Interrupt the statement until it returns: its tagged Spark jobs, and the embedded
+        engine again (an interrupt that lands just before the engine starts its run is
+        lost)."""
+        again = False           # the caller has just interrupted the embedded engine once
         while True:
+            if again:
+                with self._cancel_lock:
+                    cancels = list(self._cancels)
+                self._interrupt(cancels)
+            again = True
             spark = self.spark
             if spark is not None:
                 try:
@@ -624,13 +674,18 @@ class _Run:
                 return
 
     def check(self) -> None:
-        """Raise if the deadline passed (before starting a job that nothing would cancel)."""
+        """Raise if the deadline passed or the statement was cancelled (before starting a
+        job that nothing would cancel)."""
+        if self.cancelled.is_set():
+            raise QueryCancelledError()
         if self.timed_out.is_set():
             assert self.timeout_s is not None
             raise QueryTimeoutError(self.timeout_s)
 
     def failure(self, e: BaseException) -> ShoalError:
         """The shoal error for an exception out of Spark during this statement."""
+        if self.cancelled.is_set():
+            return QueryCancelledError()
         if self.timed_out.is_set():
             assert self.timeout_s is not None
             return QueryTimeoutError(self.timeout_s)

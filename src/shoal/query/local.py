@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -64,6 +64,13 @@ class Executor(Protocol):
         caller's deadline calls it)."""
         ...
 
+    def stream(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+               on_cancel: Callable[[Callable[[], None]], None] | None = None, *,
+               batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
+        """`run`, as record batches of at most `batch_rows` rows produced as the engine
+        computes them (a generator: closing it early stops the statement and frees it)."""
+        ...
+
 
 class DuckDBExecutor:
     name = "duckdb"
@@ -90,22 +97,49 @@ class DuckDBExecutor:
 
     def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
             on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
-        with self._lock:            # cursor() on the shared database is not thread-safe
-            con = self._db.cursor()
-        if on_cancel is not None:
-            on_cancel(con.interrupt)
+        cursor = self._cursor(on_cancel)
         try:
             for name, table in inputs.items():
-                con.register(name, _zoneless(table))
-            return con.execute(sql).to_arrow_table()
+                cursor.con.register(name, _zoneless(table))
+            return cursor.con.execute(sql).to_arrow_table()
         except self._duckdb.Error as e:
-            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            if NOT_IDENTICAL_MARK in message:
-                raise LocalMismatchError("a value the local engine would not render as "
-                                         "Spark does (a JSON number or object)") from None
-            raise LocalExecutionError(f"local engine: {message[:2000]}") from None
+            raise _local_error(e) from None
         finally:
-            con.close()
+            cursor.close()
+
+    def _cursor(self, on_cancel: Callable[[Callable[[], None]], None] | None) -> _RunCursor:
+        with self._lock:            # cursor() on the shared database is not thread-safe
+            cursor = _RunCursor(self._db.cursor())
+        if on_cancel is not None:
+            on_cancel(cursor.interrupt)
+        return cursor
+
+    def stream(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+               on_cancel: Callable[[Callable[[], None]], None] | None = None, *,
+               batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
+        # DuckDB's Arrow reader over a streaming result: each read runs the pipeline only as
+        # far as the next chunk, so the answer is never whole in memory (a blocking
+        # operator, e.g. ORDER BY or an aggregate, still holds its own state).
+        cursor = self._cursor(on_cancel)
+        reader = None
+        try:
+            for name, table in inputs.items():
+                cursor.con.register(name, _zoneless(table))
+            reader = cursor.con.execute(sql).to_arrow_reader(batch_rows)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                yield batch
+        except (self._duckdb.Error, pa.ArrowException, OSError) as e:
+            # a failure while reading comes through the Arrow reader, as pyarrow's error for
+            # the C stream's status (an OSError for "INTERRUPT Error: Interrupted!")
+            raise _local_error(e) from None
+        finally:
+            if reader is not None:
+                reader.close()
+            cursor.close()
 
     def _register_function(self, con: Any, name: str) -> None:
         from duckdb import sqltypes as t
@@ -124,6 +158,36 @@ class DuckDBExecutor:
                             null_handling="special", side_effects=True)
 
 
+class _RunCursor:
+    """One run's own DuckDB cursor (`.con`) and its interrupt, which is safe to call at any
+    time and again and again (the caller repeats it: an interrupt that lands before the run
+    starts is lost), and a no-op once the cursor is closed."""
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def interrupt(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self.con.interrupt()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self.con.close()
+
+
+def _local_error(e: BaseException) -> LocalExecutionError:
+    """The shoal error of a DuckDB failure (its first line)."""
+    message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if NOT_IDENTICAL_MARK in message:
+        return LocalMismatchError("a value the local engine would not render as Spark does "
+                                  "(a JSON number or object)")
+    return LocalExecutionError(f"local engine: {message[:2000]}")
+
+
 def _one_chunk(a: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(a, pa.ChunkedArray):
         return a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
@@ -135,6 +199,12 @@ def _zoneless(table: pa.Table) -> pa.Table:
         if pa.types.is_timestamp(f.type) and f.type.tz is not None:
             table = table.set_column(i, f.name, table.column(i).cast(pa.timestamp(f.type.unit)))
     return table
+
+
+def answer_schema(statement: LocalStatement) -> pa.Schema:
+    """The schema `conform` gives the statement's answer: known before it runs."""
+    return pa.schema([pa.field(n, t) for n, t in zip(statement.names, statement.spark_types,
+                                                     strict=True)])
 
 
 def conform(answer: pa.Table, statement: LocalStatement) -> pa.Table:
@@ -206,3 +276,16 @@ class LocalEngine:
         functions = sorted(statement.functions)
         return conform(self.executor.run(statement.sql, inputs, functions, on_cancel),
                        statement)
+
+    def stream(self, statement: LocalStatement, inputs: Mapping[str, pa.Table], *,
+               on_cancel: Callable[[Callable[[], None]], None] | None = None,
+               batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
+        """`answer` as conformed record batches, as the engine produces them."""
+        functions = sorted(statement.functions)
+        batches = self.executor.stream(statement.sql, inputs, functions, on_cancel,
+                                       batch_rows=batch_rows)
+        try:
+            for batch in batches:
+                yield from conform(pa.Table.from_batches([batch]), statement).to_batches()
+        finally:
+            batches.close()     # stop the statement when the reader stops early

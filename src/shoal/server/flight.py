@@ -2,27 +2,46 @@
 
 A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
 0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
-OTLP/gRPC. The Flight SQL messages are `shoal.server.flightsql.flight_sql_pb2` (generated
-from the .proto beside it; how to regenerate is written there).
+OTLP/gRPC. The Flight SQL messages are `shoal.server.flightsql.flight_sql_pb2`, Flight's
+cancel messages `flight_cancel_pb2` (generated from the .proto files beside them; how to
+regenerate is written there).
 
 Served:
 - `GetFlightInfo` on `CommandStatementQuery` / `CommandPreparedStatementQuery`: the statement
-  runs through the same path as `POST /v1/query` (`shoal.server.query.run_statement`: the
-  guard's allow-list, `admin` for CREATE/ALTER, the query slots, timeout and result caps,
-  both engines). A statement starting with `kql:` is KQL (read only, like `{"kql": ...}`).
-  The answer is one endpoint whose ticket (`TicketStatementQuery`) is good for one `DoGet`
-  within `RESULT_TTL_S`; `DoGet` streams it as record batches of at most
-  `BATCH_BYTES`. The FlightInfo carries `total_records`, `total_bytes` and, in
-  `app_metadata`, the answer's pruning stats: the JSON object `X-Shoal-Stats` holds on
-  `/v1/query` (extents/blocks planned and pruned, engine, `truncated`...).
+  goes through the same path as `POST /v1/query` (the guard's allow-list, `admin` for
+  CREATE/ALTER, the query slots, timeout and result caps, both engines). A statement starting
+  with `kql:` is KQL (read only, like `{"kql": ...}`). A query (SELECT, WITH, KQL) is only
+  planned here (`shoal.server.query.plan_statement`: scans pruned, engine chosen, the answer's
+  schema known, no row read); the FlightInfo carries that schema, `total_records` /
+  `total_bytes` -1 (unknown until the stream ends) and, in `app_metadata`, the planning stats
+  (the JSON object of `X-Shoal-Stats` without what only the run knows). Other statements
+  (DDL, DESCRIBE, SHOW, EXPLAIN) run here and their answer waits for its DoGet, with exact
+  totals and stats. Either way the answer is one endpoint whose ticket
+  (`TicketStatementQuery`) is good for one `DoGet` within `RESULT_TTL_S`.
+- `DoGet` of a query runs it under a query slot and streams record batches (at most
+  `BATCH_BYTES` each) as the engine produces them (`shoal.query.stream`: the embedded
+  engine for real, Spark's answer collected under the caps first). The caps end the stream
+  at the longest prefix that fits; the deadline covers the whole stream. The last message
+  is an empty batch whose `app_metadata` holds the final stats: `truncated` (and
+  `truncated_by`), `bytes_read`, `rows`, `bytes`. The slot and the engine's work are
+  released when the stream ends, fails, or its client goes away (a write fails; before the
+  first batch, `_ClientWatch` notices the call's cancellation).
+- Cancel: the Flight action `CancelFlightInfo` (body: `CancelFlightInfoRequest`) and the
+  legacy Flight SQL action `CancelQuery` (`ActionCancelQueryRequest`) take the FlightInfo of
+  a statement: its running query is interrupted (the embedded engine's run, the Spark job
+  tag) and its DoGet ends with CANCELLED; a ticket not yet fetched is dropped (its DoGet is
+  CANCELLED). Answer: CANCELLED once the stream has ended (waiting up to `CANCEL_WAIT_S`),
+  else CANCELLING; NOT_CANCELLABLE for a ticket already answered, expired or unknown.
 - Metadata (`GetCatalogs`, `GetDbSchemas`, `GetTables` with `include_schema`,
   `GetTableTypes`, `GetSqlInfo`), answered from the catalog. shoal has one namespace: one
   catalog `shoal` with one schema `default`; table names in SQL are unqualified.
 - Prepared statements without parameters: the actions `CreatePreparedStatement` (the guard
-  checks the statement at once; no dataset schema is announced, as the statement has not
-  run) and `ClosePreparedStatement`. Parameters (`DoPut` on a prepared statement) and
-  updates are refused as unimplemented; transactions do not exist.
-- `GetSchema` on a metadata command gives its fixed schema; on a statement, it runs it.
+  checks the statement at once; a query is planned to announce its `dataset_schema`, and
+  `parameter_schema` is the empty schema) and `ClosePreparedStatement`. Parameters (`DoPut`
+  on a prepared statement) and updates are refused as unimplemented; transactions do not
+  exist.
+- `GetSchema` on a metadata command gives its fixed schema; on a query, its planned schema;
+  other statements are not run for it (an empty schema).
 
 Auth: the same tokens and scopes as the HTTP API (`shoal.server.auth`). A middleware reads
 `authorization: Bearer <token>` on every call (a call without a valid one is
@@ -48,8 +67,9 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -58,12 +78,13 @@ import pyarrow.flight as flight
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
 
-from shoal.errors import ConfigError, ShoalError
-from shoal.query.guard import classify
+from shoal.errors import ConfigError, QueryCancelledError, ShoalError, UnavailableError
 from shoal.server.auth import bearer_of
 from shoal.server.errors import BadRequestError, status_for
+from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
 from shoal.server.flightsql import flight_sql_pb2 as sql_pb
-from shoal.server.query import answer_stats, run_statement
+from shoal.server.query import (BoundedStream, PlannedQuery, answer_stats, open_stream,
+                                plan_statement, query_schema)
 from shoal.server.state import ServerState
 
 log = logging.getLogger("shoal.server")
@@ -80,6 +101,8 @@ MAX_PENDING_BYTES = 1 << 30
 MAX_PREPARED = 1024
 BATCH_BYTES = 4 << 20      # record batches on the wire stay under gRPC's usual 16 MiB limit
 BATCH_ROWS = 1 << 16
+CANCEL_WAIT_S = 5.0        # a cancel request waits this long for the stream to end
+WATCH_CLIENT_S = 0.2       # how often a stream's first batch checks that its client is there
 
 CATALOGS_SCHEMA = pa.schema([pa.field("catalog_name", pa.utf8(), nullable=False)])
 DB_SCHEMAS_SCHEMA = pa.schema([pa.field("catalog_name", pa.utf8()),
@@ -179,40 +202,88 @@ def _token_of(header: str | None) -> tuple[str | None, bool]:
 # ---- pending answers and prepared statements -------------------------------------------------
 @dataclass
 class _Answer:
-    table: pa.Table
+    body: pa.Table | PlannedQuery       # rows already there (metadata, DDL), or a plan
     created: float
+
+    @property
+    def nbytes(self) -> int:
+        return self.body.nbytes if isinstance(self.body, pa.Table) else 0
 
 
 class _Store:
-    """Answers waiting for their one `DoGet`, and prepared statements, by random handle."""
+    """Tickets waiting for their one `DoGet` (an answer, or a planned query), streams
+    running (for cancel requests), and prepared statements, by random handle."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._answers: OrderedDict[bytes, _Answer] = OrderedDict()
         self._bytes = 0
         self._prepared: OrderedDict[bytes, str] = OrderedDict()
+        self._running: dict[bytes, _Delivery] = {}
+        # tickets cancelled before their DoGet: that DoGet ends CANCELLED
+        self._cancelled: OrderedDict[bytes, float] = OrderedDict()
 
-    def put(self, table: pa.Table) -> bytes:
+    def put(self, body: pa.Table | PlannedQuery) -> bytes:
         handle = secrets.token_bytes(16)
         now = time.monotonic()
         with self._lock:
-            self._answers[handle] = _Answer(table, now)
-            self._bytes += table.nbytes
+            answer = _Answer(body, now)
+            self._answers[handle] = answer
+            self._bytes += answer.nbytes
             while len(self._answers) > 1 and (
                     len(self._answers) > MAX_PENDING or self._bytes > MAX_PENDING_BYTES
                     or now - next(iter(self._answers.values())).created > RESULT_TTL_S):
-                self._bytes -= self._answers.popitem(last=False)[1].table.nbytes
+                self._bytes -= self._answers.popitem(last=False)[1].nbytes
         return handle
 
-    def take(self, handle: bytes) -> pa.Table:
+    def take(self, handle: bytes) -> pa.Table | PlannedQuery:
         with self._lock:
             answer = self._answers.pop(handle, None)
             if answer is not None:
-                self._bytes -= answer.table.nbytes
+                self._bytes -= answer.nbytes
+            cancelled = self._cancelled.pop(handle, None) is not None
+        if cancelled:
+            raise QueryCancelledError()
         if answer is None or time.monotonic() - answer.created > RESULT_TTL_S:
             raise BadRequestError("unknown or expired ticket (a ticket is good for one DoGet "
                                   f"within {RESULT_TTL_S:g}s of GetFlightInfo)")
-        return answer.table
+        return answer.body
+
+    def restore(self, handle: bytes, body: pa.Table | PlannedQuery) -> None:
+        """Give a ticket back (its DoGet could not start: the client may retry it)."""
+        with self._lock:
+            answer = _Answer(body, time.monotonic())
+            self._answers[handle] = answer
+            self._bytes += answer.nbytes
+
+    def running(self, handle: bytes, delivery: _Delivery | None) -> None:
+        """Record (or, with None, forget) the stream a ticket's DoGet is sending."""
+        with self._lock:
+            if delivery is None:
+                self._running.pop(handle, None)
+            else:
+                self._running[handle] = delivery
+
+    def cancel(self, handle: bytes) -> cancel_pb.CancelStatus:
+        """Cancel a ticket's query: a running stream is interrupted; a ticket not yet
+        fetched is dropped (its DoGet ends CANCELLED). A `CancelStatus`."""
+        with self._lock:
+            stream = self._running.get(handle)
+            pending = self._answers.get(handle)
+            if stream is None and pending is not None:
+                del self._answers[handle]
+                self._bytes -= pending.nbytes
+                self._cancelled[handle] = time.monotonic()
+                while len(self._cancelled) > MAX_PENDING:
+                    self._cancelled.popitem(last=False)
+        if stream is not None:
+            if not stream.cancel():
+                return cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE     # it had just ended
+            done = stream.finished.wait(CANCEL_WAIT_S)
+            return cancel_pb.CANCEL_STATUS_CANCELLED if done else cancel_pb.CANCEL_STATUS_CANCELLING
+        if pending is not None:
+            return cancel_pb.CANCEL_STATUS_CANCELLED
+        return cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE      # unknown, fetched or finished
 
     def prepare(self, text: str) -> bytes:
         handle = secrets.token_bytes(16)
@@ -249,11 +320,11 @@ class _Service(flight.FlightServerBase):
     def get_schema(self, context: flight.ServerCallContext,
                    descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
         return self.owner.call(context, lambda token: flight.SchemaResult(
-            self.owner.flight_info(token, descriptor).schema))
+            self.owner.schema(token, descriptor)))
 
     def do_get(self, context: flight.ServerCallContext,
                ticket: flight.Ticket) -> flight.FlightDataStream:
-        return self.owner.call(context, lambda _token: self.owner.stream(ticket))
+        return self.owner.call(context, lambda _token: self.owner.stream(ticket, context))
 
     def do_action(self, context: flight.ServerCallContext,
                   action: flight.Action) -> Iterator[flight.Result]:
@@ -261,7 +332,10 @@ class _Service(flight.FlightServerBase):
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
         return [("CreatePreparedStatement", "prepare a statement (no parameters)"),
-                ("ClosePreparedStatement", "close a prepared statement")]
+                ("ClosePreparedStatement", "close a prepared statement"),
+                ("CancelFlightInfo", "cancel the running query of a FlightInfo"),
+                ("CancelQuery", "cancel the running query of a FlightInfo (legacy "
+                                "Flight SQL action)")]
 
     def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
                reader: flight.MetadataRecordBatchReader,
@@ -333,9 +407,17 @@ class FlightSqlServer:
         stats: dict[str, Any] | None = None
         if isinstance(command, (sql_pb.CommandStatementQuery,
                                 sql_pb.CommandPreparedStatementQuery)):
-            text = (command.query if isinstance(command, sql_pb.CommandStatementQuery)
-                    else self.store.prepared(command.prepared_statement_handle))
-            table, stats = self.run(token, text)
+            answer = self.plan(token, self._text(command))
+            if isinstance(answer, PlannedQuery):
+                # Rows and bytes are known once the stream ends (-1: unknown, as Flight
+                # says); so are `bytes_read` and `truncated` (the stream's last message).
+                ticket = _pack(sql_pb.TicketStatementQuery(
+                    statement_handle=self.store.put(answer)))
+                return flight.FlightInfo(
+                    answer.schema, descriptor, [flight.FlightEndpoint(ticket, [])],
+                    total_records=-1, total_bytes=-1,
+                    app_metadata=json.dumps(answer.planned_stats()).encode())
+            table, stats = answer
         elif isinstance(command, sql_pb.CommandGetCatalogs):
             table = pa.table({"catalog_name": [CATALOG]}, schema=CATALOGS_SCHEMA)
         elif isinstance(command, sql_pb.CommandGetDbSchemas):
@@ -354,28 +436,93 @@ class FlightSqlServer:
             total_records=table.num_rows, total_bytes=table.nbytes,
             app_metadata=json.dumps(stats).encode() if stats is not None else b"")
 
-    def run(self, token: str | None, text: str) -> tuple[pa.Table, dict[str, Any]]:
-        """One statement through the `/v1/query` path: (its rows, its stats)."""
-        kql = text.lstrip()[:len(KQL_PREFIX)].lower() == KQL_PREFIX
-        if kql:
-            text = text.lstrip()[len(KQL_PREFIX):]
-        config = self.state.db.config
-        result = run_statement(self.state, text, token=token, prune=True,
-                               engine=config.query_engine, kql=kql)
-        stats = answer_stats(result)
-        if result.render is not None:
-            stats["render"] = result.render
-        if result.translated_sql is not None:
-            stats["sql"] = result.translated_sql
-        return result.table, stats
+    def _text(self, command: Message) -> str:
+        if isinstance(command, sql_pb.CommandStatementQuery):
+            return command.query
+        assert isinstance(command, sql_pb.CommandPreparedStatementQuery)
+        return self.store.prepared(command.prepared_statement_handle)
 
-    def stream(self, ticket: flight.Ticket) -> flight.FlightDataStream:
+    def plan(self, token: str | None, text: str
+             ) -> PlannedQuery | tuple[pa.Table, dict[str, Any]]:
+        """One statement through the `/v1/query` path, planned: a query's plan (its rows
+        stream at DoGet), or what another statement answered (its rows, its stats)."""
+        text, kql = _language(text)
+        result = plan_statement(self.state, text, token=token, prune=True,
+                                engine=self.state.db.config.query_engine, kql=kql)
+        if isinstance(result, PlannedQuery):
+            return result
+        return result.table, answer_stats(result)
+
+    def schema(self, token: str | None, descriptor: flight.FlightDescriptor) -> pa.Schema:
+        """GetSchema: a query's answer schema (planned, not run); a metadata command's
+        fixed schema; other statements (DDL...) are not run for it: an empty schema."""
+        command = _unpack(descriptor)
+        if isinstance(command, (sql_pb.CommandStatementQuery,
+                                sql_pb.CommandPreparedStatementQuery)):
+            text, kql = _language(self._text(command))
+            schema = query_schema(self.state, text, engine=self.state.db.config.query_engine,
+                                  kql=kql)
+            return schema if schema is not None else pa.schema([])
+        return self.flight_info(token, descriptor).schema
+
+    def stream(self, ticket: flight.Ticket,
+               context: flight.ServerCallContext) -> flight.FlightDataStream:
+        """DoGet: a stored answer, or a planned query run now and streamed as the engine
+        produces it. The first batch is produced here, so an error before any row (a bad
+        statement at run time, too many queries, a cancel) is this call's status; later
+        errors end the stream with theirs. The stream's last message is an empty batch whose
+        `app_metadata` holds the final stats (`truncated`, `bytes_read`, `rows`)."""
         message = _unpack_bytes(ticket.ticket)
         if not isinstance(message, sql_pb.TicketStatementQuery):
             raise BadRequestError("expected a TicketStatementQuery ticket")
-        table = self.store.take(message.statement_handle)
-        return flight.RecordBatchStream(
-            pa.RecordBatchReader.from_batches(table.schema, _batches(table)))
+        handle = message.statement_handle
+        body = self.store.take(handle)
+        if isinstance(body, pa.Table):
+            return flight.RecordBatchStream(
+                pa.RecordBatchReader.from_batches(body.schema, _batches(body)))
+        try:
+            bounded = open_stream(self.state, body)
+        except UnavailableError:
+            self.store.restore(handle, body)    # busy or restarting: the ticket stays good
+            raise
+        watch = _ClientWatch(context, bounded)
+        delivery = _Delivery(bounded, self._messages(bounded, handle, watch, body.extra))
+        self.store.running(handle, delivery)
+        try:
+            first = delivery.next_message()
+        except StopIteration:       # cannot happen: the stats message always comes
+            first = None
+        except (ShoalError, flight.FlightError):
+            raise
+        except pa.ArrowException as e:
+            delivery.close()
+            raise BadRequestError(str(e)) from None
+        messages = _chain(first, delivery.messages())
+        # However the stream ends (done, failed, its client gone), pyarrow drops `messages`
+        # then: the engine stops and the slot is freed, even if it was never pulled.
+        weakref.finalize(messages, delivery.close)
+        return flight.GeneratorStream(body.schema, messages)
+
+    def _messages(self, bounded: BoundedStream, handle: bytes, watch: _ClientWatch,
+                  extra: dict[str, Any]
+                  ) -> Generator[pa.RecordBatch | tuple[pa.RecordBatch, bytes], None, None]:
+        stream = bounded.stream
+        try:
+            for batch in bounded.batches:
+                watch.stop()        # data flows: a gone client now fails the next write
+                yield from _split(batch)
+            watch.stop()
+            stats = {**stream.final_stats(), **extra}
+            yield (pa.RecordBatch.from_pylist([], schema=stream.schema),
+                   json.dumps(stats).encode())
+        except ShoalError as e:
+            if isinstance(e, QueryCancelledError) and watch.client_gone:
+                log.info("Flight SQL client went away; its query was cancelled")
+            _raise_flight(e)
+        finally:
+            watch.stop()
+            bounded.close()
+            self.store.running(handle, None)
 
     def action(self, token: str | None, action: flight.Action) -> Iterator[flight.Result]:
         body = action.body.to_pybytes() if action.body is not None else b""
@@ -383,11 +530,15 @@ class FlightSqlServer:
             request = _unpack_bytes(body)
             if not isinstance(request, sql_pb.ActionCreatePreparedStatementRequest):
                 raise BadRequestError("expected an ActionCreatePreparedStatementRequest")
-            text = request.query
-            if text.lstrip()[:len(KQL_PREFIX)].lower() != KQL_PREFIX:
-                classify(text)      # the guard refuses a forbidden statement at once
+            # The guard refuses a forbidden statement at once; a query is planned (nothing
+            # read) to announce its answer's schema. No parameters: an empty schema.
+            text, kql = _language(request.query)
+            schema = query_schema(self.state, text, engine=self.state.db.config.query_engine,
+                                  kql=kql)
             result = sql_pb.ActionCreatePreparedStatementResult(
-                prepared_statement_handle=self.store.prepare(text))
+                prepared_statement_handle=self.store.prepare(request.query),
+                dataset_schema=schema.serialize().to_pybytes() if schema is not None else b"",
+                parameter_schema=pa.schema([]).serialize().to_pybytes())
             return iter([flight.Result(_pack(result))])
         if action.type == "ClosePreparedStatement":
             close = _unpack_bytes(body)
@@ -395,6 +546,21 @@ class FlightSqlServer:
                 raise BadRequestError("expected an ActionClosePreparedStatementRequest")
             self.store.close(close.prepared_statement_handle)
             return iter([])
+        if action.type == "CancelFlightInfo":
+            try:
+                request = cancel_pb.CancelFlightInfoRequest.FromString(body)
+            except DecodeError:
+                raise BadRequestError("expected a CancelFlightInfoRequest") from None
+            status = self.store.cancel(_ticket_handle(request.info))
+            return iter([flight.Result(
+                cancel_pb.CancelFlightInfoResult(status=status).SerializeToString())])
+        if action.type == "CancelQuery":
+            legacy = _unpack_bytes(body)
+            if not isinstance(legacy, sql_pb.ActionCancelQueryRequest):
+                raise BadRequestError("expected an ActionCancelQueryRequest")
+            status = self.store.cancel(_ticket_handle(legacy.info))
+            return iter([flight.Result(_pack(sql_pb.ActionCancelQueryResult(
+                result=_LEGACY_CANCEL[status])))])
         raise NotImplementedError(f"action {action.type!r} is not supported by shoal")
 
     # ---- metadata -----------------------------------------------------------------------
@@ -434,7 +600,7 @@ def _sql_infos() -> dict[int, tuple[int, Any]]:
             4: (1, True),            # FLIGHT_SQL_SERVER_SQL
             5: (1, False),           # FLIGHT_SQL_SERVER_SUBSTRAIT
             8: (3, 0),               # FLIGHT_SQL_SERVER_TRANSACTION: none
-            9: (1, False),           # FLIGHT_SQL_SERVER_CANCEL
+            9: (1, True),            # FLIGHT_SQL_SERVER_CANCEL
             504: (0, "`"),           # SQL_IDENTIFIER_QUOTE_CHAR (Spark SQL's)
             }
 
@@ -465,6 +631,117 @@ def _batches(table: pa.Table) -> Iterator[pa.RecordBatch]:
     per_row = max(1, table.nbytes // rows) if rows else 1
     size = max(1, min(BATCH_ROWS, BATCH_BYTES // per_row))
     yield from table.to_batches(max_chunksize=size)
+
+
+def _split(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """One streamed batch in pieces of at most `BATCH_BYTES` (and `BATCH_ROWS`)."""
+    rows = batch.num_rows
+    per_row = max(1, batch.nbytes // rows) if rows else 1
+    size = max(1, min(BATCH_ROWS, BATCH_BYTES // per_row))
+    for start in range(0, rows, size):
+        yield batch.slice(start, size)
+
+
+class _Delivery:
+    """A DoGet's messages, which a cancel request (another thread) can end even while the
+    client reads nothing: `cancel` interrupts the engine, then takes the lock the sending
+    thread holds while it pulls a message (which the interrupt makes short), and closes the
+    messages: the engine's resources and the query slot are freed at once, and the stream's
+    next pull fails CANCELLED."""
+
+    def __init__(self, bounded: BoundedStream, messages: Generator[Any, None, None]) -> None:
+        self.bounded = bounded
+        self.finished = bounded.stream.finished
+        self._messages = messages
+        self._lock = threading.Lock()
+        self._cancelled = False
+
+    def next_message(self) -> Any:
+        with self._lock:
+            if self._cancelled:
+                _raise_flight(QueryCancelledError())
+            return next(self._messages)
+
+    def messages(self) -> Iterator[Any]:
+        while True:
+            try:
+                message = self.next_message()
+            except StopIteration:
+                return
+            yield message
+
+    def cancel(self) -> bool:
+        if not self.bounded.stream.cancel():
+            return False
+        self.close(cancelled=True)
+        return True
+
+    def close(self, *, cancelled: bool = False) -> None:
+        with self._lock:
+            self._cancelled = self._cancelled or cancelled
+            self._messages.close()
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    if first is not None:
+        yield first
+    yield from rest
+
+
+class _ClientWatch:
+    """Until a stream's first batch is ready, watches that its client is still there (the
+    call's cancellation flag, checked every `WATCH_CLIENT_S`): a client gone while the
+    engine computes cancels the query, which a write would only notice after the engine
+    finished. Once batches flow, a gone client fails the next write, which drops the
+    stream (`BoundedStream` then stops the engine and frees the slot)."""
+
+    def __init__(self, context: flight.ServerCallContext, bounded: BoundedStream) -> None:
+        self._context = context
+        self._bounded = bounded
+        self._stop = threading.Event()
+        self._lock = threading.Lock()       # no check of the call once stop() returned
+        self.client_gone = False
+        self._thread = threading.Thread(target=self._watch, name="shoal-flight-client",
+                                        daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_CLIENT_S):
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                gone = self._context.is_cancelled()
+            if gone:
+                self.client_gone = True
+                self._bounded.stream.cancel()
+                return
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        with self._lock:
+            self._stop.set()
+
+
+def _language(text: str) -> tuple[str, bool]:
+    """(the statement, whether it is KQL): a `kql:` prefix marks KQL."""
+    if text.lstrip()[:len(KQL_PREFIX)].lower() == KQL_PREFIX:
+        return text.lstrip()[len(KQL_PREFIX):], True
+    return text, False
+
+
+def _ticket_handle(info: bytes) -> bytes:
+    """The statement handle in the ticket of a serialized FlightInfo (a cancel request's)."""
+    try:
+        parsed = flight.FlightInfo.deserialize(info)
+    except (pa.ArrowException, TypeError, ValueError):
+        raise BadRequestError("the cancel request holds no valid FlightInfo") from None
+    if not parsed.endpoints:
+        raise BadRequestError("the cancel request's FlightInfo has no endpoint")
+    ticket = _unpack_bytes(parsed.endpoints[0].ticket.ticket)
+    if not isinstance(ticket, sql_pb.TicketStatementQuery):
+        raise BadRequestError("expected a TicketStatementQuery ticket")
+    return ticket.statement_handle
 
 
 def _like(pattern: str | None, name: str) -> bool:
@@ -507,10 +784,17 @@ def _unpack(descriptor: flight.FlightDescriptor) -> Message:
     return _unpack_bytes(descriptor.command)
 
 
+_R = sql_pb.ActionCancelQueryResult
+_LEGACY_CANCEL: dict[cancel_pb.CancelStatus, sql_pb.ActionCancelQueryResult.CancelResult] = {
+    cancel_pb.CANCEL_STATUS_UNSPECIFIED: _R.CANCEL_RESULT_UNSPECIFIED,
+    cancel_pb.CANCEL_STATUS_CANCELLED: _R.CANCEL_RESULT_CANCELLED,
+    cancel_pb.CANCEL_STATUS_CANCELLING: _R.CANCEL_RESULT_CANCELLING,
+    cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE: _R.CANCEL_RESULT_NOT_CANCELLABLE}
+
 _OTHER_MESSAGES: dict[str, type[Message]] = {
     m.DESCRIPTOR.full_name: m for m in (
         sql_pb.TicketStatementQuery, sql_pb.ActionCreatePreparedStatementRequest,
-        sql_pb.ActionClosePreparedStatementRequest)}
+        sql_pb.ActionClosePreparedStatementRequest, sql_pb.ActionCancelQueryRequest)}
 
 
 def _raise_flight(exc: ShoalError) -> NoReturn:
@@ -520,6 +804,8 @@ def _raise_flight(exc: ShoalError) -> NoReturn:
         raise flight.FlightUnauthenticatedError(message) from exc
     if status == 403:
         raise flight.FlightUnauthorizedError(message) from exc
+    if isinstance(exc, QueryCancelledError):
+        raise flight.FlightCancelledError(message) from exc
     if status in (429, 503):
         raise flight.FlightUnavailableError(message) from exc
     if status >= 500:

@@ -31,11 +31,19 @@ Bounded cost (settings of `shoal.config.Config`):
   `spark.driver.maxResultSize`, twice the byte cap) is 400 `result_too_large`.
 - A dead, wedged or restarting Spark session: 503 `engine_unavailable` + Retry-After, for
   new statements and for those running when it died.
+
+Streamed answers (Flight SQL, `shoal.server.flight`): `plan_statement` plans a query instead
+of running it (a slot only while it plans) and runs anything else as `run_statement` does;
+`open_stream` then runs the plan as a `BoundedStream` (`shoal.query.stream.QueryStream`
+under a slot held until the stream ends, fails or is abandoned; the same timeout and caps,
+applied to the whole stream).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
@@ -52,7 +60,10 @@ from shoal.server.state import ServerState, server_state
 from shoal.types.jsonlimits import loads as json_loads
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from shoal.query.engine import QueryResult
+    from shoal.query.stream import QueryStream, StreamPlan
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MAX_QUERY_BYTES = 1 << 20
@@ -161,3 +172,127 @@ def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
         raise
     finally:
         state.query_slots.release()
+
+
+# ---- streamed answers (Flight SQL) ----------------------------------------------------------
+@dataclass
+class PlannedQuery:
+    """A query planned but not run (`plan_statement`): what a Flight SQL ticket stands for
+    until its `DoGet` streams the rows (`open_stream`)."""
+
+    plan: StreamPlan
+    extra: dict[str, Any] = field(default_factory=dict)   # a KQL query's `sql` and `render`
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.plan.schema
+
+    def planned_stats(self) -> dict[str, Any]:
+        """The stats known before any row is read: what the scans will read and skip, the
+        engine and why (no `truncated`: that is known when the stream ends)."""
+        return {**self.plan.stats.to_json(), **self.extra}
+
+
+def plan_statement(state: ServerState, text: str, *, token: str | None, prune: bool,
+                   engine: str, kql: bool = False) -> QueryResult | PlannedQuery:
+    """`run_statement` for a frontend that streams answers: a query (SELECT, WITH, KQL) is
+    planned, not run (its schema and pruning are known, no row is read), under a query slot
+    held only while it plans; anything else (DDL, DESCRIBE, SHOW, EXPLAIN) runs now, as
+    `run_statement` runs it."""
+    from shoal.query.stream import plan_stream
+
+    extra: dict[str, Any] = {}
+    sql = text
+    if kql:
+        translation = state.db.query_engine.translate_kql(text)
+        sql = translation.sql
+        extra["sql"] = sql
+        if translation.render is not None:
+            extra["render"] = translation.render
+    if classify(sql).kind != "select":
+        return run_statement(state, text, token=token, prune=prune, engine=engine, kql=kql)
+    with _engine_slot(state):
+        return PlannedQuery(plan_stream(state.db.query_engine, sql, prune=prune, mode=engine),
+                            extra)
+
+
+def query_schema(state: ServerState, text: str, *, engine: str, kql: bool = False
+                 ) -> pa.Schema | None:
+    """The answer schema of a query (planned, nothing run); None for a statement that is
+    not a query (DDL and the like are never run just to learn their schema)."""
+    if not kql and classify(text).kind != "select":
+        return None
+    planned = plan_statement(state, text, token=None, prune=True, engine=engine, kql=kql)
+    return planned.schema if isinstance(planned, PlannedQuery) else None
+
+
+class BoundedStream:
+    """A planned query running as a stream under the server's bounds: it holds a query slot
+    from `open_stream` until its batches end, fail, or are abandoned (`close`, or the
+    generator dropped); the engine's work stops then too."""
+
+    def __init__(self, state: ServerState, stream: QueryStream) -> None:
+        self.state = state
+        self.stream = stream
+        self._released = False
+        self.batches = self._batches()
+
+    def _batches(self) -> Generator[pa.RecordBatch, None, None]:
+        try:
+            yield from self.stream
+        except EngineUnavailableError as e:
+            e.retry_after_s = self.state.spark.retry_after_s
+            self.state.spark.wake()
+            raise
+        finally:
+            self.stream.close()
+            self.release()
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.state.query_slots.release()
+
+    def close(self) -> None:
+        """Abandon the stream: stop the engine, free the slot (also when never started)."""
+        self.batches.close()
+        self.stream.close()
+        self.release()
+
+
+def open_stream(state: ServerState, planned: PlannedQuery) -> BoundedStream:
+    """Start streaming a planned query: a free slot (else 429), a live engine (else 503);
+    the timeout and the row/byte caps apply to the whole stream."""
+    from shoal.query.stream import QueryStream
+
+    _check_engine(state)
+    state.query_slots.acquire()
+    try:
+        stream = QueryStream(state.db.query_engine, planned.plan, state.query_limits)
+    except BaseException:
+        state.query_slots.release()
+        raise
+    return BoundedStream(state, stream)
+
+
+def _check_engine(state: ServerState) -> None:
+    reason = state.spark.unavailable()
+    if reason is not None:
+        raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
+
+
+class _engine_slot:
+    """A query slot and a live engine for a short piece of engine work (planning)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def __enter__(self) -> None:
+        _check_engine(self.state)
+        self.state.query_slots.acquire()
+
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
+        self.state.query_slots.release()
+        if isinstance(exc, EngineUnavailableError):
+            exc.retry_after_s = self.state.spark.retry_after_s
+            self.state.spark.wake()

@@ -1,8 +1,9 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -105,3 +106,25 @@ class DoPutPreparedStatementResult(_message.Message):
     PREPARED_STATEMENT_HANDLE_FIELD_NUMBER: _ClassVar[int]
     prepared_statement_handle: bytes
     def __init__(self, prepared_statement_handle: _Optional[bytes] = ...) -> None: ...
+
+class ActionCancelQueryRequest(_message.Message):
+    __slots__ = ("info",)
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    info: bytes
+    def __init__(self, info: _Optional[bytes] = ...) -> None: ...
+
+class ActionCancelQueryResult(_message.Message):
+    __slots__ = ("result",)
+    class CancelResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        CANCEL_RESULT_UNSPECIFIED: _ClassVar[ActionCancelQueryResult.CancelResult]
+        CANCEL_RESULT_CANCELLED: _ClassVar[ActionCancelQueryResult.CancelResult]
+        CANCEL_RESULT_CANCELLING: _ClassVar[ActionCancelQueryResult.CancelResult]
+        CANCEL_RESULT_NOT_CANCELLABLE: _ClassVar[ActionCancelQueryResult.CancelResult]
+    CANCEL_RESULT_UNSPECIFIED: ActionCancelQueryResult.CancelResult
+    CANCEL_RESULT_CANCELLED: ActionCancelQueryResult.CancelResult
+    CANCEL_RESULT_CANCELLING: ActionCancelQueryResult.CancelResult
+    CANCEL_RESULT_NOT_CANCELLABLE: ActionCancelQueryResult.CancelResult
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: ActionCancelQueryResult.CancelResult
+    def __init__(self, result: _Optional[_Union[ActionCancelQueryResult.CancelResult, str]] = ...) -> None: ...
