@@ -7,6 +7,7 @@ the engine keeps answering afterwards."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -170,6 +171,33 @@ def test_timeout_interrupts_the_embedded_engine_too(db):
     with live(db, query_timeout_s=3.0) as http:
         r = http.post("/v1/query", json={"sql": heavy})
         assert r.status_code == 400 and r.json()["error"]["code"] == "query_timeout"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_client_that_goes_away_cancels_its_query(db, engine):
+    """The console's Cancel, a closed curl, a client's own timeout: the connection closes and
+    the statement stops (no deadline here: without the cancel it would run for hours)."""
+    heavy = "SELECT sum(a.n * b.n) AS s FROM nums a CROSS JOIN nums b"
+    with live(db, query_concurrency=1) as http:
+        body = json.dumps({"sql": heavy}).encode()
+        sock = socket.create_connection((http.base_url.host, http.base_url.port))
+        sock.sendall(f"POST /v1/query?engine={engine} HTTP/1.1\r\n"
+                     f"Host: 127.0.0.1:{http.base_url.port}\r\n"
+                     "Content-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        eventually(lambda: queries_running(http), "the query to run", until=lambda n: n == 1)
+        if engine == "spark":
+            eventually(lambda: running_tasks(db), "its Spark tasks to run", until=lambda n: n > 0)
+        sock.close()
+        eventually(lambda: queries_running(http), "the slot of the abandoned query to be freed",
+                   until=lambda n: n == 0)
+        if engine == "spark":
+            eventually(lambda: running_tasks(db), "the cancelled tasks to stop",
+                       until=lambda n: n == 0)
+        after = http.post("/v1/query", params={"engine": engine},
+                          json={"sql": "SELECT count(*) AS c FROM nums"})
+        assert after.status_code == 200 and after.json()["rows"] == [[NUMS]], after.text
 
 
 def test_python_api_keeps_whole_answers(db):

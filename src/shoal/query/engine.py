@@ -325,11 +325,13 @@ class QueryEngine:
                           footers=self.footers)
 
     def execute(self, sql: str, *, prune: bool = True, engine: str | None = None,
-                limits: QueryLimits | None = None) -> QueryResult:
+                limits: QueryLimits | None = None,
+                cancel: CancelHandle | None = None) -> QueryResult:
         """Answer one statement: shoal's DDL, `EXPLAIN <select>` or a SELECT; anything
         else is refused by `shoal.query.guard` before an engine sees it. `engine`:
         auto | local | spark (None = the configured `query_engine`). `limits` bound the
-        work and the answer (see the module docstring)."""
+        work and the answer (see the module docstring). `cancel` lets another thread
+        interrupt the statement (`CancelHandle.cancel()`: a client that went away)."""
         from shoal.query.ddl import execute_ddl, parse_ddl
 
         statement = classify(sql)
@@ -339,7 +341,9 @@ class QueryEngine:
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
         limits = limits or QueryLimits()
         mode = engine_mode(engine, self.db.config.query_engine)
-        with _Run(limits.timeout_s) as run:
+        with _Run(limits.timeout_s, cancellable=cancel is not None) as run:
+            if cancel is not None:
+                cancel.bind(run)
             if statement.kind == "explain":
                 return self._explain(statement.body, prune=prune, mode=mode, run=run)
             planned = self._scans(sql, prune=prune)
@@ -368,13 +372,14 @@ class QueryEngine:
         return QueryResult(table, stats, truncated=truncated)
 
     def execute_kql(self, kql: str, *, prune: bool = True, engine: str | None = None,
-                    limits: QueryLimits | None = None, now_ns: int | None = None
-                    ) -> QueryResult:
+                    limits: QueryLimits | None = None, now_ns: int | None = None,
+                    cancel: CancelHandle | None = None) -> QueryResult:
         """A KQL query (`shoal.query.kql`): translated to Spark SQL against the catalog's
         tables, then run exactly as `execute` runs that SQL (guard, pruning, engines,
         limits, stats). The result carries the SQL and the query's `render` hint."""
         translation = self.translate_kql(kql, now_ns=now_ns)
-        result = self.execute(translation.sql, prune=prune, engine=engine, limits=limits)
+        result = self.execute(translation.sql, prune=prune, engine=engine, limits=limits,
+                              cancel=cancel)
         result.render = translation.render
         result.translated_sql = translation.sql
         result.kinds = [c.kind for c in translation.columns]
@@ -543,6 +548,32 @@ class QueryEngine:
         except Exception as e:
             raise run.failure(e) from e
         return cap_table(table, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
+
+
+class CancelHandle:
+    """Cancels, from another thread, the statement `QueryEngine.execute(cancel=...)` runs
+    (a `/v1/query` client that went away): its Spark jobs or embedded run are interrupted and
+    it fails with `QueryCancelledError`. A cancel before the statement starts cancels it as it
+    starts; one after it ended does nothing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._run: _Run | None = None
+        self._cancelled = False
+
+    def bind(self, run: _Run) -> None:
+        with self._lock:
+            self._run = run
+            late = self._cancelled
+        if late:
+            run.cancel()
+
+    def cancel(self) -> bool:
+        """Interrupt the statement; False when it had already finished."""
+        with self._lock:
+            self._cancelled = True
+            run = self._run
+        return True if run is None else run.cancel()
 
 
 class _Run:

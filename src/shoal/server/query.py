@@ -24,6 +24,8 @@ Bounded cost (settings of `shoal.config.Config`):
   400 `query_timeout` naming the limit (400, not 408: 408 means the client was slow to send
   its request, and clients may resend a 408 as is; the same statement would time out again).
   The slot is freed when the worker thread returns, which a cancelled job makes prompt.
+- A client that goes away (closes its connection) has its statement cancelled the same way
+  (`_cancel_when_gone`: Spark jobs cancelled, the embedded run interrupted, the slot freed).
 - `query_max_rows`, `query_max_bytes`: the answer holds at most that many rows and bytes of
   Arrow data, a prefix of the full answer; `stats` then carry `"truncated": true` and
   `"truncated_by"` (the setting that cut it), in the JSON document and in `X-Shoal-Stats`
@@ -42,6 +44,7 @@ applied to the whole stream).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
@@ -51,6 +54,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from shoal.errors import BadJsonError, EngineUnavailableError, JsonLimitError
+from shoal.query.engine import CancelHandle
 from shoal.query.guard import classify
 from shoal.query.routing import engine_mode
 from shoal.server.auth import bearer_token, require_scope
@@ -64,6 +68,8 @@ if TYPE_CHECKING:
 
     from shoal.query.engine import QueryResult
     from shoal.query.stream import QueryStream, StreamPlan
+
+log = logging.getLogger("shoal.server")
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MAX_QUERY_BYTES = 1 << 20
@@ -104,9 +110,13 @@ async def query(request: Request,
     from shoal.query.results import answer_document, arrow_stream
 
     token = bearer_token(request)
-    result = await anyio.to_thread.run_sync(
-        lambda: run_statement(state, sql, token=token, prune=prune, engine=engine,
-                              kql=language == "kql"))
+    cancel = CancelHandle()
+    async with anyio.create_task_group() as watchers:
+        watchers.start_soon(_cancel_when_gone, request, cancel)
+        result = await anyio.to_thread.run_sync(
+            lambda: run_statement(state, sql, token=token, prune=prune, engine=engine,
+                                  kql=language == "kql", cancel=cancel))
+        watchers.cancel_scope.cancel()
     stats = answer_stats(result)
     if ARROW_STREAM in request.headers.get("accept", ""):
         headers = {"X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
@@ -121,21 +131,33 @@ async def query(request: Request,
     return JSONResponse(doc)
 
 
+async def _cancel_when_gone(request: Request, cancel: CancelHandle) -> None:
+    """Cancel the statement when its client disconnects: the body has been read, so the next
+    ASGI message is the disconnect (the console's Cancel, a closed curl, a client timeout)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            if cancel.cancel():
+                log.info("a /v1/query client went away: its statement was cancelled")
+            return
+
+
 def run_statement(state: ServerState, text: str, *, token: str | None, prune: bool,
-                  engine: str, kql: bool = False) -> QueryResult:
+                  engine: str, kql: bool = False,
+                  cancel: CancelHandle | None = None) -> QueryResult:
     """One statement of any frontend (`/v1/query`, Flight SQL), blocking: the guard decides
     its kind on its tokens, so no comment or white space can hide DDL; CREATE/ALTER need
     the `admin` scope (when tokens are configured); DESCRIBE/SHOW touch only the catalog
     (no slot, no Spark); queries run under the server's bounds (`run_bounded`). The caller
     has checked the `query` scope."""
     if kql:
-        return run_bounded(state, text, prune=prune, engine=engine, kql=True)
+        return run_bounded(state, text, prune=prune, engine=engine, kql=True, cancel=cancel)
     statement = classify(text)
     if statement.kind in ("ddl", "admin_ddl"):
         if statement.kind == "admin_ddl" and state.tokens.enabled:
             state.tokens.allows(token, "admin")
         return state.db.sql(text, prune=prune)
-    return run_bounded(state, text, prune=prune, engine=engine)
+    return run_bounded(state, text, prune=prune, engine=engine, cancel=cancel)
 
 
 def answer_stats(result: QueryResult) -> dict[str, Any]:
@@ -155,7 +177,7 @@ async def run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: st
 
 
 def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
-                kql: bool = False) -> QueryResult:
+                kql: bool = False, cancel: CancelHandle | None = None) -> QueryResult:
     """One statement on the engine under the server's bounds, blocking: a free slot (else
     429), a live engine (else 503), the timeout and the result caps."""
     reason = state.spark.unavailable()
@@ -165,7 +187,7 @@ def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
     try:
         executor = state.db.query_engine
         run = executor.execute_kql if kql else executor.execute
-        return run(sql, prune=prune, engine=engine, limits=state.query_limits)
+        return run(sql, prune=prune, engine=engine, limits=state.query_limits, cancel=cancel)
     except EngineUnavailableError as e:
         e.retry_after_s = state.spark.retry_after_s
         state.spark.wake()          # restart now rather than at the next probe

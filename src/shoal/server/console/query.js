@@ -2,9 +2,8 @@
 // EXPLAIN, a history kept in localStorage, and the answer as pruning stats, an automatic
 // chart and a paged grid with CSV/JSON/Arrow downloads.
 //
-// Cancel aborts the HTTP request. The server does not stop a statement when its client
-// goes away: it runs on until it ends or hits the server's query timeout
-// (SHOAL_QUERY_TIMEOUT_S), holding its query slot meanwhile.
+// Cancel aborts the HTTP request; the server sees its client go away and cancels the
+// statement (its Spark jobs or embedded run), freeing its query slot.
 
 import { ARROW, query } from "./api.js";
 import { chart } from "./chart.js";
