@@ -113,7 +113,9 @@ def test_error_answers_carry_the_error_document_and_their_headers(served):
             headers = response.get("headers", {})
             content = response["content"]["application/json"]["schema"]
             assert "#/components/schemas/Error" in str(content), (method, path, status)
-            if path.startswith("/api/v1/") and status not in ("401", "403"):
+            if path == "/api/v1/write":         # remote write: one line of plain text
+                assert "text/plain" in response["content"], (method, path, status)
+            elif path.startswith("/api/v1/") and status not in ("401", "403"):
                 assert "#/components/schemas/PromError" in str(content), (method, path)
             if status in ("429", "503"):
                 assert "Retry-After" in headers, (method, path, status)

@@ -53,7 +53,7 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from shoal.errors import BadJsonError, EngineUnavailableError, JsonLimitError
+from shoal.errors import BadJsonError, EngineUnavailableError, JsonLimitError, ShoalError
 from shoal.query.engine import CancelHandle
 from shoal.query.guard import classify
 from shoal.query.routing import engine_mode
@@ -111,12 +111,19 @@ async def query(request: Request,
 
     token = bearer_token(request)
     cancel = CancelHandle()
+    failure: ShoalError | None = None
     async with anyio.create_task_group() as watchers:
         watchers.start_soon(_cancel_when_gone, request, cancel)
-        result = await anyio.to_thread.run_sync(
-            lambda: run_statement(state, sql, token=token, prune=prune, engine=engine,
-                                  kql=language == "kql", cancel=cancel))
-        watchers.cancel_scope.cancel()
+        try:
+            result = await anyio.to_thread.run_sync(
+                lambda: run_statement(state, sql, token=token, prune=prune, engine=engine,
+                                      kql=language == "kql", cancel=cancel))
+        except ShoalError as e:
+            failure = e         # raised below, not inside the group (it would wrap it)
+        finally:
+            watchers.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
     stats = answer_stats(result)
     if ARROW_STREAM in request.headers.get("accept", ""):
         headers = {"X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
