@@ -33,6 +33,7 @@ QUERIES = [
     "http_requests_total",
     'http_requests_total{job="api"}',
     'http_requests_total{instance=~"i.", job!="web"}',
+    'http_requests_total{job=~"\\\\p{Ll}+", instance!~"\\\\x{69}2"}',   # RE2 syntax
     'temperature{instance!~"i[12]"}',
     "rate(http_requests_total[5m])",
     "rate(http_requests_total[1m])",
@@ -279,6 +280,17 @@ def test_parse_errors_name_the_place_prometheus_names(apis, expr):
     _, got = _get(shoal, "query", {"query": expr, "time": END})
     w, g = where.match(want["error"]), where.match(got["error"])
     assert w and g and g.group(1) == w.group(1), (want["error"], got["error"])
+
+
+@pytest.mark.parametrize("expr", [
+    'http_requests_total{job=~"(?=a)api"}',          # lookahead: not RE2, as in Prometheus
+    'label_replace(temperature, "x", "$1", "job", "(?<=a)(.*)")',
+])
+def test_regexes_are_re2_as_in_prometheus(apis, expr):
+    prom, shoal = apis
+    ws, want = _get(prom, "query", {"query": expr, "time": END})
+    gs, got = _get(shoal, "query", {"query": expr, "time": END})
+    assert (gs, got["status"], got["errorType"]) == (ws, want["status"], want["errorType"])
 
 
 @pytest.mark.parametrize(("expr", "words"), [

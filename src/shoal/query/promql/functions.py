@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 
 from shoal.query.promql.errors import PromQLExecutionError
 from shoal.query.promql.model import NAME, Labels, Vectors, drop_name, make_labels
+from shoal.query.promql.regex import RegexError, compile_anchored
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -63,7 +65,7 @@ def _check_label_name(name: str, function: str) -> None:
         raise PromQLExecutionError(f"invalid destination label name in {function}(): {name}")
 
 
-def expand(template: str, match: re.Match[str]) -> str:
+def expand(template: str, match: Any) -> str:
     """Go's `Regexp.ExpandString`: `$1`, `${1}`, `$name`, `${name}`, `$$`."""
     out: list[str] = []
     i = 0
@@ -104,8 +106,8 @@ def expand(template: str, match: re.Match[str]) -> str:
 
 def label_replace(vec: Vectors, dst: str, replacement: str, src: str, regex: str) -> Vectors:
     try:
-        pattern = re.compile(regex, re.DOTALL)
-    except re.error as e:
+        pattern = compile_anchored(regex)
+    except RegexError as e:
         raise PromQLExecutionError(
             f"invalid regular expression in label_replace(): {regex}: {e}") from None
     _check_label_name(dst, "label_replace")

@@ -20,7 +20,6 @@ its points as series (`shoal.query.promql.otlp` says how they map).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from shoal.query.promql.errors import (PromQLBadDataError, PromQLTimeoutError,
 from shoal.query.promql.model import NAME, Labels, RawSeries, make_labels
 from shoal.query.promql.otlp import OtlpSeriesSource
 from shoal.query.promql.params import clamp_ms
+from shoal.query.promql.regex import RegexError, compile_anchored
 from shoal.types.prometheus import STALE
 
 if TYPE_CHECKING:
@@ -59,8 +59,8 @@ class LabelMatcher:
     def __post_init__(self) -> None:
         if self.op in ("=~", "!~"):
             try:
-                object.__setattr__(self, "_regex", re.compile(self.value, re.DOTALL))
-            except re.error as e:
+                object.__setattr__(self, "_regex", compile_anchored(self.value))
+            except RegexError as e:
                 raise PromQLBadDataError(
                     f"invalid regular expression {self.value!r} for label {self.name}: {e}"
                 ) from None
