@@ -20,6 +20,7 @@ global by design, SPEC §5; they never pass here.)
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -29,9 +30,10 @@ import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord, TableInfo
 from shoal.commit import CommitCoordinator
-from shoal.errors import IdempotencyKeyConflictError, LineError, PayloadError
+from shoal.errors import (IdempotencyKeyConflictError, LineError, PayloadError,
+                          TableAlreadyExistsError, TableNotFoundError)
 from shoal.ingest.buffer import StagingBuffer
-from shoal.types.schema import SchemaMode
+from shoal.types.schema import Schema, SchemaMode
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ class WritePath:
     # ---- Arrow input (frontends that decode to Arrow themselves, e.g. OTLP) -------------------
     def ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
                      mode: SchemaMode | None = None, idempotency_key: str | None = None,
-                     rejected: Sequence[LineError] = ()) -> IngestAck:
+                     rejected: Sequence[LineError] = (),
+                     create: Schema | None = None) -> IngestAck:
         """Arrow rows through the same evolve -> ledger -> buffer -> commit as NDJSON.
 
         Columns are matched by name and shaped to the table (`shoal.ingest.arrow_input`);
@@ -126,7 +129,18 @@ class WritePath:
         own types, drop ignores them, reject raises `PayloadError`. `rejected` are records
         the frontend refused before building `data`: they are part of the ack, so a replay
         answers them too. Same acks, errors and idempotency as `ingest_ndjson`.
+
+        `create`: a frontend's standard table (OTLP, Prometheus) made on first use with this
+        schema in mode `drop` when `table` does not exist; a concurrent first request that
+        made it meanwhile is harmless (the table is there either way).
         """
+        if create is not None:
+            try:
+                return self.ingest_arrow(table, data, mode=mode,
+                                         idempotency_key=idempotency_key, rejected=rejected)
+            except TableNotFoundError:
+                with contextlib.suppress(TableAlreadyExistsError):
+                    self.catalog.create_table(table, create, mode="drop")
         from shoal.ingest.arrow_input import (as_batch, plan_arrow_evolution, reject_unknown,
                                               shape_batch, unknown_columns)
 

@@ -15,11 +15,9 @@ idempotency ledger and ack-after-commit as REST. It returns once the rows are co
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.errors import TableAlreadyExistsError, TableNotFoundError
 from shoal.frontends.otlp.codec import OtlpPayloadError
 from shoal.frontends.otlp.mapping import map_request
 from shoal.frontends.otlp.schemas import SCHEMAS, OtlpTables, Signal
@@ -63,22 +61,10 @@ class OtlpSink:
             # Nothing to write (and no key to record): answer without touching the catalog.
             ack = IngestAck(table=table, snapshot_id=0, rows=0, rejected=mapped.rejected)
             return ExportResult(table, 0, len(mapped.rejected), _message(ack))
-        try:
-            ack = self._ingest(table, mapped, idempotency_key)
-        except TableNotFoundError:
-            self._create(signal, table)
-            ack = self._ingest(table, mapped, idempotency_key)
+        ack = self.write_path.ingest_arrow(table, mapped.batch, idempotency_key=idempotency_key,
+                                           rejected=mapped.rejected, create=SCHEMAS[signal])
         return ExportResult(table, ack.rows, len(ack.rejected), _message(ack),
                             replayed=ack.replayed, snapshot_id=ack.snapshot_id)
-
-    def _ingest(self, table: str, mapped: Any, key: str | None) -> IngestAck:
-        return self.write_path.ingest_arrow(table, mapped.batch, idempotency_key=key,
-                                            rejected=mapped.rejected)
-
-    def _create(self, signal: Signal, table: str) -> None:
-        # Another first request may have created it meanwhile: the table is there either way.
-        with contextlib.suppress(TableAlreadyExistsError):
-            self.write_path.catalog.create_table(table, SCHEMAS[signal], mode="drop")
 
 
 def _message(ack: IngestAck) -> str:

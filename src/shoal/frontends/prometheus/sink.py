@@ -28,20 +28,17 @@ so the HTTP edge answers 204 only for committed samples) and returns what it wro
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from dataclasses import dataclass
 
-import pyarrow as pa
 
 from shoal.config import Config
-from shoal.errors import (ConfigError, InvalidSchemaError, TableAlreadyExistsError,
-                          TableNotFoundError)
+from shoal.errors import (ConfigError, InvalidSchemaError)
 from shoal.frontends.prometheus.remote_write import MappedWrite, decode_write, map_write
 from shoal.ingest.keys import REMOTE_WRITE_KEY_PREFIX
-from shoal.ingest.write_path import IngestAck, WritePath
+from shoal.ingest.write_path import WritePath
 from shoal.types.prometheus import PROM_METADATA_SCHEMA, PROM_SAMPLES_SCHEMA
-from shoal.types.schema import Schema, check_table_name
+from shoal.types.schema import check_table_name
 
 
 @dataclass(frozen=True)
@@ -101,16 +98,7 @@ class PromWriteSink:
                                       mapped.metadata)):
             if batch.num_rows:
                 key = f"{REMOTE_WRITE_KEY_PREFIX}{table}:{digest}"
-                ack = self._ingest(table, schema, batch, key)
+                ack = self.write_path.ingest_arrow(table, batch, idempotency_key=key,
+                                                   create=schema)
                 writes.append(TableWrite(table, ack.rows, ack.replayed))
         return WriteResult(tuple(writes), request.ByteSize(), mapped.exemplars_dropped)
-
-    def _ingest(self, table: str, schema: Schema, batch: pa.RecordBatch,
-                key: str) -> IngestAck:
-        try:
-            return self.write_path.ingest_arrow(table, batch, idempotency_key=key)
-        except TableNotFoundError:
-            # Another first request may have created it meanwhile: there either way.
-            with contextlib.suppress(TableAlreadyExistsError):
-                self.write_path.catalog.create_table(table, schema, mode="drop")
-            return self.write_path.ingest_arrow(table, batch, idempotency_key=key)
