@@ -25,13 +25,12 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from prometheus_client.openmetrics.parser import (  # noqa: E402
     text_string_to_metric_families as om_families)
@@ -40,9 +39,10 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 import shoal  # noqa: E402
 from shoal.frontends.prometheus.scrape import Scraper, parse_exposition  # noqa: E402
 from shoal.ingest.scrape_binding import parse_binding  # noqa: E402
+from tests.support.exposition import (OPENMETRICS_TYPE, TEXT_TYPE,  # noqa: E402
+                                      exposition_server)
 
-TYPES = {False: "text/plain; version=0.0.4; charset=utf-8",
-         True: "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+TYPES = {False: TEXT_TYPE, True: OPENMETRICS_TYPE}
 
 
 def exposition(series: int, *, openmetrics: bool) -> str:
@@ -75,23 +75,6 @@ def exposition(series: int, *, openmetrics: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def serve(body: bytes, content_type: str) -> tuple[ThreadingHTTPServer, str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"127.0.0.1:{server.server_address[1]}"
-
-
 def timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
@@ -111,9 +94,11 @@ def main() -> None:
         body = text.encode()
         parser = om_families if openmetrics else text_string_to_metric_families
         samples = sum(len(f.samples) for f in parser(text))
-        server, address = serve(body, TYPES[openmetrics])
         times: dict[str, list[float]] = {"ref": [], "parse": [], "scrape": []}
-        with tempfile.TemporaryDirectory(prefix="bench-scrape-") as tmp:
+        with (tempfile.TemporaryDirectory(prefix="bench-scrape-") as tmp,
+              exposition_server() as target):
+            target.set(body, openmetrics=openmetrics)
+            address = target.address
             db = shoal.connect(data_dir=tmp, allowed_hosts="127.0.0.1")
             try:
                 db.sql(f"CREATE TABLE m WITH (scrape_targets = '{address}')")
@@ -128,8 +113,6 @@ def main() -> None:
                         times["scrape"].append(timed(scraper.scrape))
             finally:
                 db.close()
-                server.shutdown()
-                server.server_close()
         ref, ours_parse, ours_scrape = (statistics.median(times[k])
                                         for k in ("ref", "parse", "scrape"))
         fmt = "OpenMetrics" if openmetrics else "text 0.0.4"
