@@ -104,6 +104,14 @@ def expand(template: str, match: Any) -> str:
     return "".join(out)
 
 
+def _set_label(labels: dict[str, str], name: str, value: str) -> None:
+    """Prometheus's rule for a computed label: an empty value removes it."""
+    if value:
+        labels[name] = value
+    else:
+        labels.pop(name, None)
+
+
 def label_replace(vec: Vectors, dst: str, replacement: str, src: str, regex: str) -> Vectors:
     try:
         pattern = compile_anchored(regex)
@@ -116,11 +124,7 @@ def label_replace(vec: Vectors, dst: str, replacement: str, src: str, regex: str
         d = dict(lab)
         m = pattern.fullmatch(d.get(src, ""))
         if m is not None:
-            value = expand(replacement, m)
-            if value:
-                d[dst] = value
-            else:
-                d.pop(dst, None)
+            _set_label(d, dst, expand(replacement, m))
         labels.append(make_labels(d))
     return Vectors(labels, vec.values, vec.present).with_labels(labels)
 
@@ -130,11 +134,7 @@ def label_join(vec: Vectors, dst: str, sep: str, srcs: list[str]) -> Vectors:
     labels = []
     for lab in vec.labels:
         d = dict(lab)
-        value = sep.join(d.get(s, "") for s in srcs)
-        if value:
-            d[dst] = value
-        else:
-            d.pop(dst, None)
+        _set_label(d, dst, sep.join(d.get(s, "") for s in srcs))
         labels.append(make_labels(d))
     return Vectors(labels, vec.values, vec.present).with_labels(labels)
 
