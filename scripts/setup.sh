@@ -27,8 +27,9 @@ done
 if [ "${#debs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
+    # Wait for another apt-get (a second checkout setting up at the same time) instead of failing.
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
   else
     echo "warning: Debian packages missing (${debs[*]}): the Prometheus tests need them" >&2
   fi
