@@ -731,3 +731,132 @@ def test_raw_values_are_borrowed_not_leaked() -> None:
     assert rows_of(c.batch)[0]["d"] == b'{"a":1}'
     assert not isinstance(rows_of(c.batch)[0]["d"], msgspec.Raw)
     assert np.all(np.array([r["d"] for r in rows_of(c.batch)]) == b'{"a":1}')
+
+
+# -- the fallback at real sizes: bad lines in the middle of a large chunk ------------------
+#
+# No constant patched here: a body of several MB is read by Arrow's reader in its worker
+# thread, probed, demoted and re-read exactly as a 32 MB CLI chunk is. The per-line path is
+# counted (a wrapper around it, behaviour unchanged): it must see the bad lines and nothing
+# else, so the thousands of good lines around them stay on the vectorised path.
+
+def service_schema() -> Schema:
+    return schema_of(Column("service", STRING), Column("status", INT),
+                     Column("duration_ms", LONG), Column("ratio", REAL),
+                     Column("ok", BOOL), Column("attrs", DYNAMIC), Column("emb", vector(2)))
+
+
+def service_line(i: int) -> str:
+    return ('{"_timestamp":"2024-03-01T10:%02d:%02d.%03dZ","service":"svc-%d","status":%d,'
+            '"duration_ms":%d,"ratio":0.%d,"ok":%s,"attrs":{"http":{"route":"/r/%d"},"n":%d},'
+            '"emb":[%d.5,-1]}' % (i // 60 % 60, i % 60, i % 1000, i % 40,
+                                  (200, 404, 500)[i % 3], i * 7, i % 97,
+                                  "true" if i % 2 else "false", i % 13, i, i % 9))
+
+
+class CountingPerLine:
+    """Wraps the per-line path (`coerce.line_result`) and records the lines it is given."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.lines: list[int] = []
+        real = coerce_mod.line_result
+
+        def counted(text: bytes, line: int, *args: Any) -> Any:
+            self.lines.append(line)
+            return real(text, line, *args)
+
+        monkeypatch.setattr(coerce_mod, "line_result", counted)
+
+
+BAD_IN_THE_MIDDLE = {
+    20_000: ('{"service":"a","status":"teapot"}', "status",
+             'line 20001: field "status": int expects an integer in [-2147483648, 2147483647], '
+             'got string "teapot"'),
+    20_001: ('{"service":"b","status":3000000000}', "status", None),
+    31_337: ('{"service":"c","_timestamp":"2024-02-30T00:00:00Z"}', "_timestamp", None),
+    40_000: ('{"service":"d","ratio":"fast"}', "ratio", None),
+    47_000: ('{"service":"e","emb":[1,2,3]}', "emb", None),
+    52_000: ('{"service":"f","status":', None, None),
+    60_000: ('{"service":"g","ok":"yes"}', "ok", None),
+}
+
+
+@pytest.mark.parametrize("unknown", ["drop", "props"])
+def test_bad_lines_in_the_middle_of_a_large_chunk(unknown: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    n = 80_000
+    lines = [BAD_IN_THE_MIDDLE[i][0] if i in BAD_IN_THE_MIDDLE else service_line(i)
+             for i in range(n)]
+    body = ("\n".join(lines) + "\n").encode()
+    assert len(body) > 4 * coerce_mod._PROBE_BYTES and len(body) > 12 << 20  # 14 MB
+    per_line = CountingPerLine(monkeypatch)
+    fast = coerce_ndjson(body, service_schema(), unknown=unknown,  # type: ignore[arg-type]
+                         ingest_time_ns=T0)
+    bad_lines = sorted(i + 1 for i in BAD_IN_THE_MIDDLE)
+    # Only the bad lines went the per-line way; every good line stayed vectorised.
+    assert sorted(per_line.lines) == bad_lines
+    assert fast.rejected_lines == bad_lines and fast.rows == n - len(bad_lines)
+    # Each error exactly as the per-line reference words it (line, field, expected, found):
+    # the reference runs on the bad lines alone, at the same line numbers (blank lines count).
+    alone = "\n".join(line if i in BAD_IN_THE_MIDDLE else "" for i, line in enumerate(lines))
+    slow = _coerce_slow(alone.encode(), service_schema(),
+                        unknown=unknown, ingest_time_ns=T0)  # type: ignore[arg-type]
+    assert fast.errors == slow.errors and fast.rejected_lines == slow.rejected_lines
+    assert [(e.line, e.field) for e in fast.errors] == \
+        [(i + 1, field) for i, (_, field, _) in sorted(BAD_IN_THE_MIDDLE.items())]
+    for i, (_, _, message) in BAD_IN_THE_MIDDLE.items():
+        if message is not None:
+            assert message in messages(fast), messages(fast)
+    # The good lines around the bad ones are exact.
+    rows = rows_of(fast.batch)
+    assert rows[20_000]["status"] == (200, 404, 500)[20_002 % 3]
+    assert rows[20_000]["attrs"] == b'{"http":{"route":"/r/%d"},"n":20002}' % (20_002 % 13)
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_property_odd_lines_inside_a_large_body(data: st.DataObject) -> None:
+    """Lines of every kind (broken, wrongly typed, unknown keys, padded, blank) dropped into
+    a body of 4,000 good ones at a drawn place, real chunk sizes (the body is past the probe
+    and the worker-thread thresholds): the good lines give the rows they give alone, the odd
+    ones exactly what the per-line reference gives them, and only they go the per-line way
+    (a valid odd line may, a good log line never)."""
+    schema = service_schema()
+    base = [service_line(i) for i in range(4000)]
+    odd = data.draw(bodies(schema, valid=False)).decode().split("\n")
+    at = data.draw(st.integers(0, len(base)))
+    lines = base[:at] + odd + base[at:]
+    body = ("\n".join(lines) + "\n").encode()
+    assert len(body) > 4 * coerce_mod._PROBE_BYTES
+    odd_numbers = set(range(at + 1, at + len(odd) + 1))
+    for unknown in ("drop", "props", "reject"):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            per_line = CountingPerLine(monkeypatch)
+            fast = coerce_ndjson(body, schema, unknown=unknown,  # type: ignore[arg-type]
+                                 ingest_time_ns=T0)
+        assert set(per_line.lines) <= odd_numbers
+        alone = "\n".join(line if at <= i < at + len(odd) else "" for i, line in enumerate(lines))
+        slow = _coerce_slow(alone.encode(), schema, unknown=unknown,  # type: ignore[arg-type]
+                            ingest_time_ns=T0)
+        assert (fast.errors, fast.rejected_lines) == (slow.errors, slow.rejected_lines)
+        good = coerce_ndjson(("\n".join(base) + "\n").encode(), schema, unknown=unknown,
+                             ingest_time_ns=T0)  # type: ignore[arg-type]
+        good_rows, odd_rows = rows_of(good.batch), rows_of(slow.batch)
+        assert rows_of(fast.batch) == good_rows[:at] + odd_rows + good_rows[at:]
+        assert fast.unknown_fields == slow.unknown_fields
+
+
+def test_a_line_arrow_cannot_read_sends_only_itself_the_per_line_way(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`1e400` in a dropped field is valid JSON Arrow's reader refuses ("Number too big to
+    be stored in double") naming no column: the failing piece is halved until that line
+    alone is left, so 30,000 good lines do not follow it down the per-line path."""
+    lines = [service_line(i) for i in range(30_000)]
+    lines[12_345] = '{"service":"x","huge":1e400,"status":201}'
+    body = ("\n".join(lines) + "\n").encode()
+    per_line = CountingPerLine(monkeypatch)
+    fast = coerce_ndjson(body, service_schema(), unknown="drop", ingest_time_ns=T0)
+    assert per_line.lines == [12_346]
+    assert fast.errors == [] and fast.rows == 30_000
+    assert rows_of(fast.batch)[12_345]["status"] == 201

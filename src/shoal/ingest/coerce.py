@@ -27,8 +27,9 @@ How it is fast (the common case never runs Python per field):
    (`Column(/x) changed from string to number`) or a conversion (`to int32`) moves those
    columns to the raw path and reads again (a 128 KB probe read first catches the usual
    case, a string column fed numbers, before the big read); any other failure reads in 2 MB
-   pieces. Arrow never reads a body that starts with anything but an object: pyarrow 26
-   segfaults when the first value is `null`.
+   pieces, halving a piece that fails down to the single lines Arrow cannot read. Arrow
+   never reads a body that starts with anything but an object: pyarrow 26 segfaults when
+   the first value is `null`.
 3. `_columns` converts both inputs vectorised and flags rows it cannot accept. Flagged and
    bad lines alone go through the per-line path (`_values.line_result`), which makes every
    error message. `_coerce_slow()` runs that path on every line: it is the reference the
@@ -71,6 +72,7 @@ _THREAD_MIN_BYTES = 1 << 18
 _FALLBACK_CHUNK_BYTES = 2 << 20
 _PROBE_BYTES = 1 << 17
 _MAX_ARROW_ATTEMPTS = 8
+_MAX_SPLIT_READS = 512  # failed Arrow reads of halved pieces before the rest goes per-line
 _COLUMN_RE = re.compile(r"Column\(/([^/)]+)")
 _CONVERT_RE = re.compile(r"convert JSON to (.+?), couldn't parse")
 _LEADING_WS = re.compile(rb"[ \t\r\n]*")
@@ -390,9 +392,16 @@ class _FastPath:
 
     def _read_chunks(self, index: LineIndex, lines: np.ndarray
                      ) -> tuple[pa.Table | None, np.ndarray]:
-        """Last resort: read 2 MB pieces; lines of a piece that fails go the per-line path."""
+        """Last resort: read 2 MB pieces; a piece that fails is halved and read again, down
+        to single lines, so only the lines Arrow cannot read (a number too big for a double
+        in a dropped field, say) go the per-line path, not the good lines around them.
+        Past `_MAX_SPLIT_READS` failed reads (a body bad all over) a failing piece goes the
+        per-line path whole."""
         tables, covered = [], []
-        for lo, hi in index.chunks(lines, _FALLBACK_CHUNK_BYTES):
+        pending = list(reversed(index.chunks(lines, _FALLBACK_CHUNK_BYTES)))
+        failed = 0
+        while pending:
+            lo, hi = pending.pop()  # in line order: `covered` must stay ascending
             piece = lines[lo:hi]
             s, e = index.span(lines, lo, hi)
             job = _ArrowJob(self.body[s:e], self._read_columns(), piece,
@@ -401,6 +410,11 @@ class _FastPath:
             if table is not None and table.num_rows == len(piece):
                 tables.append(table)
                 covered.append(piece)
+                continue
+            failed += 1
+            if hi - lo > 1 and failed <= _MAX_SPLIT_READS:
+                mid = (lo + hi) // 2
+                pending += [(mid, hi), (lo, mid)]
         if not tables:
             return None, np.zeros(0, np.int64)
         return pa.concat_tables(tables), np.concatenate(covered)
