@@ -860,3 +860,72 @@ def test_a_line_arrow_cannot_read_sends_only_itself_the_per_line_way(
     assert per_line.lines == [12_346]
     assert fast.errors == [] and fast.rows == 30_000
     assert rows_of(fast.batch)[12_345]["status"] == 201
+
+
+# -- typed columns only: Arrow's reader alone, no msgspec pass -----------------------------
+
+TYPED = [BOOL, INT, LONG, REAL, STRING, TIMESTAMP, vector(2)]
+
+
+def typed_schema() -> Schema:
+    return schema_of(*(Column(f"c{i}", t) for i, t in enumerate(TYPED)))
+
+
+def typed_line(i: int) -> str:
+    return ('{"_timestamp":"2024-01-01T00:00:%02dZ","c0":%s,"c1":%d,"c2":%d,"c3":%d.25,'
+            '"c4":"s%d","c5":"2024-02-01T00:00:00.%03dZ","c6":[%d,1]}'
+            % (i % 60, "true" if i % 2 else "false", i, i * 1000, i, i, i % 1000, i))
+
+
+@pytest.mark.parametrize("unknown", ["drop", "props", "reject"])
+def test_typed_columns_alone_need_no_msgspec_pass(unknown: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table of typed columns only, a body of known keys: Arrow's reader proves there is
+    nothing to discover (it refuses other keys) and converts everything; no msgspec pass."""
+    body = "".join(typed_line(i) + "\n" for i in range(6000)).encode()
+    slow = _coerce_slow(body, typed_schema(), unknown=unknown,  # type: ignore[arg-type]
+                        ingest_time_ns=T0)
+
+    def no_pass(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the msgspec pass ran")
+
+    monkeypatch.setattr(coerce_mod, "raw_pass", no_pass)
+    fast = coerce_ndjson(body, typed_schema(), unknown=unknown,  # type: ignore[arg-type]
+                         ingest_time_ns=T0)
+    assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("odd", [
+    '{"c1":1,"zz":2}',                 # an unknown key: discovered, kept in props / refused
+    '{"c1":1,"props":{"a":1}}',        # the record's own props
+    '{"c3":NaN}',                      # Arrow takes NaN, JSON does not
+    '{"c3":1,"c3":2}',                 # duplicate keys: Arrow refuses, the last one wins
+    '{"c1":1}{"c1":2}',                # two objects on a line
+    '{"c1":"x"}',                      # a type Arrow refuses
+    '{"c1":',                          # not JSON
+    '{"c4":"\\u0070"}',                # escapes
+    '{"pr\\u006fps":{"a":1}}',         # props spelled with an escape
+])
+@pytest.mark.parametrize("unknown", ["drop", "props", "reject"])
+def test_typed_columns_alone_fall_back_when_arrow_cannot_tell(odd: str, unknown: str) -> None:
+    lines = [typed_line(i) for i in range(4000)]  # past the probe's 4 x 128 KB
+    lines[2000] = odd
+    body = ("\n".join(lines) + "\n").encode()
+    assert len(body) > 4 * coerce_mod._PROBE_BYTES
+    run(body, typed_schema(), unknown=unknown)
+
+
+@st.composite
+def typed_schemas(draw: st.DrawFn) -> Schema:
+    names = draw(st.lists(st.sampled_from("abcdefg"), max_size=5, unique=True))
+    return Schema.create([Column(n, draw(st.sampled_from(TYPED))) for n in names])
+
+
+@PROPERTY
+@given(st.data())
+def test_property_typed_columns_alone_fast_equals_slow(data: st.DataObject) -> None:
+    schema = data.draw(typed_schemas())
+    body = data.draw(bodies(schema, valid=data.draw(st.booleans())))
+    with small_everything(), mock.patch.object(_lines, "CHUNK_BYTES", 96):
+        for unknown in ("drop", "props", "reject"):
+            run(body, schema, unknown=unknown)

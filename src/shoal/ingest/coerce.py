@@ -30,6 +30,11 @@ How it is fast (the common case never runs Python per field):
    pieces, halving a piece that fails down to the single lines Arrow cannot read. Arrow
    never reads a body that starts with anything but an object: pyarrow 26 segfaults when
    the first value is `null`.
+   A table of typed columns only (no `dynamic`, `bytes`, header, defaulted or NOT NULL
+   column) skips the msgspec pass when it can: Arrow's reader then refuses every key but
+   those columns, so a read that succeeds proves there is nothing to discover or keep raw,
+   and a body without `NaN`/`Infinity` that it reads line for line is valid JSON
+   (`_arrow_alone`); any failure takes the usual path.
 3. `_columns` converts both inputs vectorised and flags rows it cannot accept. Flagged and
    bad lines alone go through the per-line path (`_values.line_result`), which makes every
    error message. `_coerce_slow()` runs that path on every line: it is the reference the
@@ -224,8 +229,10 @@ class _ArrowJob:
     """One `pyarrow.json.read_json` of a body, in a worker thread for large bodies."""
 
     def __init__(self, body: bytes, columns: list[Column], lines: np.ndarray | None, *,
-                 block_size: int = 1 << 20, threaded: bool = True) -> None:
+                 block_size: int = 1 << 20, threaded: bool = True,
+                 unexpected: str = "ignore") -> None:
         self.body = body
+        self.unexpected = unexpected  # "error": a key outside `columns` fails the read
         self.columns = columns
         self.lines = lines          # the non-blank lines of `body`, set once known
         self.block_size = block_size
@@ -252,7 +259,7 @@ class _ArrowJob:
                 pa.BufferReader(self.body),
                 read_options=pj.ReadOptions(block_size=self.block_size),
                 parse_options=pj.ParseOptions(explicit_schema=schema,
-                                              unexpected_field_behavior="ignore"))
+                                              unexpected_field_behavior=self.unexpected))
         except (pa.ArrowException, ValueError) as e:
             self.error = e
 
@@ -280,6 +287,7 @@ class _FastPath:
         self.arrow_cols = [c for c in schema.columns
                            if c.header is None and c.type.kind in _ARROW_KINDS]
         self.demoted: set[str] = set()
+        self.other_keys = False  # Arrow's reader met a key outside its columns
 
     def _wanted(self) -> list[str]:
         """The keys whose raw values the msgspec pass keeps (besides unknown ones)."""
@@ -301,7 +309,9 @@ class _FastPath:
 
     def _probe(self) -> None:
         """Read the first lines alone: a column that keeps failing Arrow's reader (a string
-        column fed numbers) fails there, and leaves the reader before the big read."""
+        column fed numbers) fails there, and leaves the reader before the big read. While
+        Arrow alone may do the whole body (`_arrow_alone`), the probe also asks Arrow to
+        refuse other keys: a body that has them is not tried that way."""
         cut = self.body.rfind(b"\n", 0, _PROBE_BYTES)
         if cut <= 0:
             return
@@ -309,13 +319,46 @@ class _FastPath:
             columns = self._read_columns()
             if not columns:
                 return
-            job = _ArrowJob(self.body[:cut + 1], columns, None, threaded=False)
+            strict = self._arrow_alone()
+            job = _ArrowJob(self.body[:cut + 1], columns, None, threaded=False,
+                            unexpected="error" if strict else "ignore")
             if job.wait() is not None:
                 return
+            if strict and "unexpected field" in str(job.error):
+                self.other_keys = True
+                continue
             demote = self._attribute(job.error)
             if not demote:
                 return
             self.demoted |= demote
+
+    def _arrow_alone(self) -> bool:
+        """Whether Arrow's reader may coerce the body by itself, with no msgspec pass: every
+        column is one Arrow reads (no `dynamic`, `bytes`, header, defaulted or NOT NULL
+        column, none demoted: nothing needs a raw value or presence) and the body holds no
+        text Arrow's reader takes but strict JSON refuses (NaN, Infinity). The read then
+        refuses any key but those columns (`props` or an unknown key sends the body the
+        usual way), so it proves there is nothing to discover."""
+        return (not self.other_keys and not self.hint and self._wanted() == [PROPS_COLUMN]
+                and b"NaN" not in self.body and b"Infinity" not in self.body)
+
+    def _run_arrow_alone(self, max_errors: int) -> Coerced | None:
+        """The body through Arrow's reader alone (see `_arrow_alone`); None if it cannot be:
+        the read failed (a bad line, an unknown key, a type Arrow refuses) or a line is not
+        one object, and the caller takes the usual path."""
+        job = _ArrowJob(self.body, self._read_columns(), None, unexpected="error")
+        index = LineIndex.build(self.body)
+        table = job.wait()
+        if table is None:
+            self.other_keys = "unexpected field" in str(job.error)
+            return None
+        lines = index.nonblank()
+        if not len(lines) or (index.kind == BAD).any() or table.num_rows != len(lines):
+            return None
+        raw = RawRows(lines, FieldSet((PROPS_COLUMN,), forbid_unknown=False))
+        raw.kept = {PROPS_COLUMN: [msgspec.UNSET] * len(lines)}
+        side = _RawSide(self, raw)
+        return self._assemble(index, lines, side, table, lines, max_errors)
 
     def _read_columns(self) -> list[Column]:
         return [c for c in self.arrow_cols if c.name not in self.demoted]
@@ -323,6 +366,10 @@ class _FastPath:
     def run(self, max_errors: int) -> Coerced:
         if len(self.body) >= 4 * _PROBE_BYTES:
             self._probe()
+        if self._arrow_alone():
+            alone = self._run_arrow_alone(max_errors)
+            if alone is not None:
+                return alone
         job = _ArrowJob(self.body, self._read_columns(), None)
         index = LineIndex.build(self.body)
         job.lines = index.nonblank()
