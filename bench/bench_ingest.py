@@ -9,10 +9,14 @@ trace id, status, duration, nested attributes into a `dynamic` column):
 2. `shoal ingest FILE --table logs` (the CLI, a subprocess, embedded SQLite + local store);
 3. delta-rs: `pyarrow.json.read_json` + `deltalake.write_deltalake` of the same file;
 4. REST: `shoal serve` + `--clients` concurrent clients posting 1 MB NDJSON bodies
-   (MB/s and p50/p99 request latency).
+   (MB/s and p50/p99 request latency);
+5. typed columns only (`--typed-mb`, seven typed columns, no `dynamic`): `shoal ingest` of
+   the whole file, start-up included (a fresh process, wall clock from exec to exit), vs
+   `pyarrow.json.read_json` of the same file with the same explicit schema (in-process).
 
-Targets (issue 3): shoal ingest >= 0.8x the parse limit and >= 2x delta-rs; REST >= 0.5x the
-parse limit. The generated file is cached under bench/out/.
+Targets (issue 18): shoal ingest >= 0.8x the parse limit and >= 0.8x delta-rs; REST >= 0.5x
+the parse limit; the typed file through the CLI, start-up included, >= 0.6x. The generated
+files are cached under bench/out/.
 """
 
 from __future__ import annotations
@@ -76,6 +80,48 @@ def generate(mb: int) -> Path:
             written += len(chunk)
     tmp.rename(path)
     return path
+
+
+TYPED_COLUMNS = [c for c in COLUMNS if c["type"] != "dynamic"]
+
+
+def generate_typed(mb: int, source: Path) -> Path:
+    """The lines of `source` without their `dynamic` attrs, up to `mb`: seven typed columns
+    (timestamp included)."""
+    path = OUT / f"logs_typed_{mb}mb.ndjson"
+    if path.exists() and path.stat().st_size >= mb << 20:
+        return path
+    tmp = path.with_suffix(".tmp")
+    written = 0
+    with open(source, "rb") as src, open(tmp, "wb") as f:
+        for line in src:
+            if written >= mb << 20:
+                break
+            cut = line.index(b',"attrs":')
+            f.write(line[:cut] + b"}\n")
+            written += cut + 2
+    tmp.rename(path)
+    return path
+
+
+def typed_case(mb: int, source: Path, work: Path) -> tuple[float, float, float]:
+    """(file MB, seconds of read_json with the explicit schema, seconds of `shoal ingest`
+    start-up included)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    path = generate_typed(mb, source)
+    types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64()}
+    schema = pa.schema([("_timestamp", pa.string())]
+                       + [(c["name"], types[c["type"]]) for c in TYPED_COLUMNS])
+    t_read = timed(lambda: pj.read_json(str(path), parse_options=pj.ParseOptions(
+        explicit_schema=schema)))
+    data = work / "typed-data"
+    shoal_cli("--data-dir", str(data), "create-table", "logs",
+              *[a for c in TYPED_COLUMNS for a in ("-c", f"{c['name']}:{c['type']}")])
+    t_cli = timed(lambda: shoal_cli("--data-dir", str(data), "ingest", str(path),
+                                    "--table", "logs"))
+    return path.stat().st_size / 1e6, t_read, t_cli
 
 
 def timed(fn) -> float:
@@ -174,6 +220,7 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=1024)
     ap.add_argument("--rest-mb", type=int, default=256)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--typed-mb", type=int, default=150)
     args = ap.parse_args()
     path = generate(args.mb)
     size_mb = path.stat().st_size / 1e6
@@ -183,6 +230,7 @@ def main() -> int:
         t_shoal, summary = shoal_ingest(path, work)
         t_delta = delta_rs(path, work)
         rest_mbs, p50, p99, n = rest(path, work, args.rest_mb, args.clients)
+        typed_mb, t_typed_read, t_typed_cli = typed_case(args.typed_mb, path, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     parse_mbs = size_mb / t_parse
@@ -194,6 +242,10 @@ def main() -> int:
           f"{t_parse / t_delta:.2f}x |")
     print(f"| REST, {args.clients} clients x 1 MB bodies ({n} requests) | {rest_mbs:,.1f} | "
           f"{rest_mbs / parse_mbs:.2f}x |")
+    print(f"| typed only ({typed_mb:,.0f} MB): read_json, explicit schema | "
+          f"{typed_mb / t_typed_read:,.1f} | (reference) |")
+    print(f"| typed only: `shoal ingest`, start-up included | {typed_mb / t_typed_cli:,.1f} | "
+          f"{t_typed_read / t_typed_cli:.2f}x of read_json explicit |")
     print(f"\nshoal ingest vs delta-rs: {t_delta / t_shoal:.2f}x; REST latency p50 {p50:.0f} ms, "
           f"p99 {p99:.0f} ms\nshoal ingest said: {summary}")
     return 0
