@@ -668,7 +668,7 @@ def bodies(draw: st.DrawFn, schema: Schema, *, valid: bool) -> bytes:
 
 def small_everything() -> Any:
     """Tiny chunks, a worker thread and the probe even for bodies of a few hundred bytes."""
-    return mock.patch.multiple(coerce_mod, _THREAD_MIN_BYTES=0, _PROBE_BYTES=48,
+    return mock.patch.multiple(coerce_mod, _THREAD_MIN_BYTES=0, _PROBE_BYTES=48, _PROBE_SHARE=2,
                                _FALLBACK_CHUNK_BYTES=200)
 
 

@@ -25,7 +25,8 @@ How it is fast (the common case never runs Python per field):
    defaulted and unknown fields (`_lines.raw_pass`).
 2. Arrow fails on any type mismatch without a usable line number. A failure naming a column
    (`Column(/x) changed from string to number`) or a conversion (`to int32`) moves those
-   columns to the raw path and reads again (a 128 KB probe read first catches the usual
+   columns to the raw path and reads again (a probe read of the first
+   128 KB (at most 1/32 of the body) first catches the usual
    case, a string column fed numbers, before the big read); any other failure reads in 2 MB
    pieces, halving a piece that fails down to the single lines Arrow cannot read. Arrow
    never reads a body that starts with anything but an object: pyarrow 26 segfaults when
@@ -76,6 +77,7 @@ _ARROW_KINDS = frozenset({"bool", "int", "long", "real", "string", "timestamp", 
 _THREAD_MIN_BYTES = 1 << 18
 _FALLBACK_CHUNK_BYTES = 2 << 20
 _PROBE_BYTES = 1 << 17
+_PROBE_SHARE = 32  # the probe reads at most 1/32 of a body (a 1 MB REST body: 32 KB)
 _MAX_ARROW_ATTEMPTS = 8
 _MAX_SPLIT_READS = 512  # failed Arrow reads of halved pieces before the rest goes per-line
 _COLUMN_RE = re.compile(r"Column\(/([^/)]+)")
@@ -312,7 +314,7 @@ class _FastPath:
         column fed numbers) fails there, and leaves the reader before the big read. While
         Arrow alone may do the whole body (`_arrow_alone`), the probe also asks Arrow to
         refuse other keys: a body that has them is not tried that way."""
-        cut = self.body.rfind(b"\n", 0, _PROBE_BYTES)
+        cut = self.body.rfind(b"\n", 0, min(_PROBE_BYTES, len(self.body) // _PROBE_SHARE))
         if cut <= 0:
             return
         for _ in range(_MAX_ARROW_ATTEMPTS):
