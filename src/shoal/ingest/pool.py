@@ -388,8 +388,10 @@ def serve_worker(fd: int) -> None:
                       "rejected_lines": [int(x) for x in out.rejected_lines],
                       "unknown_fields": list(out.unknown_fields)}
             data: Any = sink.getvalue()
-        except Exception:  # noqa: BLE001 - sent to the caller, which raises it
-            answer, data = {"ok": False, "error": traceback.format_exc(limit=8)}, None
+        except Exception as e:  # noqa: BLE001 - sent to the caller, which raises it
+            answer = {"ok": False, "error": "".join(
+                traceback.format_exception(e, limit=8)).rstrip()}
+            data = None
         try:
             conn.send(answer)
             if data is not None:
