@@ -77,9 +77,10 @@ class Config:
     # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
     query_engine: str = "auto"
     local_query_max_bytes: int = 256 << 20
-    # `shoal serve` coerces NDJSON bodies in this many worker processes (issue 18; None:
-    # one per core, 0: in the server process, as before; `shoal.ingest.pool`).
-    coerce_workers: int | None = None
+    # `shoal serve` coerces NDJSON bodies in this many worker processes (issue 18;
+    # `shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
+    # measured, the pool cost as much CPU as it freed (BENCHMARKS.md, REST on every core).
+    coerce_workers: int = 0
 
     @property
     def data_path(self) -> Path:

@@ -7,8 +7,8 @@ taken in between). Arrow Flight SQL likewise on `--flight-port` (SHOAL_FLIGHT_PO
 8815, 0 = off; `shoal.server.flight`).
 
 NDJSON bodies are coerced in `--coerce-workers` worker processes (SHOAL_COERCE_WORKERS,
-default one per core, 0 = in the server process; `shoal.ingest.pool`), started before
-anything else so that no thread of the server exists yet, and stopped after the app.
+default 0 = in the server process; `shoal.ingest.pool`), started before anything else
+and stopped with the app.
 
 Refuses (exit 1, one line) to bind to a non-loopback host when no tokens are configured.
 Graceful stop: uvicorn stops accepting, waits for in-flight requests, then the app's
@@ -57,14 +57,14 @@ def serve_command(ctx: typer.Context,
               help="Arrow Flight SQL port (SHOAL_FLIGHT_PORT, default 8815; 0 = off)")] = None,
           coerce_workers: Annotated[int | None, typer.Option(
               "--coerce-workers",
-              help="Processes coercing NDJSON bodies (SHOAL_COERCE_WORKERS, default one per "
-                   "core; 0 = in the server process)")] = None,
+              help="Processes coercing NDJSON bodies (SHOAL_COERCE_WORKERS, default 0 = "
+                   "in the server process)")] = None,
           ) -> None:
     """Run the HTTP server (ingest, query, tables, health, metrics)."""
     import uvicorn
 
     from shoal.client import Shoal
-    from shoal.ingest.pool import CoercionPool, default_workers
+    from shoal.ingest.pool import CoercionPool
     from shoal.server import check_bind, create_app, load_tokens
 
     base = config_of(ctx)
@@ -84,7 +84,7 @@ def serve_command(ctx: typer.Context,
         _check_port_free(cfg.host, cfg.otlp_grpc_port)
     if cfg.flight_port:
         _check_port_free(cfg.host, cfg.flight_port, what="Flight SQL", flag="--flight-port")
-    workers = default_workers() if cfg.coerce_workers is None else cfg.coerce_workers
+    workers = cfg.coerce_workers
     if workers < 0:
         raise ConfigError(f"--coerce-workers must be 0 or more, got {workers}")
     pool = CoercionPool(workers).start() if workers else None

@@ -60,14 +60,6 @@ READY = b"shoal-coerce-ready"
 START_TIMEOUT_S = 120.0     # guards a hang only: a worker imports pyarrow, numpy, msgspec
 
 
-def default_workers() -> int:
-    """The default pool size: one worker per core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:   # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
 @dataclass
 class PoolStats:
     calls: int = 0
