@@ -17,9 +17,10 @@ a system call (GIL released).
 Workers are started as fresh interpreters (`python -m shoal.ingest._pool_worker`, through
 `subprocess`: fork + exec), never forked from the server: a fork of a process running
 threads (uvicorn, the flusher threads, Arrow's pools) could copy a held lock. Each worker
-imports the coercion modules once, says it is ready, ignores SIGINT (a Ctrl-C reaches the
-whole process group; the parent decides when workers stop), and exits when its socket
-closes, so a server killed with SIGKILL leaves no worker behind.
+imports the coercion modules once, says it is ready, ignores SIGINT and SIGTERM (sent to
+the whole process group, they would fail the requests a stopping server still drains; the
+parent decides when workers stop), and exits when its socket closes, so a server killed
+with SIGKILL leaves no worker behind.
 
 Failure: a worker that dies (killed, out of memory) fails only the call it was serving,
 with `CoercionWorkerLostError` (503 + Retry-After: nothing of that request was buffered,
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -74,11 +74,9 @@ class _Worker:
         self.index = index
         parent, child = socket.socketpair()
         try:
-            env = dict(os.environ)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", WORKER_MODULE, str(child.fileno())],
-                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env,
-                close_fds=True)
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
         except BaseException:
             parent.close()
             raise
@@ -351,7 +349,10 @@ def serve_worker(fd: int) -> None:
 
     from shoal.ingest.coerce import coerce_ndjson
 
+    # A Ctrl-C or a service manager's SIGTERM reaches the whole process group: the server
+    # drains its requests (which need their workers) and then closes the sockets.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn = Connection(fd)
     schemas: dict[str, Schema] = {}
     conn.send_bytes(READY)
