@@ -77,6 +77,10 @@ class Config:
     # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
     query_engine: str = "auto"
     local_query_max_bytes: int = 256 << 20
+    # `shoal serve` coerces NDJSON bodies in this many worker processes (issue 18;
+    # `shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
+    # measured, the pool cost as much CPU as it freed (BENCHMARKS.md, REST on every core).
+    coerce_workers: int = 0
 
     @property
     def data_path(self) -> Path:
@@ -98,7 +102,7 @@ class Config:
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
                          "query_max_bytes", "query_concurrency", "local_query_max_bytes",
-                         "promql_max_samples"})
+                         "promql_max_samples", "coerce_workers"})
 QUERY_ENGINES = ("auto", "local", "spark")
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})

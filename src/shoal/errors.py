@@ -381,6 +381,22 @@ class BackpressureError(UnavailableError):
         super().__init__(message)
 
 
+class CoercionWorkerLostError(UnavailableError):
+    """A coercion worker process died while it served this request (503): nothing of the
+    request was buffered or written, so a retry is safe; the worker is being replaced."""
+
+    code = "coercion_worker_lost"
+    retryable = True
+
+    def __init__(self, pid: int, exit_status: int | None, *,
+                 retry_after_s: float = 1.0) -> None:
+        self.pid = pid
+        self.exit_status = exit_status
+        self.retry_after_s = retry_after_s
+        super().__init__(f"the coercion worker (pid {pid}) serving this request died "
+                         f"(exit status {exit_status}); nothing was written, retry")
+
+
 class QueryError(RequestError):
     """Base of problems with a statement: syntax, forbidden, limits."""
 

@@ -6,6 +6,10 @@ with one line (checked before uvicorn starts; the app's lifespan fails too if th
 taken in between). Arrow Flight SQL likewise on `--flight-port` (SHOAL_FLIGHT_PORT, default
 8815, 0 = off; `shoal.server.flight`).
 
+NDJSON bodies are coerced in `--coerce-workers` worker processes (SHOAL_COERCE_WORKERS,
+default 0 = in the server process; `shoal.ingest.pool`), started before anything else
+and stopped with the app.
+
 Refuses (exit 1, one line) to bind to a non-loopback host when no tokens are configured.
 Graceful stop: uvicorn stops accepting, waits for in-flight requests, then the app's
 lifespan closes the client, flushing the staging buffer, before the process exits.
@@ -51,18 +55,25 @@ def serve_command(ctx: typer.Context,
           flight_port: Annotated[int | None, typer.Option(
               "--flight-port",
               help="Arrow Flight SQL port (SHOAL_FLIGHT_PORT, default 8815; 0 = off)")] = None,
+          coerce_workers: Annotated[int | None, typer.Option(
+              "--coerce-workers",
+              help="Processes coercing NDJSON bodies (SHOAL_COERCE_WORKERS, default 0 = "
+                   "in the server process)")] = None,
           ) -> None:
     """Run the HTTP server (ingest, query, tables, health, metrics)."""
     import uvicorn
 
     from shoal.client import Shoal
+    from shoal.ingest.pool import CoercionPool
     from shoal.server import check_bind, create_app, load_tokens
 
     base = config_of(ctx)
     cfg = replace(base, host=host or base.host, port=base.port if port is None else port,
                   otlp_grpc_port=(base.otlp_grpc_port if otlp_grpc_port is None
                                   else otlp_grpc_port),
-                  flight_port=base.flight_port if flight_port is None else flight_port)
+                  flight_port=base.flight_port if flight_port is None else flight_port,
+                  coerce_workers=(base.coerce_workers if coerce_workers is None
+                                  else coerce_workers))
     if not 0 <= cfg.otlp_grpc_port <= 65535:
         raise ConfigError(f"--otlp-grpc-port must be 0-65535, got {cfg.otlp_grpc_port}")
     if not 0 <= cfg.flight_port <= 65535:
@@ -73,12 +84,21 @@ def serve_command(ctx: typer.Context,
         _check_port_free(cfg.host, cfg.otlp_grpc_port)
     if cfg.flight_port:
         _check_port_free(cfg.host, cfg.flight_port, what="Flight SQL", flag="--flight-port")
-    db = Shoal(cfg)
+    workers = cfg.coerce_workers
+    if workers < 0:
+        raise ConfigError(f"--coerce-workers must be 0 or more, got {workers}")
+    pool = CoercionPool(workers).start() if workers else None
+    try:
+        db = Shoal(cfg)
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
     try:
         app = create_app(db, config=cfg, tokens=tokens, close_db=True, warm_spark=warm_spark,
                          otlp_grpc_port=cfg.otlp_grpc_port,
                          flight_port=cfg.flight_port, maintenance=cfg.maintenance,
-                         pipelines=cfg.pipelines)
+                         pipelines=cfg.pipelines, coercion_pool=pool)
         server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port,
                                                log_level=log_level.value, lifespan="on",
                                                proxy_headers=False))
@@ -87,6 +107,8 @@ def serve_command(ctx: typer.Context,
             raise typer.Exit(EXIT_ERROR)
     finally:
         db.close()    # idempotent; covers a failed startup, where the lifespan never ran
+        if pool is not None:
+            pool.close()
 
 
 def _check_port_free(host: str, port: int, *, what: str = "OTLP/gRPC",

@@ -24,7 +24,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -34,6 +34,20 @@ from shoal.errors import (IdempotencyKeyConflictError, LineError, PayloadError,
                           TableAlreadyExistsError, TableNotFoundError)
 from shoal.ingest.buffer import StagingBuffer
 from shoal.types.schema import Schema, SchemaMode
+
+if TYPE_CHECKING:
+    from shoal.ingest._values import UnknownFieldPolicy
+    from shoal.ingest.coerce import Coerced
+
+
+class Coercer(Protocol):
+    """What turns an NDJSON body into rows: `shoal.ingest.coerce.coerce_ndjson` (in this
+    process, the default) or `CoercionPool.coerce` (worker processes, `shoal.ingest.pool`)."""
+
+    def __call__(self, body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
+                 ingest_time_ns: int,
+                 max_errors: int = 100, unknown_fields: Sequence[str] | None = None
+                 ) -> Coerced: ...
 
 
 @dataclass(frozen=True)
@@ -76,8 +90,11 @@ class IngestAck:
 class WritePath:
     def __init__(self, catalog: Catalog, coordinator: CommitCoordinator, *,
                  buffer: StagingBuffer | None = None, evolution_cap: int = 32,
-                 max_errors: int = 100) -> None:
+                 max_errors: int = 100, coercer: Coercer | None = None) -> None:
         self.catalog = catalog
+        # None: `coerce_ndjson` in this process. The server sets a worker pool's `coerce`
+        # here for as long as it runs (`shoal serve --coerce-workers N`).
+        self.coercer = coercer
         self.coordinator = coordinator
         self.buffer = buffer or StagingBuffer(catalog, coordinator)
         self.evolution_cap = evolution_cap
@@ -91,6 +108,7 @@ class WritePath:
         replay = self._replay(table, idempotency_key)
         if replay is not None:
             return replay
+        coerce: Coercer = self.coercer or coerce_ndjson
         info = self.catalog.load_table(table)
         mode = mode or info.mode
         new_columns: list[str] = []
@@ -99,15 +117,15 @@ class WritePath:
         # One msgspec pass both validates the lines and finds their unknown keys (what
         # `scan_unknown_fields` returns): in evolve mode the body is coerced again only when
         # those keys add columns.
-        coerced = coerce_ndjson(body, info.schema, unknown=policy,  # type: ignore[arg-type]
-                                ingest_time_ns=time.time_ns(), max_errors=self.max_errors)
+        coerced = coerce(body, info.schema, unknown=policy,  # type: ignore[arg-type]
+                         ingest_time_ns=time.time_ns(), max_errors=self.max_errors)
         if mode == "evolve" and coerced.unknown_fields:
             unknown = coerced.unknown_fields
             plan = plan_evolution(unknown, info.schema, cap=self.evolution_cap)
             if plan.new_columns:
                 info = self._evolve(info, plan.new_columns)
                 new_columns = [c.name for c in plan.new_columns]
-                coerced = coerce_ndjson(
+                coerced = coerce(
                     body, info.schema, unknown="props", ingest_time_ns=time.time_ns(),
                     max_errors=self.max_errors,
                     unknown_fields=[u for u in unknown if u not in info.schema])

@@ -41,7 +41,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -74,6 +74,9 @@ from shoal.server.state import QuerySlots, ServerState, server_state
 from shoal.server.tables import router as tables_router
 from shoal.server.webconsole import install_console
 
+if TYPE_CHECKING:
+    from shoal.ingest.pool import CoercionPool
+
 READY_PROBE_KEY = "shoal-readyz-probe"   # looked up, never written: an indexed point read
 READY_TIMEOUT_S = 5.0
 # spark.driver.maxResultSize over query_max_bytes: answers between the two are cut to the
@@ -88,7 +91,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                flight_port: int | None = None,
                maintenance: bool | None = None, pipelines: bool | None = None,
                spark_probe_interval_s: float = 5.0,
-               spark_probe_timeout_s: float = 20.0) -> FastAPI:
+               spark_probe_timeout_s: float = 20.0,
+               coercion_pool: CoercionPool | None = None) -> FastAPI:
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
@@ -104,7 +108,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     `warm_spark`, i.e. on for `shoal serve` (which passes the config's `maintenance` and
     `pipelines`), off for apps that tests build. `spark_probe_interval_s` /
     `spark_probe_timeout_s`: how often the Spark supervisor checks the session, and how long
-    its probe may take.
+    its probe may take. `coercion_pool` (started by the caller): NDJSON bodies are coerced
+    in its worker processes while the app runs (`WritePath.coercer`); with `close_db` the
+    app closes it at shutdown too.
     """
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
@@ -123,6 +129,14 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
           registry=metrics.registry).set_function(lambda: state.query_slots.running)
     Gauge("shoal_spark_restarts", "Spark sessions restarted by the supervisor",
           registry=metrics.registry).set_function(lambda: supervisor.restarts)
+    if coercion_pool is not None:
+        pool = coercion_pool
+        Gauge("shoal_coerce_workers", "Coercion worker processes",
+              registry=metrics.registry).set_function(lambda: pool.size)
+        Gauge("shoal_coerce_workers_busy", "Coercion worker processes serving a request",
+              registry=metrics.registry).set_function(lambda: pool.busy)
+        Gauge("shoal_coerce_worker_restarts", "Coercion workers replaced after dying",
+              registry=metrics.registry).set_function(lambda: pool.stats.restarts)
     otlp_sink = OtlpSink(db.write_path, OtlpTables.from_config(config))
     otlp_grpc = None
     if otlp_grpc_port:
@@ -149,6 +163,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, worker_threads)
+        if coercion_pool is not None:
+            db.write_path.coercer = coercion_pool.coerce
         state.accepting = True
         supervisor.start()
         # Idempotency keys expire: an hourly sweep deletes ledger rows older than 25 h.
@@ -187,8 +203,14 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
             if sweeper is not None:
                 sweeper.stop()
             await anyio.to_thread.run_sync(supervisor.stop)
+            if coercion_pool is not None:
+                db.write_path.coercer = None
             if close_db:
                 await anyio.to_thread.run_sync(db.close)
+                if coercion_pool is not None:
+                    # Here, not after uvicorn returns: it re-raises a caught SIGTERM on
+                    # its way out, and the workers must be gone before the process is.
+                    await anyio.to_thread.run_sync(coercion_pool.close)
 
     app = FastAPI(title="shoal", version="0.1.0", lifespan=lifespan)
     app.state.shoal = state
