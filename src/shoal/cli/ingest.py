@@ -136,7 +136,7 @@ class _Opened:
         self._raw = raw
         if raw.read(2) == GZIP_MAGIC:
             raw.seek(0)
-            self.stream = cast(IO[bytes], gzip.open(raw))
+            self.stream = cast(IO[bytes], gzip.open(raw))  # noqa: SIM115 - close()
         else:
             raw.seek(0)
             self.stream, self.size = raw, item.size
