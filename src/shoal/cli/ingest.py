@@ -52,14 +52,15 @@ MAX_KEY = 256   # shoal.ingest.keys.MAX_IDEMPOTENCY_KEY (not imported: start-up)
 STDIN = "-"
 
 # The documented memory bound (docs/cli.md "Memory"); tests/cli/test_ingest_memory.py holds
-# the command to it. Chunks alive at once: IN_FLIGHT being coerced/committed, one read ahead
-# and the carry of the next; each chunk's Arrow batch and coercion scratch is at most
-# CHUNK_FACTOR times its size; BASE_MB is the interpreter with pyarrow and the catalog loaded.
+# the command to it. Chunks alive at once: IN_FLIGHT being coerced and committed plus one read
+# ahead; each costs at most CHUNK_FACTOR times its size (the bytes, the decoded lines, the
+# Arrow batch, the extent being written). BASE_MB: the interpreter with pyarrow and the
+# catalog loaded (~160 MB), the catalog's extent cache (at most 64 MB) and allocator slack.
 CHUNKS_ALIVE = IN_FLIGHT + 1
-CHUNK_FACTOR = 4
-BASE_MB = 300
+CHUNK_FACTOR = 5
+BASE_MB = 320
 MEMORY_BOUND_HELP = (f"Peak memory stays under {BASE_MB} MB + {CHUNKS_ALIVE * CHUNK_FACTOR} x "
-                     "--chunk-mb, whatever the input size.")
+                     "--chunk-mb, whatever the size or number of inputs.")
 
 
 def memory_bound_mb(chunk_mb: int) -> int:
