@@ -24,7 +24,10 @@ HEAVY_TOPS = ("pyspark", "duckdb", "fastapi", "uvicorn", "starlette", "grpc", "s
               "prometheus_client", "kafka", "confluent_kafka", "boto3", "botocore", "httpx",
               "requests", "re2", "lark")
 HEAVY_SHOAL = ("shoal.query", "shoal.server", "shoal.frontends", "shoal.maintenance",
-               "shoal.cli.demo_run", "shoal.ingest.scrape_binding", "shoal.types.prometheus")
+               "shoal.ingest.scrape_binding", "shoal.types.prometheus",
+               # the other commands: built only when they run (shoal.cli.main.COMMANDS)
+               "shoal.cli.sql", "shoal.cli.serve", "shoal.cli.pipeline_", "shoal.cli.maintain",
+               "shoal.cli.promql", "shoal.cli.demo", "shoal.cli.extent", "shoal.cli.tables")
 
 
 def _heavy(modules: list[str], *extra_tops: str) -> list[str]:
