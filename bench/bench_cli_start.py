@@ -139,6 +139,7 @@ def startup(variants: dict[str, Path], work: Path, repeat: int) -> None:
         create_table(src, data[name], TYPED)
     results: dict[tuple[str, str], list[Run]] = {}
     first: dict[str, list[float]] = {n: [] for n in variants}
+    first_cpu: dict[str, list[float]] = {n: [] for n in variants}
     for _ in range(repeat):
         for name, src in variants.items():
             env = {**os.environ, "PYTHONPATH": str(src), "COLUMNS": "100"}
@@ -150,12 +151,15 @@ def startup(variants: dict[str, Path], work: Path, repeat: int) -> None:
             report = work / f"first-{name}.json"
             r = Run([PY, PROBE, str(report), "--data-dir", str(data[name]), "ingest", str(one),
                      "--table", "logs"], env=env)
-            first[name].append(json.loads(report.read_text())["first_chunk_at"] - r.started)
+            got = json.loads(report.read_text())
+            first[name].append(got["first_chunk_at"] - r.started)
+            first_cpu[name].append(got["first_chunk_cpu"])
     for what, label in (("help", "shoal --help"), ("ingest", "shoal ingest (1 line)")):
         for name in variants:
             print(f"{label:24} {name:6} {best(results[(what, name)])}")
     for name in variants:
-        print(f"{'time to first chunk':24} {name:6} {min(first[name]):6.3f} s wall")
+        print(f"{'time to first chunk':24} {name:6} {min(first[name]):6.3f} s wall  "
+              f"{min(first_cpu[name]):6.3f} s CPU")
     print(f"({load()})")
 
 

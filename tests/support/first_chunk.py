@@ -3,8 +3,9 @@ the write path (the start-up of `shoal ingest`), and which modules it had at exi
 
     python tests/support/first_chunk.py REPORT.json [shoal arguments...]
 
-REPORT.json gets `{"first_chunk_at": <time.time()>, "first_chunk_modules": [...],
-"exit_modules": [...]}` (`first_chunk_at` is null when no chunk was sent). The command itself
+REPORT.json gets `{"first_chunk_at": <time.time()>, "first_chunk_cpu": <CPU seconds of the
+process so far>, "first_chunk_modules": [...], "exit_modules": [...]}` (the first three are
+null when no chunk was sent). The command itself
 runs unchanged: `shoal.ingest.write_path` is wrapped as it is imported, so nothing is
 imported earlier than the command imports it. Used by tests/cli/test_ingest_startup.py and
 bench/bench_cli_start.py (the parent takes `time.time()` just before starting this process).
@@ -23,7 +24,8 @@ import time
 from typing import Any
 
 TARGET = "shoal.ingest.write_path"
-report: dict[str, Any] = {"first_chunk_at": None, "first_chunk_modules": None}
+report: dict[str, Any] = {"first_chunk_at": None, "first_chunk_cpu": None,
+                          "first_chunk_modules": None}
 
 
 def _wrap(cls: Any) -> None:
@@ -33,6 +35,7 @@ def _wrap(cls: Any) -> None:
     def ingest_ndjson(*args: Any, **kwargs: Any) -> Any:
         if report["first_chunk_at"] is None:
             report["first_chunk_at"] = time.time()
+            report["first_chunk_cpu"] = time.process_time()
             report["first_chunk_modules"] = sorted(sys.modules)
         return original(*args, **kwargs)
 
