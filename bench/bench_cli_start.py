@@ -214,6 +214,7 @@ def main() -> int:
     ap.add_argument("--rss-mb", type=int, nargs="*", default=[150, 512])
     ap.add_argument("--skip-typed", action="store_true")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)   # progress shows when redirected to a file
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {load()}")
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         work = Path(tmp)

@@ -57,8 +57,8 @@ def test_ingest_imports_only_what_it_needs(tmp_path: Path, data: Path) -> None:
     assert out.stdout.startswith("ingested 1 rows into logs")
     got = json.loads(report.read_text())
     assert got["first_chunk_at"] is not None
-    # Up to the first chunk: not even pandas (pyarrow imports it on the first
-    # numpy -> Arrow conversion, which belongs to coercion, not to start-up).
+    # Up to the first chunk: not even pandas (pyarrow 26 imports it on the first
+    # pa.array / pa.scalar / to_numpy of the process, which the coercion makes).
     assert _heavy(got["first_chunk_modules"], "pandas", "rich") == []
     # The whole command, off a terminal: no progress bar, so no rich either.
     assert _heavy(got["exit_modules"], "rich") == []
