@@ -147,6 +147,10 @@ def test_a_glob_matching_nothing_and_a_missing_file_are_errors(tmp_path: Path,
     out = run("--data-dir", str(data), "ingest", "-", "-", "--table", "logs", cwd=tmp_path,
               stdin=b"")
     assert out.returncode == 1 and b"only once" in out.stderr
+    (tmp_path / "b.ndjson").write_bytes(_rows(5))
+    out = run("--data-dir", str(data), "ingest", "a.ndjson", "b.ndjson", "--table", "logs",
+              "--idempotency-key", "k" * 250, cwd=tmp_path)
+    assert out.returncode == 1 and b"would be longer than 256 characters" in out.stderr
     table, _ = _table(data)
     assert table.num_rows == 0               # nothing is sent before every input resolved
 

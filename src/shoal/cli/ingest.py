@@ -39,6 +39,7 @@ import typer
 from shoal.cli.common import SchemaModeOption, connect_or_exit, fail, stderr_is_tty
 from shoal.errors import LineError, PayloadError, ShoalError
 from shoal.ingest.chunks import iter_chunks
+from shoal.ingest.keys import MAX_IDEMPOTENCY_KEY
 
 if TYPE_CHECKING:
     from shoal.client import Shoal
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_SHOWN = 20  # bad or rejected lines printed (the error line counts them all)
-MAX_KEY = 256   # shoal.ingest.keys.MAX_IDEMPOTENCY_KEY (not imported: start-up)
 STDIN = "-"
 
 # The documented memory bound (docs/cli.md "Memory"); tests/cli/test_ingest_memory.py holds
@@ -226,9 +226,9 @@ def ingest_command(
     items = resolve_inputs(inputs)
     if idempotency_key is not None and len(items) > 1:
         longest = max(len(i.key_prefix(idempotency_key, True)) for i in items)
-        if longest + 12 > MAX_KEY:
+        if longest + 12 > MAX_IDEMPOTENCY_KEY:
             fail(f"--idempotency-key with {len(items)} inputs: the per-input keys "
-                 f"(KEY#<absolute path>#i) would be longer than {MAX_KEY} characters; "
+                 f"(KEY#<absolute path>#i) would be longer than {MAX_IDEMPOTENCY_KEY} characters; "
                  "use a shorter key")
     db = connect_or_exit(ctx)
     t0 = time.perf_counter()
