@@ -1,25 +1,42 @@
 """shoal: a telemetry and event lakehouse (see SPEC.md).
 
 `shoal.connect()` opens the embedded client; the column types and `Column` are re-exported
-so that table definitions read naturally. The client (SQLAlchemy, stores) is imported on
-first use, so `import shoal.types` in a Spark worker stays cheap.
+so that table definitions read naturally. Every name here is imported on first use (PEP 562),
+so `import shoal` costs nothing: `shoal --help` does not load pyarrow, and `import shoal.types`
+in a Spark worker does not load the client (SQLAlchemy, stores).
 """
 
-from typing import Any
+from __future__ import annotations
 
-from shoal.config import Config, load_config
-from shoal.errors import ShoalError
-from shoal.types import (BOOL, BYTES, DYNAMIC, HEADERS, INT, LONG, REAL, STRING, TIMESTAMP,
-                         Column, Schema, vector)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shoal.client import Shoal, connect
+    from shoal.config import Config, load_config
+    from shoal.errors import ShoalError
+    from shoal.types import (BOOL, BYTES, DYNAMIC, HEADERS, INT, LONG, REAL, STRING,
+                             TIMESTAMP, Column, Schema, vector)
 
 __all__ = ["BOOL", "BYTES", "DYNAMIC", "HEADERS", "INT", "LONG", "REAL", "STRING", "TIMESTAMP",
            "Column", "Config", "Schema", "Shoal", "ShoalError", "connect", "load_config",
            "vector"]
 
+_HOME = {"Shoal": "shoal.client", "connect": "shoal.client", "Config": "shoal.config",
+         "load_config": "shoal.config", "ShoalError": "shoal.errors",
+         **{name: "shoal.types" for name in ("BOOL", "BYTES", "DYNAMIC", "HEADERS", "INT",
+                                             "LONG", "REAL", "STRING", "TIMESTAMP", "Column",
+                                             "Schema", "vector")}}
+
 
 def __getattr__(name: str) -> Any:
-    if name in ("Shoal", "connect"):
-        from shoal import client
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'shoal' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value   # the next lookup is a plain attribute
+    return value
 
-        return getattr(client, name)
-    raise AttributeError(f"module 'shoal' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -23,12 +23,13 @@ from shoal.config import Config, load_config
 from shoal.format import default_formats
 from shoal.format.base import BlockPredicate
 from shoal.commit import CommitCoordinator, CommitOutcome
-from shoal.ingest import scrape_binding
 from shoal.ingest.write_path import IngestAck, WritePath
-from shoal.locations import LocationPolicy
-from shoal.maintenance.policy import TablePolicy
 from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, Schema, SchemaMode
+
+# Imported where used, to keep `shoal ingest`'s start-up to what ingest needs:
+# shoal.ingest.scrape_binding, shoal.locations,
+# shoal.maintenance.policy (table properties), shoal.query (reads).
 
 
 class Shoal:
@@ -70,6 +71,10 @@ class Shoal:
         maintenance run. A table bound to scrape targets (`shoal.ingest.scrape_binding`)
         has its binding checked and the Prometheus layout as its columns."""
         if properties:
+            from shoal.ingest import scrape_binding
+            from shoal.locations import LocationPolicy
+            from shoal.maintenance.policy import TablePolicy
+
             if scrape_binding.is_bound(properties):   # its form first, then its hosts
                 scrape_binding.parse_binding(name, properties)
                 columns = scrape_binding.prometheus_columns(name, columns)

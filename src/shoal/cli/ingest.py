@@ -1,31 +1,45 @@
-"""`shoal ingest <file|-> --table t`: NDJSON from a file or stdin through the shared write path.
+"""`shoal ingest <input>... --table t`: NDJSON files, globs or stdin through the shared write
+path.
 
-The input is cut at line boundaries into chunks of about `--chunk-mb`; each chunk is one
-write-path request (atomic on its own). Two chunks are in flight at once (`IN_FLIGHT`), so
-coercing the next overlaps writing and committing the previous, and the chunk after them is
-read meanwhile. With `--idempotency-key K` chunk i carries the key `K#i`: re-running the
-same command after a failure applies exactly the chunks that did not land. Errors report
-line numbers of the whole input. On a terminal a progress bar shows bytes; the last line is a
-one-line summary.
+Inputs: each argument is a file (plain or gzip, sniffed by its magic bytes), `-` for stdin
+(at most once), or a glob that shoal expands itself (`'logs/*.ndjson'`, quoted so the shell
+leaves it alone; `**` spans directories), sorted by name; a glob matching nothing is an error,
+and a file named twice is read once. Every input is resolved before anything is sent.
+
+Each input is cut at line boundaries into chunks of about `--chunk-mb`; each chunk is one
+write-path request (atomic on its own). Chunks flow through one pipeline across all inputs:
+`IN_FLIGHT` (2) requests at once, so coercing the next overlaps writing and committing the
+previous, and the chunk after them is read meanwhile. Memory is bounded by those chunks, not
+by the input (`MEMORY_BOUND_HELP`; docs/cli.md).
+
+Idempotency (`--idempotency-key K`): with one input chunk i carries `K#i`; with several, chunk
+i of an input carries `K#<absolute path of the input>#i` (`K#-#i` for stdin), so re-running
+the same command after a failure applies exactly the chunks that did not land, however the
+inputs are ordered and whatever else a glob matches by then.
+
+Errors name the input and the line within it (`b.ndjson.gz line 7: field "n": ...`; stdin has
+no name: `line 7: ...`). On a terminal a progress bar shows bytes (rich, imported only then);
+the last line is a one-line summary of all inputs.
 """
 
 from __future__ import annotations
 
+import glob
 import gzip
 import os
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Annotated, cast
+from typing import IO, TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from shoal.cli.common import SchemaModeOption, connect_or_exit, fail, progress_bar
+from shoal.cli.common import SchemaModeOption, connect_or_exit, fail, stderr_is_tty
 from shoal.errors import LineError, PayloadError, ShoalError
 from shoal.ingest.chunks import iter_chunks
+from shoal.ingest.keys import MAX_IDEMPOTENCY_KEY
 
 if TYPE_CHECKING:
     from shoal.client import Shoal
@@ -35,28 +49,137 @@ if TYPE_CHECKING:
 IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_SHOWN = 20  # bad or rejected lines printed (the error line counts them all)
+STDIN = "-"
+
+# The documented memory bound (docs/cli.md "Memory"); tests/cli/test_ingest_memory.py holds
+# the command to it. Chunks alive at once: IN_FLIGHT being coerced and committed plus one read
+# ahead; each costs at most CHUNK_FACTOR times its size (the bytes, the decoded lines, the
+# Arrow batch, the extent being written). BASE_MB: the interpreter with pyarrow and the
+# catalog loaded (~160 MB), the catalog's extent cache (at most 64 MB) and allocator slack.
+CHUNKS_ALIVE = IN_FLIGHT + 1
+CHUNK_FACTOR = 5
+BASE_MB = 320
+MEMORY_BOUND_HELP = (f"Peak memory stays under {BASE_MB} MB + {CHUNKS_ALIVE * CHUNK_FACTOR} x "
+                     "--chunk-mb, whatever the size or number of inputs.")
 
 
-@contextmanager
-def _open(path: str) -> Iterator[tuple[IO[bytes], int | None]]:
-    """The input as bytes (gunzipped when it starts with the gzip magic) and its size when
-    known (a plain file); `-` is stdin."""
-    if path == "-":
-        yield sys.stdin.buffer, None
-        return
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")  # noqa: SIM115 - closed by the `with f` below, after the sniff
-    except OSError as e:
-        fail(f"{path}: {e.strerror or e}")
-    with f:
-        if f.read(2) == GZIP_MAGIC:
-            f.seek(0)
-            with gzip.open(f) as unzipped:
-                yield cast(IO[bytes], unzipped), None
+def memory_bound_mb(chunk_mb: int) -> int:
+    """The peak resident memory `shoal ingest --chunk-mb chunk_mb` stays under, in MB."""
+    return BASE_MB + CHUNKS_ALIVE * CHUNK_FACTOR * chunk_mb
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of the command: `arg` as the user wrote it (or as a glob expanded it)."""
+
+    arg: str
+    size: int | None    # bytes on disk; None for stdin
+
+    @property
+    def label(self) -> str:
+        """How errors name it: nothing for stdin (`line 7: ...`), else the path."""
+        return "" if self.arg == STDIN else self.arg
+
+    def key_prefix(self, key: str, several: bool) -> str:
+        """Chunk i carries `<prefix>#i` (see the module docstring)."""
+        if not several:
+            return key
+        return f"{key}#{STDIN if self.arg == STDIN else os.path.abspath(self.arg)}"
+
+
+def resolve_inputs(args: list[str]) -> list[Input]:
+    """Files, `-` and expanded globs, in order, each file once; a glob matching nothing, a
+    missing file or `-` twice is a one-line error before anything is read."""
+    inputs: list[Input] = []
+    seen: set[str] = set()
+    for arg in args:
+        if arg == STDIN:
+            if STDIN in seen:
+                fail("stdin (-) may be named only once")
+            seen.add(STDIN)
+            inputs.append(Input(STDIN, None))
+            continue
+        if glob.has_magic(arg) and not os.path.exists(arg):
+            names = sorted(n for n in glob.glob(arg, recursive=True) if os.path.isfile(n))
+            if not names:
+                fail(f"{arg}: no file matches")
+        else:
+            names = [arg]
+        for name in names:
+            try:
+                real = os.path.realpath(name)
+                size = os.path.getsize(name)
+            except OSError as e:
+                fail(f"{name}: {e.strerror or e}")
+            if os.path.isdir(name):
+                fail(f"{name}: is a directory (name its files, or a glob such as "
+                     f"'{os.path.join(name, '*.ndjson')}')")
+            if real not in seen:
+                seen.add(real)
+                inputs.append(Input(name, size))
+    return inputs
+
+
+class _Opened:
+    """An input opened as bytes (gunzipped when it starts with the gzip magic); `size` is
+    what the progress bar counts (None for gzip and stdin: the unzipped size is unknown)."""
+
+    def __init__(self, item: Input) -> None:
+        self.size: int | None = None
+        self._raw: IO[bytes] | None = None
+        if item.arg == STDIN:
+            self.stream: IO[bytes] = sys.stdin.buffer
             return
-        f.seek(0)
-        yield f, size
+        try:
+            raw = open(item.arg, "rb")  # noqa: SIM115 - closed by close()
+        except OSError as e:
+            fail(f"{item.arg}: {e.strerror or e}")
+        self._raw = raw
+        if raw.read(2) == GZIP_MAGIC:
+            raw.seek(0)
+            self.stream = cast(IO[bytes], gzip.open(raw))  # noqa: SIM115 - close()
+        else:
+            raw.seek(0)
+            self.stream, self.size = raw, item.size
+
+    def close(self) -> None:
+        if self._raw is not None:
+            if self.stream is not self._raw:
+                self.stream.close()
+            self._raw.close()
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    item: Input
+    body: bytes
+    lines_before: int   # lines of the same input before this chunk
+    key: str | None
+
+
+def _chunks(inputs: list[Input], chunk_bytes: int, idempotency_key: str | None,
+            on_open: Any) -> Iterator[_Chunk]:
+    """Every chunk of every input, in order; each input is open only while it is read."""
+    several = len(inputs) > 1
+    for item in inputs:
+        opened = _Opened(item)
+        try:
+            on_open(item)
+            prefix = None if idempotency_key is None else item.key_prefix(idempotency_key,
+                                                                           several)
+            for i, (body, before) in enumerate(iter_chunks(opened.stream, chunk_bytes)):
+                yield _Chunk(item, body, before,
+                             None if prefix is None else f"{prefix}#{i}")
+        finally:
+            opened.close()
+
+
+def _located(le: LineError, chunk: _Chunk) -> LineError:
+    """`le` (a line of the chunk) as a line of its input, named by the input."""
+    shifted = le.shifted(chunk.lines_before)
+    if not chunk.item.label:
+        return shifted
+    return LineError(shifted.line, shifted.field, f"{chunk.item.label} {shifted.message}")
 
 
 @dataclass
@@ -72,12 +195,12 @@ class _Tally:
     new_columns: list[str] = field(default_factory=list)
     rejected: list[LineError] = field(default_factory=list)    # the first MAX_SHOWN
 
-    def add(self, ack: IngestAck, offset: int) -> None:
+    def add(self, ack: IngestAck, chunk: _Chunk) -> None:
         self.rows += ack.rows
         self.chunks += 1
         self.replayed += ack.replayed
         self.new_columns.extend(c for c in ack.new_columns if c not in self.new_columns)
-        self.rejected.extend(le.shifted(offset)
+        self.rejected.extend(_located(le, chunk)
                              for le in ack.rejected[:MAX_SHOWN - len(self.rejected)])
         self.rejected_lines += ack.rejected_count or 0
         self.last_snapshot = max(self.last_snapshot or 0, ack.snapshot_id)
@@ -85,28 +208,42 @@ class _Tally:
 
 def ingest_command(
     ctx: typer.Context,
-    path: Annotated[str, typer.Argument(help="NDJSON file (optionally gzip), or - for stdin")],
+    inputs: Annotated[list[str], typer.Argument(
+        help="NDJSON files (optionally gzip), quoted globs such as 'logs/*.ndjson', "
+             "or - for stdin", show_default=False)],
     table: Annotated[str, typer.Option("--table", "-t", help="Target table")],
     idempotency_key: Annotated[str | None, typer.Option(
-        "--idempotency-key", help="Apply this input exactly once (chunk i uses KEY#i)")] = None,
+        "--idempotency-key", help="Apply these inputs exactly once: chunk i uses KEY#i (one "
+                                  "input) or KEY#<absolute path>#i (several)")] = None,
     mode: Annotated[SchemaModeOption | None, typer.Option(
         help="What to do with unknown fields (default: the table's mode)")] = None,
     partial: Annotated[bool, typer.Option(help="Keep good lines, report bad ones")] = False,
-    chunk_mb: Annotated[int, typer.Option(help="Chunk size in MB")] = 32,
+    chunk_mb: Annotated[int, typer.Option(
+        min=1, help=f"Chunk size in MB (one write-path request each). {MEMORY_BOUND_HELP}")
+    ] = 32,
 ) -> None:
     """Ingest NDJSON into a table through the shared write path."""
+    items = resolve_inputs(inputs)
+    if idempotency_key is not None and len(items) > 1:
+        longest = max(len(i.key_prefix(idempotency_key, True)) for i in items)
+        if longest + 12 > MAX_IDEMPOTENCY_KEY:
+            fail(f"--idempotency-key with {len(items)} inputs: the per-input keys "
+                 f"(KEY#<absolute path>#i) would be longer than {MAX_IDEMPOTENCY_KEY} characters; "
+                 "use a shorter key")
     db = connect_or_exit(ctx)
     t0 = time.perf_counter()
+    tally = _Tally()
     try:
-        with _open(path) as (stream, size):
-            tally = _ingest(db, stream, size, table=table, idempotency_key=idempotency_key,
-                            mode=None if mode is None else mode.literal(), partial=partial,
-                            chunk_bytes=chunk_mb << 20)
+        _ingest(db, items, tally, table=table, idempotency_key=idempotency_key,
+                mode=None if mode is None else mode.literal(), partial=partial,
+                chunk_bytes=chunk_mb << 20)
     except PayloadError as e:
         for le in e.errors[:MAX_SHOWN]:
             typer.echo(le.message, err=True)
+        _landed_so_far(tally)
         fail(str(e))
     except ShoalError as e:
+        _landed_so_far(tally)
         fail(str(e))
     finally:
         db.close()
@@ -117,44 +254,100 @@ def ingest_command(
         f", {tally.replayed} chunk(s) replayed" if tally.replayed else "",
         f", new columns: {', '.join(tally.new_columns)}" if tally.new_columns else "",
         f", {tally.rejected_lines:,} line(s) rejected" if tally.rejected_lines else ""])
-    typer.echo(f"ingested {tally.rows} rows into {table} in {tally.chunks} chunk(s): snapshot "
-               f"{tally.last_snapshot}, {tally.read_bytes / dt / 1e6:.1f} MB/s{extra}")
+    files = f" from {len(items)} inputs" if len(items) > 1 else ""
+    typer.echo(f"ingested {tally.rows} rows into {table} in {tally.chunks} chunk(s){files}: "
+               f"snapshot {tally.last_snapshot}, {tally.read_bytes / dt / 1e6:.1f} MB/s{extra}")
 
 
-def _ingest(db: Shoal, stream: IO[bytes], size: int | None, *, table: str,
+def _landed_so_far(tally: _Tally) -> None:
+    if tally.chunks:
+        typer.echo(f"{tally.chunks} chunk(s) ({tally.rows} rows) had landed before the error",
+                   err=True)
+
+
+class _Progress:
+    """Bytes done, as a rich bar on a terminal; nothing (and no rich import) otherwise."""
+
+    def __init__(self, table: str, total: int | None) -> None:
+        self._bar: Any = None
+        self.table = table
+        if not stderr_is_tty():
+            return
+        from rich.progress import (BarColumn, DownloadColumn, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+
+        from shoal.cli.common import progress_bar
+
+        self._bar = progress_bar("[progress.description]{task.description}", BarColumn(),
+                                 DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                                 transient=False)
+        self._task = self._bar.add_task(f"ingest -> {table}", total=total)
+
+    def __enter__(self) -> _Progress:
+        if self._bar is not None:
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def reading(self, item: Input) -> None:
+        if self._bar is not None:
+            from rich.markup import escape
+
+            name = os.path.basename(item.arg) if item.arg != STDIN else "stdin"
+            self._bar.update(self._task, description=escape(f"{name} -> {self.table}"))
+
+    def advance(self, nbytes: int) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, nbytes)
+
+
+def _ingest(db: Shoal, items: list[Input], tally: _Tally, *, table: str,
             idempotency_key: str | None, mode: SchemaMode | None, partial: bool,
-            chunk_bytes: int) -> _Tally:
-    """Send the chunks of `stream`, `IN_FLIGHT` at once, in order; a `PayloadError` names
-    lines of the whole input."""
-    from rich.progress import (BarColumn, DownloadColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
+            chunk_bytes: int) -> None:
+    """Send the chunks of every input, `IN_FLIGHT` at once, in order, adding what landed to
+    `tally`; a `PayloadError` names lines of its input."""
+    sizes = [i.size for i in items]
+    gz = any(_is_gzip(i) for i in items)
+    total = None if gz or None in sizes else sum(s for s in sizes if s is not None)
+    with _Progress(table, total) as progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        inflight: list[tuple[Future[IngestAck], _Chunk]] = []
 
-    tally = _Tally()
-    progress = progress_bar("[progress.description]{task.description}", BarColumn(),
-                            DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                            transient=False)
-    with progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-        task = progress.add_task(f"ingest -> {table}", total=size)
-        inflight: list[tuple[Future[IngestAck], int, int]] = []
-
-        def settle(fut: Future[IngestAck], offset: int, nbytes: int) -> None:
+        def settle(fut: Future[IngestAck], chunk: _Chunk) -> None:
             try:
                 ack = fut.result()
             except PayloadError as e:
-                raise PayloadError([le.shifted(offset) for le in e.errors],
+                raise PayloadError([_located(le, chunk) for le in e.errors],
                                    total_errors=e.total_errors) from e
-            tally.add(ack, offset)
-            progress.advance(task, nbytes)
+            tally.add(ack, chunk)
+            progress.advance(len(chunk.body))
 
-        for i, (chunk, offset) in enumerate(iter_chunks(stream, chunk_bytes)):
-            # The chunk is read before waiting for a slot: reading overlaps the work.
-            while len(inflight) >= IN_FLIGHT:
+        try:
+            for chunk in _chunks(items, chunk_bytes, idempotency_key, progress.reading):
+                # The chunk is read before waiting for a slot: reading overlaps the work.
+                while len(inflight) >= IN_FLIGHT:
+                    settle(*inflight.pop(0))
+                tally.read_bytes += len(chunk.body)
+                inflight.append((pool.submit(db.ingest_ndjson, table, chunk.body, mode=mode,
+                                             partial=partial, idempotency_key=chunk.key),
+                                 chunk))
+            while inflight:
                 settle(*inflight.pop(0))
-            key = None if idempotency_key is None else f"{idempotency_key}#{i}"
-            tally.read_bytes += len(chunk)
-            inflight.append((pool.submit(db.ingest_ndjson, table, chunk, mode=mode,
-                                         partial=partial, idempotency_key=key),
-                             offset, len(chunk)))
-        while inflight:
-            settle(*inflight.pop(0))
-    return tally
+        finally:
+            # On an error, the requests already sent still finish (each is atomic): count
+            # what landed so the error can say how far the run got.
+            for fut, chunk in inflight:
+                if fut.exception() is None:
+                    tally.add(fut.result(), chunk)
+
+
+def _is_gzip(item: Input) -> bool:
+    if item.arg == STDIN:
+        return False
+    try:
+        with open(item.arg, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    except OSError:
+        return False    # reported when the input is opened

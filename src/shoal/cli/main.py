@@ -1,13 +1,15 @@
 """The `shoal` command (SPEC §10, §11): the one place that builds the Typer app.
 
-Every command is registered here, explicitly; command modules only define functions, so
-importing one has no side effect and the command tree reads top to bottom below. Every
-command is wrapped by `one_line_errors` (a `ShoalError` prints one line `error: <message>`
-on stderr and exits 1); bad usage exits 2 (click's convention, also for a value outside an
-option's enum). The root callback loads the configuration once (defaults < file < `SHOAL_*`
-< flags) into `ctx.obj`.
+Every command is registered here, explicitly, by the module and function that define it;
+command modules only define functions, so importing one has no side effect and the command
+tree reads top to bottom below. Every command is wrapped by `one_line_errors` (a `ShoalError`
+prints one line `error: <message>` on stderr and exits 1); bad usage exits 2 (click's
+convention, also for a value outside an option's enum). The root callback loads the
+configuration once (defaults < file < `SHOAL_*` < flags) into `ctx.obj`.
 
-Startup stays cheap: the modules imported here import typer and the standard library only;
+Startup stays cheap: a command's module is imported, and its click command built, only when
+that command runs (or a help page lists it): `shoal ingest` does not import the SQL, serve
+or pipeline modules. The modules imported here import typer and the standard library only;
 the client, pyspark, the query engine and rich are imported inside the commands.
 
 `python -m shoal` (`shoal/__main__.py`) runs the same app as the `shoal` script.
@@ -15,23 +17,18 @@ the client, pyspark, the query engine and rich are imported inside the commands.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Callable, Iterator, MutableMapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.core
+import typer.main
+
+if TYPE_CHECKING:   # typer 0.29 carries its own click (`typer._click`)
+    from typer._click import Command, Context
 
 from shoal.cli.common import fail, one_line_errors
-from shoal.cli.demo import demo_command
-from shoal.cli.extent import extent_group, inspect_command
-from shoal.cli.ingest import ingest_command
-from shoal.cli.maintain import maintain_command
-from shoal.cli.pipeline_filedrop import filedrop_command
-from shoal.cli.pipeline_kafka import kafka_command
-from shoal.cli.pipeline_scrape import scrape_command
-from shoal.cli.promql import promql_command
-from shoal.cli.serve import serve_command
-from shoal.cli.sql import kql_command, sql_command
-from shoal.cli.tables import create_table_command, describe_command, tables_command
 from shoal.errors import ShoalError
 
 
@@ -55,33 +52,99 @@ def _add(group: typer.Typer, name: str, command: Callable[..., Any]) -> None:
     group.command(name)(one_line_errors(command))
 
 
+def _function(where: str) -> Callable[..., Any]:
+    """`module:function` -> the function (its module imported now)."""
+    module, _, attr = where.partition(":")
+    fn: Callable[..., Any] = getattr(import_module(module), attr)
+    return fn
+
+
+def _single(name: str, where: str) -> Callable[[], Command]:
+    """A builder of the click command `name` from the function at `where`."""
+    def build() -> Command:
+        one = typer.Typer(add_completion=False)
+        _add(one, name, _function(where))
+        return typer.main.get_command(one)
+    return build
+
+
+def _extent() -> Command:
+    extent = typer.Typer(name="extent", help="Inspect extents", no_args_is_help=True,
+                         add_completion=False)
+    extent.callback()(_function("shoal.cli.extent:extent_group"))
+    _add(extent, "inspect", _function("shoal.cli.extent:inspect_command"))
+    return typer.main.get_command(extent)
+
+
+def _pipeline() -> Command:
+    pipeline = typer.Typer(name="pipeline", add_completion=False, no_args_is_help=True,
+                           help="Ingest pipelines (Kafka, file-drop, Prometheus scrape)")
+    _add(pipeline, "kafka", _function("shoal.cli.pipeline_kafka:kafka_command"))
+    _add(pipeline, "filedrop", _function("shoal.cli.pipeline_filedrop:filedrop_command"))
+    _add(pipeline, "scrape", _function("shoal.cli.pipeline_scrape:scrape_command"))
+    return typer.main.get_command(pipeline)
+
+
+# The command tree, in help order: name -> builder of its click command.
+COMMANDS: dict[str, Callable[[], Command]] = {
+    "tables": _single("tables", "shoal.cli.tables:tables_command"),
+    "describe": _single("describe", "shoal.cli.tables:describe_command"),
+    "create-table": _single("create-table", "shoal.cli.tables:create_table_command"),
+    "ingest": _single("ingest", "shoal.cli.ingest:ingest_command"),
+    "sql": _single("sql", "shoal.cli.sql:sql_command"),
+    "kql": _single("kql", "shoal.cli.sql:kql_command"),
+    "promql": _single("promql", "shoal.cli.promql:promql_command"),
+    "serve": _single("serve", "shoal.cli.serve:serve_command"),
+    "maintain": _single("maintain", "shoal.cli.maintain:maintain_command"),
+    "demo": _single("demo", "shoal.cli.demo:demo_command"),
+    "extent": _extent,
+    "pipeline": _pipeline,
+}
+
+
+class _LazyCommands(MutableMapping[str, "Command"]):
+    """The root group's commands: every name is known, each command is built on first use."""
+
+    def __init__(self, builders: dict[str, Callable[[], Command]]) -> None:
+        self._builders = builders
+        self._built: dict[str, Command] = {}
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._built:
+            if name not in self._builders:
+                raise KeyError(name)
+            self._built[name] = self._builders[name]()
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._built.pop(name, None)
+        self._builders.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._builders
+        yield from (n for n in self._built if n not in self._builders)
+
+    def __len__(self) -> int:
+        return len(set(self._builders) | set(self._built))
+
+
+class _LazyGroup(typer.core.TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(dict(COMMANDS))
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)
+
+
 def build_app() -> typer.Typer:
-    """The whole command tree."""
+    """The whole command tree (each command built when first used, see `COMMANDS`)."""
     app = typer.Typer(help="shoal: telemetry and event lakehouse", no_args_is_help=True,
-                      pretty_exceptions_enable=False, add_completion=False)
+                      pretty_exceptions_enable=False, add_completion=False, cls=_LazyGroup)
     app.callback()(load_configuration)
-    _add(app, "tables", tables_command)
-    _add(app, "describe", describe_command)
-    _add(app, "create-table", create_table_command)
-    _add(app, "ingest", ingest_command)
-    _add(app, "sql", sql_command)
-    _add(app, "kql", kql_command)
-    _add(app, "promql", promql_command)
-    _add(app, "serve", serve_command)
-    _add(app, "maintain", maintain_command)
-    _add(app, "demo", demo_command)
-
-    extent = typer.Typer(help="Inspect extents", no_args_is_help=True)
-    extent.callback()(extent_group)
-    _add(extent, "inspect", inspect_command)
-    app.add_typer(extent, name="extent")
-
-    pipeline = typer.Typer(help="Ingest pipelines (Kafka, file-drop, Prometheus scrape)",
-                           no_args_is_help=True)
-    _add(pipeline, "kafka", kafka_command)
-    _add(pipeline, "filedrop", filedrop_command)
-    _add(pipeline, "scrape", scrape_command)
-    app.add_typer(pipeline, name="pipeline")
     return app
 
 

@@ -1,0 +1,231 @@
+"""`shoal ingest` start-up, the issue-18 case (150 MB of typed columns through the CLI vs
+`pyarrow.json.read_json`) and peak memory, in one run.
+
+    .venv/bin/python bench/bench_cli_start.py [--before REV] [--repeat 3] [--typed-mb 150]
+                                              [--rss-mb 150 512] [--skip-typed]
+
+1. Start-up, before (the tree of `--before`, default the branch point `b2f1825`, run from a
+   `git archive` of its `src/` with the same interpreter and packages) and after (this
+   tree), interleaved back to back, best of `--repeat`: `shoal --help`; `shoal ingest` of a
+   one-line file (the whole command); time from exec to the first chunk handed to the write
+   path (`tests/support/first_chunk.py`).
+2. Issue 18's case: a file of typed columns only (no `dynamic`; the generator of
+   bench/bench_ingest.py without `attrs`, cached in bench/out) through `shoal ingest`,
+   start-up included, vs `pyarrow.json.read_json` with the same explicit schema in a fresh
+   process. Target: >= 0.6x.
+3. Peak RSS (`os.wait4` of the command's process) of `shoal ingest` at the default chunk
+   size on bench/bench_ingest.py's files, against the documented bound.
+
+Every figure is wall seconds and CPU seconds (user + system of the child process, from its
+own rusage); the load average is printed with each part, because the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from datetime import datetime, timezone
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_ingest import COLUMNS, SERVICES, WORDS, generate  # noqa: E402
+from shoal.cli.ingest import memory_bound_mb  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+PY = str(ROOT / ".venv" / "bin" / "python")
+PROBE = str(ROOT / "tests" / "support" / "first_chunk.py")
+TYPED = [c for c in COLUMNS if c["type"] != "dynamic"]
+ARROW_TYPES = {"string": "pa.string()", "int": "pa.int32()", "long": "pa.int64()"}
+
+
+def load() -> str:
+    return "load %.2f %.2f %.2f" % os.getloadavg()
+
+
+def generate_typed(mb: int) -> Path:
+    """bench_ingest's log lines without `attrs`: seven typed columns, nothing dynamic."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"logs_typed_{mb}mb.ndjson"
+    if path.exists() and path.stat().st_size >= mb << 20:
+        return path
+    rng = random.Random(1)
+    base = 1_700_000_000
+    tmp = path.with_suffix(".tmp")
+    written = i = 0
+    with open(tmp, "wb") as f:
+        while written < mb << 20:
+            lines = []
+            for _ in range(10_000):
+                ts = datetime.fromtimestamp(base + i / 1000, tz=timezone.utc)
+                lines.append(json.dumps({
+                    "_timestamp": ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    "service": rng.choice(SERVICES),
+                    "level": rng.choice(("info", "info", "info", "warn", "error")),
+                    "message": " ".join(rng.choices(WORDS, k=10)),
+                    "trace_id": "%032x" % rng.getrandbits(128),
+                    "status": rng.choice((200, 200, 200, 201, 404, 500)),
+                    "duration_ms": rng.randint(1, 5000),
+                }, separators=(",", ":")))
+                i += 1
+            chunk = ("\n".join(lines) + "\n").encode()
+            f.write(chunk)
+            written += len(chunk)
+    tmp.rename(path)
+    return path
+
+
+class Run:
+    """One child process: wall seconds from just before exec, its own CPU seconds and peak
+    RSS (os.wait4), its output."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            t0 = time.time()
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
+            _, status, usage = os.wait4(proc.pid, 0)
+            self.wall = time.time() - t0
+            self.started = t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            self.stdout, self.stderr = out.read().decode(), err.read().decode()
+        self.cpu = usage.ru_utime + usage.ru_stime
+        self.rss_mb = usage.ru_maxrss / 1024
+        if proc.returncode != 0:
+            raise SystemExit(f"{argv} failed ({proc.returncode}):\n{self.stderr}")
+
+
+def tree_of(rev: str, work: Path) -> Path:
+    """`src/` of `rev`, extracted (no checkout, no worktree)."""
+    blob = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True,
+                          capture_output=True).stdout
+    dest = work / f"tree-{rev}"
+    with tarfile.open(fileobj=BytesIO(blob)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "src"
+
+
+def create_table(src: Path, data: Path, columns: list[dict[str, str]]) -> None:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    Run([PY, "-m", "shoal", "--data-dir", str(data), "create-table", "logs",
+         *[a for c in columns for a in ("-c", f"{c['name']}:{c['type']}")]], env=env)
+
+
+def best(runs: list[Run]) -> str:
+    w = min(r.wall for r in runs)
+    c = min(r.cpu for r in runs)
+    return f"{w:6.3f} s wall  {c:6.3f} s CPU"
+
+
+def startup(variants: dict[str, Path], work: Path, repeat: int) -> None:
+    print(f"\n## start-up (best of {repeat}, before/after interleaved; {load()})")
+    one = work / "one.ndjson"
+    one.write_text(json.dumps({"service": "a", "level": "info", "message": "m",
+                               "trace_id": "t", "status": 200, "duration_ms": 1}) + "\n")
+    data = {}
+    for name, src in variants.items():
+        data[name] = work / f"start-{name}"
+        create_table(src, data[name], TYPED)
+    results: dict[tuple[str, str], list[Run]] = {}
+    first: dict[str, list[float]] = {n: [] for n in variants}
+    first_cpu: dict[str, list[float]] = {n: [] for n in variants}
+    for _ in range(repeat):
+        for name, src in variants.items():
+            env = {**os.environ, "PYTHONPATH": str(src), "COLUMNS": "100"}
+            results.setdefault(("help", name), []).append(
+                Run([PY, "-m", "shoal", "--help"], env=env))
+            results.setdefault(("ingest", name), []).append(
+                Run([PY, "-m", "shoal", "--data-dir", str(data[name]), "ingest", str(one),
+                     "--table", "logs"], env=env))
+            report = work / f"first-{name}.json"
+            r = Run([PY, PROBE, str(report), "--data-dir", str(data[name]), "ingest", str(one),
+                     "--table", "logs"], env=env)
+            got = json.loads(report.read_text())
+            first[name].append(got["first_chunk_at"] - r.started)
+            first_cpu[name].append(got["first_chunk_cpu"])
+    for what, label in (("help", "shoal --help"), ("ingest", "shoal ingest (1 line)")):
+        for name in variants:
+            print(f"{label:24} {name:6} {best(results[(what, name)])}")
+    for name in variants:
+        print(f"{'time to first chunk':24} {name:6} {min(first[name]):6.3f} s wall  "
+              f"{min(first_cpu[name]):6.3f} s CPU")
+    print(f"({load()})")
+
+
+def typed_case(mb: int, work: Path, repeat: int) -> None:
+    path = generate_typed(mb)
+    size = path.stat().st_size
+    print(f"\n## issue 18's case: {size / 1e6:.0f} MB of typed columns, fresh processes, "
+          f"best of {repeat} ({load()})")
+    fields = ["pa.field('_timestamp', pa.timestamp('ns', tz='UTC'))"] + [
+        f"pa.field({c['name']!r}, {ARROW_TYPES[c['type']]})" for c in TYPED]
+    code = ("import pyarrow as pa, pyarrow.json as pj\n"
+            f"schema = pa.schema([{', '.join(fields)}])\n"
+            f"t = pj.read_json({str(path)!r}, "
+            "parse_options=pj.ParseOptions(explicit_schema=schema))\n"
+            "print(t.num_rows)\n")
+    parse: list[Run] = []
+    cli: list[Run] = []
+    for i in range(repeat):
+        parse.append(Run([PY, "-c", code]))
+        data = work / f"typed-{i}"
+        create_table(ROOT / "src", data, TYPED)
+        cli.append(Run([PY, "-m", "shoal", "--data-dir", str(data), "ingest", str(path),
+                        "--table", "logs"]))
+    rows = int(parse[0].stdout)
+    assert cli[0].stdout.startswith(f"ingested {rows} rows"), cli[0].stdout
+    pw, cw = min(r.wall for r in parse), min(r.wall for r in cli)
+    pc, cc = min(r.cpu for r in parse), min(r.cpu for r in cli)
+    print(f"read_json (explicit schema, fresh process) {best(parse)}  {size / pw / 1e6:6.1f} MB/s")
+    print(f"shoal ingest (CLI, start-up included)      {best(cli)}  {size / cw / 1e6:6.1f} MB/s")
+    print(f"ratio shoal/read_json: {pw / cw:.2f}x wall, {pc / cc:.2f}x CPU (target >= 0.6x "
+          f"wall); peak RSS {max(r.rss_mb for r in cli):.0f} MB ({load()})")
+
+
+def peak_rss(mbs: list[int], work: Path) -> None:
+    bound = memory_bound_mb(32)
+    print(f"\n## peak RSS, default --chunk-mb 32 (documented bound {bound} MB; {load()})")
+    for mb in mbs:
+        path = generate(mb)
+        data = work / f"rss-{mb}"
+        create_table(ROOT / "src", data, COLUMNS)
+        r = Run([PY, "-m", "shoal", "--data-dir", str(data), "ingest", str(path), "--table",
+                 "logs"])
+        print(f"{path.stat().st_size / 1e6:6.0f} MB file: peak RSS {r.rss_mb:6.0f} MB, "
+              f"{r.wall:6.1f} s wall {r.cpu:6.1f} s CPU  ({load()})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--before", default="b2f1825")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--typed-mb", type=int, default=150)
+    ap.add_argument("--rss-mb", type=int, nargs="*", default=[150, 512])
+    ap.add_argument("--skip-typed", action="store_true")
+    args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)   # progress shows when redirected to a file
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {load()}")
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
+        work = Path(tmp)
+        variants = {"before": tree_of(args.before, work), "after": ROOT / "src"}
+        startup(variants, work, args.repeat)
+        if not args.skip_typed:
+            typed_case(args.typed_mb, work, args.repeat)
+        if args.rss_mb:
+            peak_rss(args.rss_mb, work)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

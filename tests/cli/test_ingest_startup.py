@@ -1,0 +1,123 @@
+"""`shoal ingest` starts light and shows progress only on a terminal: what the command imports
+before its first chunk reaches the write path and by the time it exits (no engine, server,
+frontend or rich off a terminal), and the progress bar drawn on a real pseudo-terminal.
+No clock: modules are read from `sys.modules` of the command's own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import shoal
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = ROOT / "tests" / "support" / "first_chunk.py"
+
+# Never needed to ingest a file: engines, servers, frontends, parsers of other languages.
+HEAVY_TOPS = ("pyspark", "duckdb", "fastapi", "uvicorn", "starlette", "grpc", "sqlglot",
+              "prometheus_client", "kafka", "confluent_kafka", "boto3", "botocore", "httpx",
+              "requests", "re2", "lark")
+HEAVY_SHOAL = ("shoal.query", "shoal.server", "shoal.frontends", "shoal.maintenance",
+               "shoal.ingest.scrape_binding", "shoal.types.prometheus",
+               # the other commands: built only when they run (shoal.cli.main.COMMANDS)
+               "shoal.cli.sql", "shoal.cli.serve", "shoal.cli.pipeline_", "shoal.cli.maintain",
+               "shoal.cli.promql", "shoal.cli.demo", "shoal.cli.extent", "shoal.cli.tables")
+
+
+def _heavy(modules: list[str], *extra_tops: str) -> list[str]:
+    tops = HEAVY_TOPS + extra_tops
+    return sorted(m for m in modules
+                  if m.split(".")[0] in tops or m.startswith(HEAVY_SHOAL))
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    db = shoal.connect(data_dir=str(d))
+    db.create_table("logs", [shoal.Column("service", shoal.STRING),
+                             shoal.Column("n", shoal.LONG)])
+    db.close()
+    return d
+
+
+def test_ingest_imports_only_what_it_needs(tmp_path: Path, data: Path) -> None:
+    src = tmp_path / "one.ndjson"
+    src.write_bytes(b'{"service": "a", "n": 1}\n')
+    report = tmp_path / "report.json"
+    out = subprocess.run([sys.executable, str(PROBE), str(report), "--data-dir", str(data),
+                          "ingest", str(src), "--table", "logs"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ingested 1 rows into logs")
+    got = json.loads(report.read_text())
+    assert got["first_chunk_at"] is not None
+    # Up to the first chunk: not even pandas (pyarrow 26 imports it on the first
+    # pa.array / pa.scalar / to_numpy of the process, which the coercion makes).
+    assert _heavy(got["first_chunk_modules"], "pandas", "rich") == []
+    # The whole command, off a terminal: no progress bar, so no rich either.
+    assert _heavy(got["exit_modules"], "rich") == []
+
+
+def test_help_does_not_load_arrow_or_the_client() -> None:
+    code = ("import sys, runpy; sys.argv = ['shoal', '--help']\n"
+            "try:\n    runpy.run_module('shoal', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pyarrow', 'numpy', 'sqlalchemy', 'msgspec') or m.startswith('shoal.client')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "100"})
+    assert out.returncode == 0, out.stderr
+    assert "Usage: shoal" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _run_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
+    """Run `shoal args` with stdin, stdout and stderr on a new pseudo-terminal; what it drew
+    and its exit code."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "shoal", *args], stdin=slave, stdout=slave,
+                            stderr=slave, cwd=cwd, env=env, close_fds=True)
+    os.close(slave)
+    drawn = bytearray()
+    while True:
+        try:
+            block = os.read(master, 65536)
+        except OSError:        # EIO: every holder of the terminal's other end has closed it
+            break
+        if not block:
+            break
+        drawn += block
+    os.close(master)
+    return proc.wait(timeout=300), drawn.decode("utf-8", "replace")
+
+
+def _rows(n: int, start: int = 0) -> bytes:
+    return b"".join(json.dumps({"service": f"svc-{i % 7}", "n": i, "pad": "p" * 900}).encode()
+                    + b"\n" for i in range(start, start + n))
+
+
+def test_progress_bar_on_a_terminal_summary_line_off_it(tmp_path: Path, data: Path) -> None:
+    src = tmp_path / "in.ndjson"
+    src.write_bytes(_rows(2500))      # ~2.4 MB: three 1 MB chunks
+    args = ["--data-dir", str(data), "ingest", str(src), "--table", "logs", "--chunk-mb", "1",
+            "--mode", "drop"]
+    code, drawn = _run_on_a_terminal(args, tmp_path)
+    assert code == 0, drawn
+    assert "in.ndjson -> logs" in drawn          # the bar's description
+    assert "━" in drawn                         # the bar itself
+    assert "2.4/2.4 MB" in drawn                # bytes done of the total, at the end
+    assert "ingested 2500 rows into logs in 3 chunk(s)" in drawn
+    plain = subprocess.run([sys.executable, "-m", "shoal", *args], capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stderr == ""
+    assert plain.stdout.count("\n") == 1
+    assert plain.stdout.startswith("ingested 2500 rows into logs in 3 chunk(s)")
