@@ -40,6 +40,7 @@ def _schema() -> pa.Schema:
         Column("ts", TIMESTAMP), Column("service", STRING), Column("level", STRING),
         Column("message", STRING), Column("trace_id", STRING), Column("code", STRING),
         Column("status", INT), Column("duration", LONG), Column("seq", LONG),
+        Column("late_ids", STRING), Column("spaced_ids", STRING), Column("tail_text", STRING),
         Column("attrs", DYNAMIC)]).arrow()
 
 
@@ -97,6 +98,13 @@ def _data(seed: int, rows: int, *, text_vocab: int, id_width: int | None,
                            pa.int32()),
         "duration": pa.array(rng.integers(0, 10**6, rows), pa.int64()),
         "seq": pa.array(np.arange(rows, dtype=np.int64) + seed * 10**6),
+        # few values in the first half, then every value distinct: overflows in a later block
+        "late_ids": [None if i % 17 == 0 else f"id{i % 300 if i < rows // 2 else i}"
+                     for i in range(rows)],
+        # whitespace only in values of the first half (few): the later overflow must find it
+        "spaced_ids": [f"h {i % 5}" if i < rows // 2 else f"h{i}" for i in range(rows)],
+        # identifiers, then free text with whitespace once the set has overflowed
+        "tail_text": [f"t{i}" if i < rows // 3 else f"w{i % 97} x{i}" for i in range(rows)],
         "attrs": pa.array([_attrs(rng, i, skeletons) for i in range(rows)], pa.binary()),
     }, schema=_schema())
 
@@ -110,6 +118,12 @@ CASES: dict[str, dict[str, Any]] = {
                       skeletons=6),
     "tiny_blocks": dict(seed=4, rows=1500, block_rows=100, text_vocab=50, id_width=8,
                         skeletons=3),
+    "writer_sized_blocks": dict(seed=5, rows=40000, block_rows=16384, text_vocab=25,
+                                id_width=32, skeletons=5),
+    "overflow_in_a_later_block": dict(seed=7, rows=40000, block_rows=10000, text_vocab=40,
+                                      id_width=20, skeletons=4),
+    "big_one_block": dict(seed=6, rows=20000, block_rows=65536, text_vocab=5000,
+                          id_width=None, skeletons=7),
 }
 
 
