@@ -16,7 +16,9 @@ the batch into the writer's 65,536-row blocks. Then, on those blocks, it times:
 - how much of each holds the GIL: the same work beside a pure-Python busy thread, whose loop
   rate falls by the share of the time the GIL is kept from it (0% = the work runs entirely
   in C kernels that release the GIL; a thread busy in Python code would take ~50%, as the
-  interpreter hands the GIL back and forth every switch interval);
+  interpreter hands the GIL back and forth every switch interval). On a machine with other
+  load the busy thread also loses CPU to it: two calibration rows (C work that releases the
+  GIL, a Python loop) show the floor and the ceiling of that figure in the same run;
 - the overlap the ingest paths rely on: writing chunk N's extent on one thread while chunk
   N+1 is coerced on another, against each alone.
 
@@ -28,6 +30,7 @@ Output is Markdown.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import sys
@@ -246,6 +249,19 @@ def stat_all(blocks: list[pa.RecordBatch]) -> None:
     builder.finish()
 
 
+def gil_free(data: bytes) -> None:
+    """Calibration: one core of C work that releases the GIL (hashlib does for long input)."""
+    hashlib.sha256(data).digest()
+
+
+def python_loop(n: int) -> None:
+    """Calibration: the same kind of work as the busy thread, holding the GIL throughout
+    except where the interpreter hands it over."""
+    x = 0
+    for i in range(n):
+        x += i
+
+
 def tlm_write(batch: pa.RecordBatch) -> None:
     w = TlmFormat().start_extent(MemoryStore(), "bench", batch.schema,
                                  block_rows=DEFAULT_BLOCK_ROWS)
@@ -325,6 +341,13 @@ def main() -> None:
         measured = [(name, best(fn, args.repeat), gil_share(busy, fn, args.repeat))
                     for name, fn in rows]
         parse_gil = gil_share(busy, lambda: pj.read_json(pa.BufferReader(data)), args.repeat)
+        calibration = [
+            ("calibration: sha256 of the chunk x4 (C, GIL released, one core)",
+             lambda: gil_free(data * 4)),
+            ("calibration: a Python loop (GIL held but for switches)",
+             lambda: python_loop(3_000_000))]
+        measured += [(name, best(fn, args.repeat), gil_share(busy, fn, args.repeat))
+                     for name, fn in calibration]
     finally:
         busy.stop()
 
