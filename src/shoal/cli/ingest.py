@@ -230,6 +230,10 @@ def ingest_command(
             fail(f"--idempotency-key with {len(items)} inputs: the per-input keys "
                  f"(KEY#<absolute path>#i) would be longer than {MAX_IDEMPOTENCY_KEY} characters; "
                  "use a shorter key")
+    from shoal.ingest.nopandas import forgo_pandas, own_cli_process
+
+    if own_cli_process():
+        forgo_pandas()
     db = connect_or_exit(ctx)
     t0 = time.perf_counter()
     tally = _Tally()

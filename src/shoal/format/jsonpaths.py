@@ -272,6 +272,73 @@ def skeleton_classes(skeletons: pa.Array) -> tuple[pa.Array, np.ndarray]:
     return encoded.dictionary, np.flatnonzero(new)
 
 
+def _first_occurrences(codes: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each code, codes being handed out in order of first
+    occurrence (as `dictionary_encode` does): a first occurrence is a new maximum."""
+    if codes.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    new = np.empty(codes.size, dtype=np.bool_)
+    new[0] = True
+    np.greater(codes[1:], np.maximum.accumulate(codes)[:-1], out=new[1:])
+    return np.flatnonzero(new)
+
+
+# Digit classes. A value's skeleton depends on its bytes that are not ASCII digits (quotes,
+# backslashes, colons, brackets, whitespace decide what is a key literal and what is a
+# bracket outside strings), plus the digits inside its key literals. Values equal once every
+# digit is read as "0" (same length, same non-digit bytes at the same places) therefore
+# have their key literals at the same places, and the same skeleton unless a key literal
+# holds a digit -- which shows in the skeleton of any one of them (its digits are at the
+# same places in all). So one value per such class is lexed, and only the members of a class
+# whose skeleton holds a digit are lexed one by one. Telemetry whose values differ in ids,
+# counts and durations (numbers, or digits in strings) has few classes per block.
+
+def digit_classes(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(class code of each value, index of the first value of each class) of a binary array
+    without nulls, values being in one class when equal with every ASCII digit read as 0."""
+    offsets, data = _string_buffers(values)
+    canon = data.copy()
+    canon[(data - np.uint8(48)) < 10] = 48
+    large = data.size >= 2**31
+    canonical = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(), len(values),
+        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+         pa.py_buffer(canon)])
+    codes = pc.dictionary_encode(canonical).indices.to_numpy(zero_copy_only=False)
+    return codes, _first_occurrences(codes)
+
+
+def grouped_skeleton_classes(values: pa.Array
+                             ) -> tuple[pa.Array, np.ndarray, int] | None:
+    """`skeleton_classes(json_skeletons(values))` -- the distinct skeletons, in order of first
+    occurrence, and that first index of each -- lexing one value per digit class (and the
+    values of classes whose key literals hold digits), and the number of digit classes; None
+    where `json_skeletons` is None (its conditions hold for a whole digit class or for none
+    of it)."""
+    if len(values) == 0:
+        return (*skeleton_classes(pa.array([], type=pa.large_binary())), 0)
+    codes, first = digit_classes(values)
+    heads = values.take(pa.array(first, type=pa.int64()))
+    head_skeletons = json_skeletons(heads)
+    if head_skeletons is None:
+        return None
+    offsets, data = _string_buffers(head_skeletons)
+    digit_at = np.flatnonzero((data - np.uint8(48)) < 10)
+    keyed = np.unique(np.searchsorted(offsets, digit_at, "right") - 1)   # heads with digit keys
+    if keyed.size == 0:
+        candidates, skeletons = first, head_skeletons
+    else:
+        # Every value of those classes, with the other classes' heads, in value order.
+        take = np.isin(codes, keyed)
+        take[first] = True
+        candidates = np.flatnonzero(take)
+        skeletons = json_skeletons(values.take(pa.array(candidates, type=pa.int64())))
+        if skeletons is None:     # cannot happen: the heads were fine
+            return None
+    distinct, at = skeleton_classes(skeletons)
+    return distinct, candidates[at], int(first.size)
+
+
 def _json_paths(values: pa.Array) -> set[str]:
     if values.null_count:
         values = pc.drop_null(values)
@@ -310,7 +377,9 @@ class DynamicColumn:
 
     A block's distinct values are taken first (`pc.unique`) unless the previous block showed
     them to be mostly distinct; they are grouped by key skeleton, and one value per skeleton
-    not seen in an earlier block is parsed. A column whose skeletons are mostly distinct
+    not seen in an earlier block is parsed. The skeletons are found by lexing one value per
+    digit class (`grouped_skeleton_classes`) until a block shows its values to differ in more
+    than digits, then by lexing every value. A column whose skeletons are mostly distinct
     (keys that are ids) stops paying for the grouping: its later blocks are parsed whole.
     """
 
@@ -318,6 +387,7 @@ class DynamicColumn:
     seen: set[bytes] = field(default_factory=set)
     grouping: bool = True
     mostly_distinct: bool = False
+    digit_grouping: bool = True
 
     def add(self, arr: pa.Array) -> None:
         if self.paths is None:
@@ -331,11 +401,18 @@ class DynamicColumn:
             arr = pc.unique(arr)
             self.mostly_distinct = len(arr) > values // 2
         if self.grouping:
-            skeletons = json_skeletons(arr)
-            if skeletons is None:
+            if self.digit_grouping:
+                grouped = grouped_skeleton_classes(arr)
+                classes = None if grouped is None else grouped[:2]
+                if grouped is not None and grouped[2] > len(arr) // 2:
+                    self.digit_grouping = False     # values differ beyond digits
+            else:
+                skeletons = json_skeletons(arr)
+                classes = None if skeletons is None else skeleton_classes(skeletons)
+            if classes is None:
                 self.paths = None
                 return
-            distinct, first = skeleton_classes(skeletons)
+            distinct, first = classes
             if len(distinct) > len(arr) // 2:
                 self.grouping = False
             fresh = [i for i, sk in zip(first.tolist(), distinct.to_pylist(), strict=True)

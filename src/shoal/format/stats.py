@@ -55,6 +55,7 @@ from shoal.types.schema import TIMESTAMP_COLUMN
 STRING_MINMAX_CAP = 256
 DISTINCT_SET_CAP = 1_000
 TOKEN_SET_CAP = 10_000
+_OVERFLOW_PROBE = 4 * DISTINCT_SET_CAP   # a block's first values that show it overflows
 
 
 # ---- column kinds -------------------------------------------------------------------------
@@ -124,10 +125,15 @@ def has_whitespace(arr: pa.Array) -> bool:
     if len(arr) == 0:
         return False
     _, data = _string_buffers(arr)
-    low = data <= 32
-    if not low.any():                     # the usual answer for identifiers, in one pass
-        return False
-    return bool(np.any((data == 32) | ((data - np.uint8(9)) < 5)))
+    # Free text answers within its first bytes: look there first, then at the rest.
+    for part in (data[:_WHITESPACE_PROBE], data[_WHITESPACE_PROBE:]):
+        if part.size and (part <= 32).any() and bool(
+                np.any((part == 32) | ((part - np.uint8(9)) < 5))):
+            return True
+    return False
+
+
+_WHITESPACE_PROBE = 4096
 
 
 @dataclass
@@ -191,6 +197,11 @@ class _IndexedColumn:
             # `unique`; the tokenizer keeps distinct words itself. Same token set either way.
             self._add_tokens(arr)
             return None
+        if (self.is_str and self.distinct is not None and len(arr) > _OVERFLOW_PROBE
+                and pc.count_distinct(arr.slice(0, _OVERFLOW_PROBE)).as_py()
+                > DISTINCT_SET_CAP):
+            self._overflow_without_unique(arr, values)
+            return None
         uniq = pc.unique(arr)
         if uniq.null_count:
             uniq = pc.drop_null(uniq)
@@ -203,8 +214,11 @@ class _IndexedColumn:
                 if len(self.distinct) > DISTINCT_SET_CAP:
                     self._overflow(pa.array(list(self.distinct), type=uniq.type))
             else:
-                self._overflow(pa.concat_arrays(
+                before = len(self.distinct)
+                hashed = self._overflow(pa.concat_arrays(
                     [pa.array(list(self.distinct), type=uniq.type), uniq]))
+                if hashed is not None:      # hashes are per value: the block's are the tail
+                    self._block = (hashed[0][before:], hashed[1][before:])
         elif self.filters:
             self._block = self._hash(uniq)
         self.mostly_distinct = len(uniq) > values // 2
@@ -229,10 +243,42 @@ class _IndexedColumn:
             step = min(2 * step, 1 << 20)
         self.token_step = step
 
-    def _overflow(self, seen: pa.Array) -> None:
+    def _overflow(self, seen: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
         self.distinct = None
+        return self._hash(seen) if self.filters else None
+
+    def _overflow_without_unique(self, arr: pa.Array, values: int) -> None:
+        """What `_add` does for a string block that overflows the distinct set (its first
+        `_OVERFLOW_PROBE` values already do), without `unique` of the whole block: the
+        block's distinct values are found as distinct hashes of all its values (`np.unique`
+        on h1; the hash of a string is a function of 64 bits of it, so only two values of
+        the block with equal hashes would count once where `unique` counts two), and the
+        tokens are taken from the values themselves (same set: the tokenizer dedups). The
+        same hashes, counts and filters as `unique` first, in another order."""
+        prev = pa.array(list(self.distinct or ()), type=arr.type)
+        self.distinct = None
+        if arr.null_count:
+            arr = pc.drop_null(arr)
+        if self.filters and self.auto and (has_whitespace(arr) or has_whitespace(prev)):
+            self.filters = False
+            self.hashes = []
+            self.blocks = [None] * len(self.blocks)
         if self.filters:
-            self._hash(seen)
+            b1, b2 = hash_array(arr)
+            b1, first = np.unique(b1, return_index=True)
+            b2 = b2[first]
+            p1, p2 = hash_array(prev)
+            h1, h2 = np.concatenate([p1, b1]), np.concatenate([p2, b2])
+            self.hashes.append((h1, h2))
+            self.counter.add(h1)
+            self._block = (b1, b2)
+            self.mostly_distinct = b1.size > values // 2
+        else:
+            # Without filters this only picks the cheaper way for later blocks (tokens are
+            # the same either way): the probe's share of distinct values says enough.
+            self.mostly_distinct = True
+        if self.tokens is not None:
+            self._add_tokens(arr)
 
     def _hash(self, arr: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
         if arr.null_count:

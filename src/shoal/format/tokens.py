@@ -9,9 +9,11 @@ form the extent writer uses (numpy over the Arrow string buffers, no per-row Pyt
 must agree exactly: the union of `tokenize(v)` over the non-null values of `arr` equals the
 set of values of `tokenize_array(arr)`.
 
-`tokenize_array` first cuts the values at ASCII whitespace and keeps the distinct words (Arrow
-kernels): whitespace separates tokens, so the tokens of the values are the tokens of their
-words, and free text repeats its words far more often than whole values.
+`tokenize_array` first cuts the values into pieces after every ASCII whitespace or control
+byte and keeps the distinct pieces (numpy finds the cuts, the pieces are views of the values'
+own bytes, Arrow's hash kernel dedups them): such bytes separate tokens, so the tokens of the
+values are the tokens of their pieces, and free text repeats its pieces ("word ") far more
+often than whole values.
 """
 
 from __future__ import annotations
@@ -50,7 +52,34 @@ def tokenize_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
         arr = pc.drop_null(arr)
     if len(arr) == 0:
         return pa.array([], type=pa.string())
-    return _tokenize_distinct(pc.unique(pc.list_flatten(pc.ascii_split_whitespace(arr))))
+    return _tokenize_distinct(_distinct_pieces(arr))
+
+
+def _distinct_pieces(arr: pa.Array) -> pa.Array:
+    """The distinct pieces of the values of a string array without nulls, cut after every
+    byte <= 0x20 (ASCII whitespace and control bytes) and at the start of every value: a
+    binary array whose tokens are exactly those of the values.
+
+    No cut is inside a token (a cut follows a byte that is not token material, or starts a
+    value), so the tokens of the values are the tokens of their pieces. The pieces are
+    offsets into the values' own data buffer (no copy), and free text repeats its pieces
+    ("word ") far more often than whole values; Arrow's hash kernel keeps the distinct ones.
+    """
+    offsets, data = _string_buffers(arr)
+    size = data.size
+    if size == 0:
+        return pa.array([], type=pa.binary())
+    starts = np.empty(size + 1, dtype=np.bool_)
+    starts[0] = True
+    np.less_equal(data, np.uint8(0x20), out=starts[1:])
+    starts[offsets[:-1]] = True
+    starts[size] = True
+    bounds = np.flatnonzero(starts)
+    large = size >= 2**31
+    pieces = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(), bounds.size - 1,
+        [None, pa.py_buffer(bounds if large else bounds.astype(np.int32)), pa.py_buffer(data)])
+    return pc.unique(pieces)
 
 
 def _tokenize_distinct(arr: pa.Array) -> pa.Array:

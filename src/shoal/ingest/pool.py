@@ -359,6 +359,9 @@ def serve_worker(fd: int) -> None:
     """A worker's loop: answer calls on socket `fd` until it closes."""
     import traceback
 
+    from shoal.ingest.nopandas import forgo_pandas
+
+    forgo_pandas()  # a worker process only coerces
     from shoal.ingest.coerce import coerce_ndjson
 
     # A Ctrl-C or a service manager's SIGTERM reaches the whole process group: the server

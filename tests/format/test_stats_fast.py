@@ -1,0 +1,138 @@
+"""The cheaper ways the writer's stats are found (issue 18) give exactly what the plain ways
+give: skeleton classes through digit classes, tokens through distinct pieces, and an
+overflowing string block hashed instead of unique'd (see also test_stats_golden.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.format.jsonpaths import (DynamicColumn, digit_classes, exact_json_paths,
+                                    grouped_skeleton_classes, json_skeletons, paths_of,
+                                    skeleton_classes)
+import shoal.format.stats as stats_module
+from shoal.format.stats import ExtentStatsBuilder
+from shoal.format.tokens import tokenize, tokenize_array
+from shoal.types import DYNAMIC, STRING, Column, Schema
+
+# Keys and values with digits where they matter (keys differing only in digits), beside
+# quotes, backslashes, brackets, colons and whitespace.
+KEY_CHARS = st.sampled_from(['a', '0', '1', '9', '"', '\\', '{', '}', ':', ',', ' ', '\n',
+                             '\u00e9', '.'])
+KEYS = st.text(alphabet=KEY_CHARS, max_size=4)
+LEAF = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                 st.floats(allow_nan=False, allow_infinity=False),
+                 st.text(alphabet=KEY_CHARS, max_size=6))
+DOCS = st.recursive(LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=3)), max_leaves=10)
+DUMPS = st.sampled_from([
+    lambda d: json.dumps(d), lambda d: json.dumps(d, separators=(",", ":")),
+    lambda d: json.dumps(d, indent=1), lambda d: json.dumps(d, separators=(" , ", " : ")),
+    lambda d: json.dumps(d, ensure_ascii=False)])
+RAW = st.sampled_from([b"", b":1", b'{"a', b'{"k1": 2', b'"x"', b"12", b'{"a":"b\\"1"}'])
+
+
+def _plain(values: pa.Array) -> tuple[list[bytes], list[int]] | None:
+    skeletons = json_skeletons(values)
+    if skeletons is None:
+        return None
+    distinct, first = skeleton_classes(skeletons)
+    return distinct.to_pylist(), first.tolist()
+
+
+def _grouped(values: pa.Array) -> tuple[list[bytes], list[int]] | None:
+    got = grouped_skeleton_classes(values)
+    return None if got is None else (got[0].to_pylist(), got[1].tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.dictionaries(KEYS, DOCS, max_size=4), DOCS), min_size=1,
+                max_size=30), DUMPS, st.lists(st.integers(0, 10**6), max_size=30),
+       st.lists(RAW, max_size=2))
+def test_digit_classes_give_the_skeleton_classes(docs: list[Any], dump: Any,
+                                                 numbers: list[int], raw: list[bytes]) -> None:
+    # The same documents again with other numbers (same digit class, or not), and keys that
+    # differ only in digits ("k1", "k2": one digit class, two skeletons).
+    more = [{"n": n, f"k{n % 3}": {"v": str(n)}} for n in numbers]
+    values = pa.array([dump(d).encode() for d in docs + more + docs], pa.binary())
+    assert _grouped(values) == _plain(values)
+    with_raw = pa.array(values.to_pylist() + raw, pa.binary())
+    assert _grouped(with_raw) == _plain(with_raw)
+
+
+def test_digit_classes() -> None:
+    values = pa.array([b'{"a":1}', b'{"a":23}', b'{"a":2}', b'{"b":1}', b'{"a1":5}',
+                       b'{"a2":7}'], pa.binary())
+    codes, first = digit_classes(values)
+    assert codes.tolist() == [0, 1, 0, 2, 3, 3] and first.tolist() == [0, 1, 3, 4]
+    distinct, at, n = grouped_skeleton_classes(values)
+    assert distinct.to_pylist() == [b'{"a"}', b'{"b"}', b'{"a1"}', b'{"a2"}']
+    assert at.tolist() == [0, 3, 4, 5] and n == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.dictionaries(KEYS, DOCS, max_size=4), min_size=1, max_size=20),
+       st.integers(1, 7))
+def test_dynamic_column_paths_over_blocks(docs: list[Any], block: int) -> None:
+    """Paths of a column fed block by block (digit grouping on, then off once values differ
+    in more than digits) equal those of parsing every value."""
+    values = [json.dumps(d).encode() for d in docs] * 3
+    dyn = DynamicColumn()
+    for lo in range(0, len(values), block):
+        dyn.add(pa.array(values[lo:lo + block], pa.binary()))
+    assert dyn.paths == exact_json_paths(pa.array(values, pa.binary()))
+    assert dyn.paths == set().union(*(paths_of(d) for d in docs))
+
+
+WORDY = st.text(alphabet=st.sampled_from(list("abZ09 -_.:\t\n\r\x0b\x0c\x01\x1f\u00e9\u212a")),
+                max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), WORDY), max_size=40), st.integers(0, 6))
+def test_tokens_of_pieces_are_the_reference_tokens(values: list[str | None], cut: int) -> None:
+    arr = pa.array(values, pa.string())
+    expected = set().union(*(tokenize(v) for v in values if v is not None))
+    got = tokenize_array(arr).to_pylist()
+    assert sorted(got) == sorted(expected)
+    assert set(tokenize_array(arr.slice(cut)).to_pylist()) == set().union(
+        *(tokenize(v) for v in values[cut:] if v is not None))
+
+
+def _builder_stats(blocks: list[list[str | None]]) -> Any:
+    schema = Schema.create([Column("s", STRING), Column("d", DYNAMIC)]).arrow()
+    builder = ExtentStatsBuilder(schema)
+    stats = [builder.add_block(pa.RecordBatch.from_pydict(
+        {"_timestamp": pa.array([0] * len(b), pa.timestamp("ns", tz="UTC")),
+         "props": pa.array([None] * len(b), pa.binary()), "s": b,
+         "d": pa.array([None] * len(b), pa.binary())}, schema=schema)) for b in blocks]
+    return stats, builder.finish()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32), st.integers(4001, 9000), st.integers(0, 1200),
+       st.booleans())
+def test_overflow_without_unique_equals_unique_first(seed: int, rows: int, before: int,
+                                                     spaced: bool) -> None:
+    """A string block that overflows in its first 4,000 values: same stats, filters and
+    block filters as with `unique` first (the probe turned off), whatever the distinct set
+    held before it and whether its values are identifiers."""
+    rng = np.random.default_rng(seed)
+    first = [f"v{int(i)}" for i in rng.integers(0, max(1, before), 3000)]
+    sep = " " if spaced else "-"
+    second = [None if i % 29 == 0 else f"id{sep}{int(j)}"
+              for i, j in enumerate(rng.integers(0, 10**6, rows))]
+    blocks = [first, second, second[: rows // 2]]
+    fast = _builder_stats(blocks)
+    old_probe = stats_module._OVERFLOW_PROBE
+    stats_module._OVERFLOW_PROBE = 10**9        # never probe: `unique` first
+    try:
+        slow = _builder_stats(blocks)
+    finally:
+        stats_module._OVERFLOW_PROBE = old_probe
+    assert fast == slow
