@@ -33,7 +33,8 @@ def test_the_command_tree():
     root = get_command(app)
     assert sorted(root.commands) == sorted(
         ["tables", "describe", "create-table", "ingest", "sql", "kql", "promql", "serve",
-         "maintain", "demo", "extent", "pipeline"])
+         "maintain", "demo", "extent", "pipeline", "spark"])
+    assert sorted(root.commands["spark"].commands) == ["pack"]
     assert sorted(root.commands["extent"].commands) == ["inspect"]
     assert sorted(root.commands["pipeline"].commands) == [
         "filedrop", "kafka", "scrape"]

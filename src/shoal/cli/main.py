@@ -30,6 +30,7 @@ from shoal.cli.pipeline_kafka import kafka_command
 from shoal.cli.pipeline_scrape import scrape_command
 from shoal.cli.promql import promql_command
 from shoal.cli.serve import serve_command
+from shoal.cli.spark import pack_command, spark_group
 from shoal.cli.sql import kql_command, sql_command
 from shoal.cli.tables import create_table_command, describe_command, tables_command
 from shoal.errors import ShoalError
@@ -82,6 +83,11 @@ def build_app() -> typer.Typer:
     _add(pipeline, "filedrop", filedrop_command)
     _add(pipeline, "scrape", scrape_command)
     app.add_typer(pipeline, name="pipeline")
+
+    spark = typer.Typer(help="Spark deployment (docs/deployment.md)", no_args_is_help=True)
+    spark.callback()(spark_group)
+    _add(spark, "pack", pack_command)
+    app.add_typer(spark, name="spark")
     return app
 
 
