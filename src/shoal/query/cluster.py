@@ -151,6 +151,9 @@ def session_settings(config: Config, *, role: SparkRole = "app", log4j: str | No
            if k not in user and k not in spark_defaults}
     out.update(user)
     out.update(REQUIRED)
+    if "spark.pyspark.python" in out:
+        # SQL's Python runners (data source reads, UDFs) on executors: the same interpreter.
+        out.setdefault("spark.sql.execution.pyspark.python", out["spark.pyspark.python"])
     return out
 
 

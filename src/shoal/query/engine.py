@@ -149,10 +149,26 @@ def _session(master: str, processing_log: str | None, max_result_bytes: int | No
             except BaseException:
                 spark.stop()
                 raise
-        spark.dataSource.register(ShoalDataSource)
+        register_data_source(spark, ShoalDataSource)
         _register_functions(spark, processing_log)
         spark._shoal_ready = True  # type: ignore[attr-defined]
         return spark, _generation
+
+
+def register_data_source(spark: SparkSession, source: type) -> None:
+    """Register a Python data source whose planning runs on this machine: Spark runs a data
+    source's planner (schema, partitions, streaming offsets) in a Python process of the
+    driver, with the interpreter the source was registered with, while executors read with
+    `spark.sql.execution.pyspark.python` (the shipped environment's, set by
+    `shoal.query.cluster`). So the registration names this interpreter, whatever
+    `spark.pyspark.python` says executors run."""
+    sc = spark.sparkContext
+    executors = sc.pythonExec
+    sc.pythonExec = sys.executable
+    try:
+        spark.dataSource.register(source)
+    finally:
+        sc.pythonExec = executors
 
 
 def spark_process() -> subprocess.Popen[bytes] | None:

@@ -1,7 +1,9 @@
-"""One line for an exception out of Spark (issue 19): the error an executor's Python raised
-(the last line of the worker's traceback, e.g. `StorageError: ... ACCESS_DENIED`), else the
-deepest `Caused by:` of a Java trace, else the first line. Never the banner PySpark puts
-first ("An exception was thrown from the Python worker:") nor a Java stack frame."""
+"""One line for an exception out of Spark (issue 19): an executor that could not start its
+Python (`Cannot run program "./shoalenv/bin/python" ...`), else the error an executor's
+Python raised (the last line of the worker's traceback, e.g. `StorageError: ...
+ACCESS_DENIED`), else the deepest `Caused by:` of a Java trace, else the first line. Never
+the banner PySpark puts first ("An exception was thrown from the Python worker:") nor a
+Java stack frame."""
 
 from __future__ import annotations
 
@@ -21,8 +23,14 @@ def spark_message(e: BaseException) -> str:
     text = str(e).strip()
     if not text:
         return type(e).__name__
-    line = python_cause(text) or java_cause(text) or _first(text)
+    line = (_cannot_run(text) or python_cause(text) or java_cause(text) or _first(text))
     return line[:MAX_CHARS]
+
+
+def _cannot_run(text: str) -> str | None:
+    """An executor that could not start its Python: the program and why."""
+    match = re.search(r'Cannot run program "[^"]*"[^\n]*', text)
+    return match.group(0).strip() if match else None
 
 
 def python_cause(text: str) -> str | None:
