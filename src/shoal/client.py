@@ -34,6 +34,9 @@ from shoal.types import Column, Schema, SchemaMode
 
 class Shoal:
     def __init__(self, config: Config) -> None:
+        from shoal.query.cluster import check_deployment
+
+        check_deployment(config)        # before anything is created on this machine
         self.config = config
         config.ensure_data_dir()
         self.catalog: Catalog = open_catalog(config.resolved_catalog_url)

@@ -6,11 +6,18 @@ catalog `catalog.db`, extents under `objects/`, Spark `local[*]`).
 
 File keys are the variable names without the prefix, lower-cased (`catalog_url = "..."`).
 The file is `--config`, else `SHOAL_CONFIG`, else `./shoal.toml` if it exists.
+
+Spark settings pass through untouched (issue 19): the file's `[spark]` table
+(`"spark.executor.memory" = "4g"`) and `SHOAL_SPARK_CONF` (`key=value` pairs separated by
+`;` or newlines; its keys win over the file's). They win over shoal's own Spark defaults
+(`shoal.query.cluster`), which apply only where neither these nor `spark-defaults.conf` set
+a key.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -82,6 +89,16 @@ class Config:
     # measured, the pool cost as much CPU as it freed (BENCHMARKS.md, REST on every core).
     coerce_workers: int = 0
 
+    # Spark (issue 19): settings passed through to Spark as they are ([spark] table /
+    # SHOAL_SPARK_CONF), and how long a non-local session may take to show that an executor
+    # runs shoal and reaches the catalog and store (`shoal.query.cluster`).
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    spark_start_timeout_s: float = 180.0
+
+    @property
+    def spark_settings(self) -> dict[str, str]:
+        return dict(self.spark_conf)
+
     @property
     def data_path(self) -> Path:
         return Path(self.data_dir).expanduser().resolve()
@@ -104,14 +121,46 @@ _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_row
                          "query_max_bytes", "query_concurrency", "local_query_max_bytes",
                          "promql_max_samples", "coerce_workers"})
 QUERY_ENGINES = ("auto", "local", "spark")
-_FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s"})
+_FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s",
+                           "spark_start_timeout_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def parse_spark_conf(text: str) -> dict[str, str]:
+    """`key=value` pairs separated by `;` or newlines (SHOAL_SPARK_CONF)."""
+    out: dict[str, str] = {}
+    for item in re.split(r"[;\n]", text):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"SHOAL_SPARK_CONF: expected key=value, got {item.strip()!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _spark_table(path: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"config file {path}: [spark] must be a table of Spark settings")
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):      # dotted keys written bare: spark.executor.memory = ..
+            out.update({f"{key}.{k}": v for k, v in _spark_table(path, item).items()})
+        elif isinstance(item, bool):
+            out[key] = "true" if item else "false"
+        else:
+            out[key] = str(item)
+    return out
 
 
 def _coerce(name: str, value: Any) -> Any:
     if value is None:
         return None
+    if name == "spark_conf":
+        if isinstance(value, str):
+            value = parse_spark_conf(value)
+        return tuple(sorted(dict(value).items()))
     if name in _BOOL_FIELDS:
         if isinstance(value, bool):
             return value
@@ -158,13 +207,22 @@ def load_config(*, config_file: str | None = None, env: Mapping[str, str] | None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path}: {e}") from None
         for key, value in doc.items():
+            if key == "spark":
+                values["spark_conf"] = _spark_table(path, value)
+                continue
             if key not in _FIELDS:
                 raise ConfigError(f"config file {path}: unknown key {key!r}")
             values[key] = _coerce(key, value)
+    spark = dict(values.pop("spark_conf", {}))
     for name in _FIELDS:
         var = ENV_PREFIX + name.upper()
         if var in env and env[var] != "":
-            values[name] = _coerce(name, env[var])
+            if name == "spark_conf":
+                spark.update(parse_spark_conf(env[var]))
+            else:
+                values[name] = _coerce(name, env[var])
+    if spark:
+        values["spark_conf"] = _coerce("spark_conf", spark)
     for name, value in flags.items():
         if name not in _FIELDS:
             raise TypeError(f"unknown configuration flag {name!r}")

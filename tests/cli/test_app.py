@@ -33,7 +33,8 @@ def test_the_command_tree():
     root = get_command(app)
     assert sorted(root.commands) == sorted(
         ["tables", "describe", "create-table", "ingest", "sql", "kql", "promql", "serve",
-         "maintain", "demo", "extent", "pipeline"])
+         "maintain", "demo", "extent", "pipeline", "spark"])
+    assert sorted(root.commands["spark"].commands) == ["pack"]
     assert sorted(root.commands["extent"].commands) == ["inspect"]
     assert sorted(root.commands["pipeline"].commands) == [
         "filedrop", "kafka", "scrape"]
@@ -109,7 +110,7 @@ import signal, sys
 before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 import shoal.cli.common, shoal.cli.demo, shoal.cli.extent, shoal.cli.ingest
 import shoal.cli.maintain, shoal.cli.pipeline_filedrop, shoal.cli.pipeline_kafka
-import shoal.cli.pipeline_scrape
+import shoal.cli.pipeline_scrape, shoal.cli.spark
 import shoal.cli.serve, shoal.cli.sql, shoal.cli.tables, shoal.cli.promql
 assert "shoal.cli.main" not in sys.modules
 assert {s: signal.getsignal(s) for s in before} == before

@@ -1,5 +1,6 @@
 """The transactional catalog (SPEC §6.2): protocol, SQL implementation, stage-1 pruning."""
 
+import threading
 import time
 
 from shoal.catalog.base import (Catalog, Clock, LedgerEntry, LedgerKeyExistsError, LedgerRecord,
@@ -15,6 +16,33 @@ def open_catalog(url: str, *, clock: Clock = time.time) -> Catalog:
     return SqlCatalog(url, clock=clock)
 
 
+# Executor-side catalogs (`executor_catalog`): one per URL per process, few connections.
+EXECUTOR_POOL_SIZE = 1
+EXECUTOR_MAX_OVERFLOW = 1
+EXECUTOR_CATALOGS = 4       # URLs kept open per process (the least recently used is closed)
+_executor_catalogs: dict[str, Catalog] = {}
+_executor_lock = threading.Lock()
+
+
+def executor_catalog(url: str) -> Catalog:
+    """The catalog a Spark task uses (issue 19): one per URL in this process, kept open across
+    tasks (Spark reuses its Python workers), with a pool of at most
+    `EXECUTOR_POOL_SIZE + EXECUTOR_MAX_OVERFLOW` connections; so a cluster holds a bounded
+    number of catalog connections (that times its executor cores), and a task does not pay
+    for a new pool and the migration check. Callers must not close it."""
+    from shoal.catalog.sql import SqlCatalog
+
+    with _executor_lock:
+        catalog = _executor_catalogs.pop(url, None)
+        if catalog is None:
+            catalog = SqlCatalog(url, pool_size=EXECUTOR_POOL_SIZE,
+                                 max_overflow=EXECUTOR_MAX_OVERFLOW)
+        _executor_catalogs[url] = catalog       # most recently used last
+        while len(_executor_catalogs) > EXECUTOR_CATALOGS:
+            _executor_catalogs.pop(next(iter(_executor_catalogs))).close()
+        return catalog
+
+
 __all__ = ["Catalog", "Clock", "LedgerEntry", "LedgerKeyExistsError", "LedgerRecord",
            "ManifestEntry", "PlanResult", "Snapshot", "SourceOffset", "TableInfo", "WorkUnit",
-           "open_catalog"]
+           "executor_catalog", "open_catalog"]

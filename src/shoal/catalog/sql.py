@@ -74,7 +74,8 @@ class SqlCatalog:
     """The `Catalog` protocol over one SQL database."""
 
     def __init__(self, url: str, *, engine: Engine | None = None,
-                 cache_bytes: int = DEFAULT_CACHE_BYTES, clock: Clock = time.time) -> None:
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, clock: Clock = time.time,
+                 pool_size: int = 8, max_overflow: int = 24) -> None:
         self.url = url
         self._clock = clock
         # Decoded manifest entries and membership filters for stage 1 (immutable per
@@ -83,10 +84,11 @@ class SqlCatalog:
         sa_url = _normalise_url(url)
         if engine is None:
             if sa_url.startswith("sqlite"):
-                engine = create_engine(sa_url, pool_size=8, max_overflow=24,
+                engine = create_engine(sa_url, pool_size=pool_size, max_overflow=max_overflow,
                                        connect_args={"timeout": 60, "check_same_thread": False})
             elif sa_url.startswith("postgresql"):
-                engine = create_engine(sa_url, pool_size=8, max_overflow=24, pool_pre_ping=True)
+                engine = create_engine(sa_url, pool_size=pool_size, max_overflow=max_overflow,
+                                       pool_pre_ping=True)
             else:
                 raise ConfigError(f"unsupported catalog URL {url!r} (expected sqlite:///... or "
                                   "postgresql://...)")

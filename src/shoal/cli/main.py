@@ -85,6 +85,14 @@ def _pipeline() -> Command:
     return typer.main.get_command(pipeline)
 
 
+def _spark() -> Command:
+    spark = typer.Typer(name="spark", help="Spark deployment (docs/deployment.md)",
+                        no_args_is_help=True, add_completion=False)
+    spark.callback()(_function("shoal.cli.spark:spark_group"))
+    _add(spark, "pack", _function("shoal.cli.spark:pack_command"))
+    return typer.main.get_command(spark)
+
+
 # The command tree, in help order: name -> builder of its click command.
 COMMANDS: dict[str, Callable[[], Command]] = {
     "tables": _single("tables", "shoal.cli.tables:tables_command"),
@@ -99,6 +107,7 @@ COMMANDS: dict[str, Callable[[], Command]] = {
     "demo": _single("demo", "shoal.cli.demo:demo_command"),
     "extent": _extent,
     "pipeline": _pipeline,
+    "spark": _spark,
 }
 
 

@@ -110,7 +110,7 @@ def filedrop_command(
     try:
         from shoal.query.engine import spark_session
 
-        spark = spark_session(cfg.spark_master)
+        spark = spark_session(cfg.spark_master, config=cfg)
         pipeline = FileDropPipeline.from_client(
             db, spark, binding.source, table, mode=binding.mode, create=create,
             min_age_s=min_age, chunk_bytes=chunk_mb << 20, on_progress=on_progress)

@@ -57,6 +57,8 @@ from sqlglot import exp
 from shoal.errors import (EngineUnavailableError, QueryCancelledError, QueryError,
                           QueryTimeoutError, ResultTooLargeError, ShoalError,
                           TableNotFoundError)
+from shoal.config import Config
+from shoal.query.cluster import SparkRole
 from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
 from shoal.query.guard import SPARK_HARDENING, classify
 from shoal.query.limits import QueryLimits, cap_table
@@ -64,6 +66,7 @@ from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
 from shoal.query.scanspec import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
                                   build_scan_spec)
+from shoal.query.spark_errors import spark_message as _spark_message
 from shoal.lru import MISSING, Lru
 
 if TYPE_CHECKING:
@@ -85,39 +88,52 @@ CANCEL_REPEAT_S = 0.25
 
 
 def spark_session(master: str = "local[*]", *, processing_log: str | None = None,
-                  max_result_bytes: int | None = None) -> SparkSession:
+                  max_result_bytes: int | None = None, config: Config | None = None,
+                  role: SparkRole = "app") -> SparkSession:
     """The process's Spark session (started on first use), with shoal's DataSource and
     functions registered. `max_result_bytes` becomes `spark.driver.maxResultSize` when this
-    call starts the session (a running session keeps its own)."""
-    return _session(master, processing_log, max_result_bytes)[0]
+    call starts the session (a running session keeps its own). With `config` (what every
+    edge passes), the session is deployed as `shoal.query.cluster` says: its `[spark]`
+    settings, refusal of what a cluster cannot use, and the executor check on a non-local
+    master; `master` is then `config.spark_master`."""
+    return _session(master, processing_log, max_result_bytes, config, role)[0]
 
 
-def _session(master: str, processing_log: str | None, max_result_bytes: int | None
+def _session(master: str, processing_log: str | None, max_result_bytes: int | None,
+             config: Config | None = None, role: SparkRole = "app"
              ) -> tuple[SparkSession, int]:
     from pyspark.sql import SparkSession
+
+    from shoal.query import cluster
 
     with _session_lock:
         active = SparkSession.getActiveSession()
         if active is not None and getattr(active, "_shoal_ready", False):
             return active, _generation
-        # Python workers must run this interpreter (it has shoal and its dependencies).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if config is None:
+            config = Config(spark_master=master)
+            probe = False
+        else:
+            cluster.check_deployment(config)        # before the JVM: refused in milliseconds
+            probe = not cluster.is_local(config.spark_master)
         log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-        builder = (SparkSession.builder.master(master).appName("shoal")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.driver.extraJavaOptions",
-                         f"-Dlog4j2.configurationFile=file:{log4j}")
-                 .config("spark.sql.session.timeZone", "UTC")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "8")
-                 .config("spark.sql.adaptive.enabled", "true")
-                 .config("spark.driver.memory", os.environ.get("SHOAL_SPARK_DRIVER_MEMORY",
-                                                               "2g"))
-                 .config("spark.python.worker.reuse", "true")
-                 .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                 .config("spark.sql.execution.pythonUDF.arrow.enabled", "true"))
+        settings = cluster.session_settings(config, role=role, log4j=log4j)
+        local = cluster.is_local(config.spark_master)
+        # Python workers run `spark.pyspark.python` (PySpark reads it from PYSPARK_PYTHON);
+        # on a local master, by default, this interpreter (it has shoal and its dependencies).
+        if "spark.pyspark.python" in settings:
+            os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
+        elif local:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if local:
+            # One machine: nothing should listen beyond loopback. On a cluster the driver's
+            # address is Spark's own choice or spark.driver.host / bindAddress.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = SparkSession.builder.master(config.spark_master).appName(
+            settings.pop("spark.app.name", "shoal serve" if role == "serve" else "shoal"))
+        for key, value in settings.items():
+            builder = builder.config(key, value)
         if max_result_bytes is not None:
             builder = builder.config("spark.driver.maxResultSize", f"{max_result_bytes}b")
         for key, value in SPARK_HARDENING.items():
@@ -127,10 +143,32 @@ def _session(master: str, processing_log: str | None, max_result_bytes: int | No
         # PySpark logs every failed statement with its JVM stack; shoal reports the error.
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        spark.dataSource.register(ShoalDataSource)
+        if probe:
+            try:
+                cluster.probe_executors(spark, config)
+            except BaseException:
+                spark.stop()
+                raise
+        register_data_source(spark, ShoalDataSource)
         _register_functions(spark, processing_log)
         spark._shoal_ready = True  # type: ignore[attr-defined]
         return spark, _generation
+
+
+def register_data_source(spark: SparkSession, source: type) -> None:
+    """Register a Python data source whose planning runs on this machine: Spark runs a data
+    source's planner (schema, partitions, streaming offsets) in a Python process of the
+    driver, with the interpreter the source was registered with, while executors read with
+    `spark.sql.execution.pyspark.python` (the shipped environment's, set by
+    `shoal.query.cluster`). So the registration names this interpreter, whatever
+    `spark.pyspark.python` says executors run."""
+    sc = spark.sparkContext
+    executors = sc.pythonExec
+    sc.pythonExec = sys.executable
+    try:
+        spark.dataSource.register(source)
+    finally:
+        sc.pythonExec = executors
 
 
 def spark_process() -> subprocess.Popen[bytes] | None:
@@ -252,6 +290,8 @@ class QueryEngine:
         self.footers = FooterCache()
         # `spark.driver.maxResultSize` of a session this engine starts (None: Spark's own).
         self.max_result_bytes: int | None = None
+        # "serve" caps the session's share of a cluster (`shoal.query.cluster`).
+        self.spark_role: SparkRole = "app"
         self._spark: SparkSession | None = None
         self._generation = -1
         self._local: LocalEngine | None = None
@@ -268,7 +308,8 @@ class QueryEngine:
     def _start(self) -> tuple[SparkSession, int]:
         log_path = os.path.join(self.db.config.data_dir, "processing.log")
         try:
-            return _session(self.db.config.spark_master, log_path, self.max_result_bytes)
+            return _session(self.db.config.spark_master, log_path, self.max_result_bytes,
+                            self.db.config, self.spark_role)
         except ShoalError:
             raise
         except Exception as e:
@@ -761,10 +802,3 @@ def _engine_gone(e: BaseException) -> str | None:
 
 def _local_views(n: int) -> list[str]:
     return [f"__shoal_local_{i}" for i in range(n)]
-
-
-
-def _spark_message(e: BaseException) -> str:
-    text = str(e).strip()
-    first = text.splitlines()[0] if text else type(e).__name__
-    return first[:2000]

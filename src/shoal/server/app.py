@@ -118,6 +118,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     limits = _query_limits(config)
     engine = db.query_engine
     engine.max_result_bytes = RESULT_SIZE_FACTOR * config.query_max_bytes
+    engine.spark_role = "serve"     # a long-lived app: capped on a shared cluster
     supervisor = SparkSupervisor(lambda: engine, interval_s=spark_probe_interval_s,
                                  probe_timeout_s=spark_probe_timeout_s)
     state = ServerState(db=db, config=config,

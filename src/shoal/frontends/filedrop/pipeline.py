@@ -56,9 +56,10 @@ class FileDropTaskError(IngestError):
     code = "filedrop_task_failed"
 
     def __init__(self, files: Sequence[str], cause: BaseException) -> None:
+        from shoal.query.spark_errors import spark_message
+
         self.files = list(files)
-        text = str(cause).strip().splitlines()
-        detail = next((ln for ln in reversed(text) if ln.strip()), type(cause).__name__)
+        detail = spark_message(cause)   # the executor's Python error, not a Java frame
         more = f" (+{len(files) - 1} more)" if len(files) > 1 else ""
         super().__init__(f"file-drop task failed on {files[0]}{more}: {detail.strip()}")
 

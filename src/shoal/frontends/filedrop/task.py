@@ -116,19 +116,16 @@ class FileResult:
 
 def process_files(spec: TaskSpec, objects: Sequence[ObjectInfo]) -> list[FileResult]:
     """Process a group of objects (one Spark task); see the module docstring."""
-    from shoal.catalog import open_catalog
+    from shoal.catalog import executor_catalog
     from shoal.commit import CommitCoordinator
     from shoal.format import default_formats
     from shoal.storage import open_store
 
-    catalog = open_catalog(spec.catalog_url)
-    try:
-        store = open_store(spec.storage_url, s3_endpoint=spec.s3_endpoint)
-        coordinator = CommitCoordinator(catalog, store, default_formats()[spec.format])
-        source = spec.source.open()
-        return [_FileJob(spec, catalog, coordinator, source, obj).run() for obj in objects]
-    finally:
-        catalog.close()
+    catalog = executor_catalog(spec.catalog_url)    # shared by the tasks of this process
+    store = open_store(spec.storage_url, s3_endpoint=spec.s3_endpoint)
+    coordinator = CommitCoordinator(catalog, store, default_formats()[spec.format])
+    source = spec.source.open()
+    return [_FileJob(spec, catalog, coordinator, source, obj).run() for obj in objects]
 
 
 # -- reading --------------------------------------------------------------------------------

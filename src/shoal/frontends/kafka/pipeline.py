@@ -265,9 +265,11 @@ class KafkaPipeline:
         """Run until stopped, idle for `until_idle_s`, or failed (the error is raised)."""
         import json
 
+        from shoal.query.engine import register_data_source
+
         b = self.binding
         spark = self.db.query_engine.spark
-        spark.dataSource.register(KafkaStreamSource)
+        register_data_source(spark, KafkaStreamSource)   # its offsets are planned here
         start = {partition_key(t, p): o + 1 for (t, p), o in self.sink.committed().items()}
         self.progress = PipelineProgress()
         gaps = self.retention_gaps()
