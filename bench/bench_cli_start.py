@@ -25,20 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-from datetime import datetime, timezone
 from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_ingest import COLUMNS, SERVICES, WORDS, generate  # noqa: E402
+from bench import bench_ingest  # noqa: E402
+from bench.bench_ingest import COLUMNS, generate  # noqa: E402
 from shoal.cli.ingest import memory_bound_mb  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -53,35 +52,8 @@ def load() -> str:
 
 
 def generate_typed(mb: int) -> Path:
-    """bench_ingest's log lines without `attrs`: seven typed columns, nothing dynamic."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"logs_typed_{mb}mb.ndjson"
-    if path.exists() and path.stat().st_size >= mb << 20:
-        return path
-    rng = random.Random(1)
-    base = 1_700_000_000
-    tmp = path.with_suffix(".tmp")
-    written = i = 0
-    with open(tmp, "wb") as f:
-        while written < mb << 20:
-            lines = []
-            for _ in range(10_000):
-                ts = datetime.fromtimestamp(base + i / 1000, tz=timezone.utc)
-                lines.append(json.dumps({
-                    "_timestamp": ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                    "service": rng.choice(SERVICES),
-                    "level": rng.choice(("info", "info", "info", "warn", "error")),
-                    "message": " ".join(rng.choices(WORDS, k=10)),
-                    "trace_id": "%032x" % rng.getrandbits(128),
-                    "status": rng.choice((200, 200, 200, 201, 404, 500)),
-                    "duration_ms": rng.randint(1, 5000),
-                }, separators=(",", ":")))
-                i += 1
-            chunk = ("\n".join(lines) + "\n").encode()
-            f.write(chunk)
-            written += len(chunk)
-    tmp.rename(path)
-    return path
+    """bench_ingest's log lines without `attrs` (seven typed columns), its own cached file."""
+    return bench_ingest.generate_typed(mb, generate(mb * 4 // 3 + 1))
 
 
 class Run:

@@ -34,9 +34,12 @@ from shoal.types import Column, Schema, SchemaMode
 
 class Shoal:
     def __init__(self, config: Config) -> None:
-        from shoal.query.cluster import check_deployment
+        if not config.spark_master.strip().startswith("local"):
+            # A cluster master: refuse, before anything is created on this machine, what
+            # executors elsewhere could not use (imported only then: `shoal ingest` start-up).
+            from shoal.query.cluster import check_deployment
 
-        check_deployment(config)        # before anything is created on this machine
+            check_deployment(config)
         self.config = config
         config.ensure_data_dir()
         self.catalog: Catalog = open_catalog(config.resolved_catalog_url)

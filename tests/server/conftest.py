@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -35,9 +36,11 @@ class Live:
                             timeout=timeout, **kw)
 
 
-def _live(tmp_path_factory, name: str, **config) -> Iterator[Live]:
+def _live(tmp_path_factory, name: str, *, max_body_bytes: int = BODY_CAP,
+          coercion_pool: Any = None, **config) -> Iterator[Live]:
     db = shoal.connect(data_dir=str(tmp_path_factory.mktemp(name)), **config)
-    app = create_app(db, config=db.config, max_body_bytes=BODY_CAP)
+    app = create_app(db, config=db.config, max_body_bytes=max_body_bytes,
+                     coercion_pool=coercion_pool)
     try:
         with serve_app(app) as url:
             yield Live(url, db)

@@ -17,11 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-import shoal
 from shoal.ingest.pool import CoercionPool
-from shoal.server import create_app
-from tests.server.conftest import Live, create
-from tests.support.server import serve_app, start_server
+from tests.server.conftest import Live, _live, create
+from tests.support.server import start_server
 from tests.support.waiting import eventually
 
 CAP = 4 << 20
@@ -32,13 +30,7 @@ COLUMNS = [{"name": "service", "type": "string"}, {"name": "status", "type": "in
 
 
 def _serve(tmp_path_factory, name: str, pool: CoercionPool | None) -> Iterator[Live]:
-    db = shoal.connect(data_dir=str(tmp_path_factory.mktemp(name)))
-    app = create_app(db, config=db.config, max_body_bytes=CAP, coercion_pool=pool)
-    try:
-        with serve_app(app) as url:
-            yield Live(url, db)
-    finally:
-        db.close()
+    return _live(tmp_path_factory, name, max_body_bytes=CAP, coercion_pool=pool)
 
 
 @pytest.fixture(scope="module")
