@@ -290,6 +290,7 @@ class _FastPath:
                            if c.header is None and c.type.kind in _ARROW_KINDS]
         self.demoted: set[str] = set()
         self.other_keys = False  # Arrow's reader met a key outside its columns
+        self._no_nan: bool | None = None  # the body has no `NaN`/`Infinity` text (once known)
 
     def _wanted(self) -> list[str]:
         """The keys whose raw values the msgspec pass keeps (besides unknown ones)."""
@@ -341,8 +342,11 @@ class _FastPath:
         text Arrow's reader takes but strict JSON refuses (NaN, Infinity). The read then
         refuses any key but those columns (`props` or an unknown key sends the body the
         usual way), so it proves there is nothing to discover."""
-        return (not self.other_keys and not self.hint and self._wanted() == [PROPS_COLUMN]
-                and b"NaN" not in self.body and b"Infinity" not in self.body)
+        if self.other_keys or self.hint or self._wanted() != [PROPS_COLUMN]:
+            return False
+        if self._no_nan is None:  # asked by the probe and again by `run`: scan the body once
+            self._no_nan = b"NaN" not in self.body and b"Infinity" not in self.body
+        return self._no_nan
 
     def _run_arrow_alone(self, max_errors: int) -> Coerced | None:
         """The body through Arrow's reader alone (see `_arrow_alone`); None if it cannot be:
