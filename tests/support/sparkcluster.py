@@ -16,13 +16,14 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import eventually
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0
@@ -58,18 +59,15 @@ def bare_env() -> dict[str, str]:
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = START_TIMEOUT_S,
              interval_s: float = 0.2) -> Any:
-    """Poll `check` until it returns a true value (returned), or fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
+    """`eventually(check)`, an OSError or ValueError of `check` (a port not open yet, a JSON
+    page half written) counting as "not yet"."""
+    def probe() -> Any:
         try:
-            value = check()
-            if value:
-                return value
-        except (OSError, ValueError) as e:
-            last = e
-        time.sleep(interval_s)
-    raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what} (last: {last})")
+            return check()
+        except (OSError, ValueError):
+            return None
+
+    return eventually(probe, what, timeout_s=timeout_s, poll_s=interval_s)
 
 
 @dataclass
