@@ -6,7 +6,6 @@ The peak is the command process's own maximum resident set (`os.wait4`), not a t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
