@@ -903,6 +903,7 @@ def test_typed_columns_alone_need_no_msgspec_pass(unknown: str,
     '{"c1":1,"zz":2}',                 # an unknown key: discovered, kept in props / refused
     '{"c1":1,"props":{"a":1}}',        # the record's own props
     '{"c3":NaN}',                      # Arrow takes NaN, JSON does not
+    '{"c6":[1,-Infinity]}',            # ... and infinities, inside a list too
     '{"c3":1,"c3":2}',                 # duplicate keys: Arrow refuses, the last one wins
     '{"c1":1}{"c1":2}',                # two objects on a line
     '{"c1":"x"}',                      # a type Arrow refuses

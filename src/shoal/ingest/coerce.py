@@ -34,8 +34,10 @@ How it is fast (the common case never runs Python per field):
    A table of typed columns only (no `dynamic`, `bytes`, header, defaulted or NOT NULL
    column) skips the msgspec pass when it can: Arrow's reader then refuses every key but
    those columns, so a read that succeeds proves there is nothing to discover or keep raw,
-   and a body without `NaN`/`Infinity` that it reads line for line is valid JSON
-   (`_arrow_alone`); any failure takes the usual path.
+   and a body it reads line for line is valid JSON (`_arrow_alone`); any failure takes the
+   usual path. Arrow's reader takes the `NaN`/`Infinity` literals, which JSON does not, but
+   only into `real` and `vector` columns, whose conversion flags every non-finite value: the
+   line goes the per-line path and gets its "invalid JSON" error there.
 3. `_columns` converts both inputs vectorised and flags rows it cannot accept. Flagged and
    bad lines alone go through the per-line path (`_values.line_result`), which makes every
    error message. `_coerce_slow()` runs that path on every line: it is the reference the
@@ -290,7 +292,6 @@ class _FastPath:
                            if c.header is None and c.type.kind in _ARROW_KINDS]
         self.demoted: set[str] = set()
         self.other_keys = False  # Arrow's reader met a key outside its columns
-        self._no_nan: bool | None = None  # the body has no `NaN`/`Infinity` text (once known)
 
     def _wanted(self) -> list[str]:
         """The keys whose raw values the msgspec pass keeps (besides unknown ones)."""
@@ -338,15 +339,10 @@ class _FastPath:
     def _arrow_alone(self) -> bool:
         """Whether Arrow's reader may coerce the body by itself, with no msgspec pass: every
         column is one Arrow reads (no `dynamic`, `bytes`, header, defaulted or NOT NULL
-        column, none demoted: nothing needs a raw value or presence) and the body holds no
-        text Arrow's reader takes but strict JSON refuses (NaN, Infinity). The read then
-        refuses any key but those columns (`props` or an unknown key sends the body the
-        usual way), so it proves there is nothing to discover."""
-        if self.other_keys or self.hint or self._wanted() != [PROPS_COLUMN]:
-            return False
-        if self._no_nan is None:  # asked by the probe and again by `run`: scan the body once
-            self._no_nan = b"NaN" not in self.body and b"Infinity" not in self.body
-        return self._no_nan
+        column, none demoted: nothing needs a raw value or presence). The read then refuses
+        any key but those columns (`props` or an unknown key sends the body the usual way),
+        so it proves there is nothing to discover."""
+        return not (self.other_keys or self.hint or self._wanted() != [PROPS_COLUMN])
 
     def _run_arrow_alone(self, max_errors: int) -> Coerced | None:
         """The body through Arrow's reader alone (see `_arrow_alone`); None if it cannot be:
