@@ -94,11 +94,13 @@ def test_exactly_once_under_sigkill(broker, tmp_path):
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             return db.catalog.load_table("eo").current_snapshot_id
 
-        eventually(snapshot, f"{commits} commits of the pipeline (snapshot id)",
-                   until=lambda sid, want=before + commits: sid >= want,
-                   timeout_s=600)    # a hang guard for a process that starts Spark
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        try:
+            eventually(snapshot, f"{commits} commits of the pipeline (snapshot id)",
+                       until=lambda sid, want=before + commits: sid >= want,
+                       timeout_s=600)    # a hang guard for a process that starts Spark
+        finally:  # also when the wait fails: no pipeline left running after the test
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
         kills += 1
         assert db.catalog.table_counts("eo")[0] < N_RECORDS, "killed too late to matter"
 
