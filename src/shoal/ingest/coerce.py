@@ -120,6 +120,19 @@ def coerce_ndjson(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                      unknown_fields).run(max_errors)
 
 
+def warm_up() -> None:
+    """One small coercion: the first timestamp column a process converts imports more of
+    pyarrow (and pandas, where installed and not forgone), 0.3-4 s that a process's first
+    request would otherwise wait. Run by coercion workers before they say they are ready
+    and by `shoal serve` in the background as it starts."""
+    from shoal.types import DYNAMIC, LONG, STRING, TIMESTAMP
+
+    schema = Schema.create([Column("t", TIMESTAMP), Column("s", STRING), Column("n", LONG),
+                            Column("d", DYNAMIC)])
+    coerce_ndjson(b'{"t": "2024-01-01T00:00:00Z", "s": "a", "n": 1, "d": {"k": [1]}}\n',
+                  schema, unknown="props", ingest_time_ns=0)
+
+
 def _check_args(unknown: str, max_errors: int) -> None:
     if unknown not in UNKNOWN_POLICIES:
         raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")

@@ -343,18 +343,6 @@ def _coerced(answer: dict[str, Any], data: bytes, schema: Schema) -> Coerced:
 
 # -- the worker side (run by `shoal.ingest._pool_worker`) -----------------------------------
 
-def _warm_up(coerce: Any) -> None:
-    """One small coercion before the worker says it is ready: the first timestamp column
-    a process converts imports more of pyarrow (and pandas), 0.5-4 s that the first request
-    would otherwise wait."""
-    from shoal.types import DYNAMIC, LONG, STRING, TIMESTAMP, Column
-
-    schema = Schema.create([Column("t", TIMESTAMP), Column("s", STRING), Column("n", LONG),
-                            Column("d", DYNAMIC)])
-    coerce(b'{"t": "2024-01-01T00:00:00Z", "s": "a", "n": 1, "d": {"k": [1]}}\n', schema,
-           unknown="props", ingest_time_ns=0)
-
-
 def serve_worker(fd: int) -> None:
     """A worker's loop: answer calls on socket `fd` until it closes."""
     import traceback
@@ -362,7 +350,7 @@ def serve_worker(fd: int) -> None:
     from shoal.ingest.nopandas import forgo_pandas
 
     forgo_pandas()  # a worker process only coerces
-    from shoal.ingest.coerce import coerce_ndjson
+    from shoal.ingest.coerce import coerce_ndjson, warm_up
 
     # A Ctrl-C or a service manager's SIGTERM reaches the whole process group: the server
     # drains its requests (which need their workers) and then closes the sockets.
@@ -370,7 +358,7 @@ def serve_worker(fd: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     conn = Connection(fd)
     schemas: dict[str, Schema] = {}
-    _warm_up(coerce_ndjson)
+    warm_up()
     conn.send_bytes(READY)
     while True:
         try:

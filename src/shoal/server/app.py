@@ -38,6 +38,7 @@ clients they close themselves.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -76,6 +77,8 @@ from shoal.server.webconsole import install_console
 
 if TYPE_CHECKING:
     from shoal.ingest.pool import CoercionPool
+
+log = logging.getLogger(__name__)
 
 READY_PROBE_KEY = "shoal-readyz-probe"   # looked up, never written: an indexed point read
 READY_TIMEOUT_S = 5.0
@@ -188,6 +191,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                 raise
         start_maintenance()
         start_pipelines()   # sources bound to tables (`shoal.server.pipelines`)
+        if coercion_pool is None:  # coercion in this process: its first request pays no
+            threading.Thread(target=_warm_coercion, name="shoal-coerce-warmup",  # imports
+                             daemon=True).start()
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
                              daemon=True).start()
@@ -241,6 +247,15 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     install_console(app)    # GET /: the web console (static files; data through the API)
     install_openapi(app)    # /openapi.json: the real bodies, answers and errors
     return app
+
+
+def _warm_coercion() -> None:
+    from shoal.ingest.coerce import warm_up
+
+    try:
+        warm_up()
+    except Exception:  # only a head start: the first request would meet the same error
+        log.exception("warming up NDJSON coercion failed")
 
 
 def _query_limits(config: Config) -> QueryLimits:
