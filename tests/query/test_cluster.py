@@ -45,6 +45,7 @@ pytestmark = [pytest.mark.spark_cluster, pytest.mark.postgres, pytest.mark.s3,
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK_CACHE = Path(os.environ.get("SHOAL_TEST_PACK_CACHE", "/tmp/shoal-test-packs"))
+PACKS_KEPT = 3
 HANG_GUARD_S = 240.0
 # The driver's environment keeps the test process's (dummy AWS credentials included, as a
 # deployment's driver has its own) but none of what would hide a missing setting.
@@ -70,10 +71,17 @@ def shoal_pack() -> Path:
     path = PACK_CACHE / f"shoal-env-{_environment_hash()}.tar.gz"
     if not path.exists():
         PACK_CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, "-m", "shoal", "spark", "pack", "-o", str(path)],
+        # Built under a name of its own and renamed: a concurrent run never sees half a pack.
+        part = path.with_name(f"part-{os.getpid()}-{path.name}")
+        done = subprocess.run([sys.executable, "-m", "shoal", "spark", "pack", "-o", str(part)],
                               capture_output=True, text=True, timeout=600, cwd=ROOT)
         assert done.returncode == 0, done.stderr
         assert "spark.archives=" in done.stdout
+        part.rename(path)
+        # Every source change makes a new ~150 MB pack: keep the newest few only.
+        packs = sorted(PACK_CACHE.glob("shoal-env-*.tar.gz"), key=lambda p: p.stat().st_mtime)
+        for old in packs[:-PACKS_KEPT]:
+            old.unlink(missing_ok=True)
     return path
 
 
