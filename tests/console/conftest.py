@@ -11,6 +11,7 @@ service): a "last hour" search finds those three for as long as a test run takes
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -160,6 +161,11 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def screenshot(page: Any, name: str) -> None:
-    """Write docs/console/<name>.png (committed; the README shows them)."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    """Photograph the page; with SHOAL_UPDATE_SCREENSHOTS=1 into docs/console/<name>.png
+    (committed; the README shows them), otherwise only taken (a test run leaves the
+    checkout as it found it)."""
+    png = page.screenshot()
+    assert png.startswith(b"\x89PNG"), name
+    if os.environ.get("SHOAL_UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        (SCREENSHOTS / f"{name}.png").write_bytes(png)

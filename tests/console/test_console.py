@@ -3,7 +3,7 @@
 page; the log search; positioned errors; the live metrics page.
 
 Each test waits on what the page shows (Playwright's auto-waiting `expect`), never on time.
-The main pages are photographed into docs/console/ for the README.
+The main pages are photographed (into docs/console/ for the README with SHOAL_UPDATE_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
