@@ -191,8 +191,10 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                 raise
         start_maintenance()
         start_pipelines()   # sources bound to tables (`shoal.server.pipelines`)
-        if coercion_pool is None:  # coercion in this process: its first request pays no
-            threading.Thread(target=_warm_coercion, name="shoal-coerce-warmup",  # imports
+        if coercion_pool is None:
+            # Coercion runs in this process: load what its first call imports now, so the
+            # first ingest request does not wait for it (workers warm themselves up).
+            threading.Thread(target=_warm_coercion, name="shoal-coerce-warmup",
                              daemon=True).start()
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
