@@ -45,6 +45,7 @@ import pyarrow.json as pj
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_format import MemoryStore  # noqa: E402
 from bench.bench_ingest import COLUMNS  # noqa: E402
 from shoal.format.jsonpaths import DynamicColumn  # noqa: E402
 from shoal.format.membership import DEFAULT_FP_RATE  # noqa: E402
@@ -53,44 +54,9 @@ from shoal.format.stats import (DISTINCT_SET_CAP, ExtentStatsBuilder, _IndexedCo
                                 block_stats, is_dynamic, stat_kind)
 from shoal.format.tlm import DEFAULT_BLOCK_ROWS, TlmFormat  # noqa: E402
 from shoal.ingest.coerce import coerce_ndjson  # noqa: E402
-from shoal.storage.base import ObjectInfo  # noqa: E402
 from shoal.types import Column, Schema  # noqa: E402
 from shoal.types.columns import parse_type  # noqa: E402
 from shoal.types.schema import TIMESTAMP_COLUMN  # noqa: E402
-
-
-class MemoryStore:
-    """Bench-only in-memory object store: keeps the written buffer (no disk, no fsync)."""
-
-    url = "memory://"
-
-    def __init__(self) -> None:
-        self.objects: dict[str, pa.Buffer] = {}
-
-    def put(self, path: str, data: bytes | bytearray | memoryview | pa.Buffer) -> None:
-        self.objects[path] = pa.py_buffer(data)
-
-    def open_input(self, path: str) -> pa.NativeFile:
-        return pa.BufferReader(self.objects[path])
-
-    def get(self, path: str) -> bytes:
-        return self.objects[path].to_pybytes()
-
-    def get_range(self, path: str, offset: int, length: int) -> bytes:
-        return self.objects[path].slice(offset, length).to_pybytes()
-
-    def size(self, path: str) -> int:
-        return self.objects[path].size
-
-    def exists(self, path: str) -> bool:
-        return path in self.objects
-
-    def delete(self, path: str) -> None:
-        self.objects.pop(path, None)
-
-    def list(self, prefix: str = "") -> list[ObjectInfo]:
-        return [ObjectInfo(p, b.size, 0.0) for p, b in self.objects.items()
-                if p.startswith(prefix)]
 
 
 def read_chunk(path: Path, mb: float, skip: int = 0) -> bytes:
