@@ -3,8 +3,9 @@
     .venv/bin/python bench/bench_first_request.py [--repeat 3] [--settle 2.0]
 
 A real `shoal serve --lazy-spark` on a new data directory (table `t`: string, long); once
-`/healthz` answers and `--settle` seconds have passed (what a server gets between start and
-its first client), the same 1,000-line NDJSON body is posted twice. Reported per round: the
+`/readyz` answers (`tests/support/server.start_server`) and `--settle` seconds have passed
+(what a server gets between its start and its first client), the same 1,000-line NDJSON
+body is posted twice. Reported per round: the
 first and the second request's latency and their ratio. The server warms its coercion up in
 the background as it starts (`shoal.ingest.coerce.warm_up`): without it the first request
 imports the rest of pyarrow (and pandas) itself.
@@ -13,55 +14,36 @@ imports the rest of pyarrow (and pandas) itself.
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
-SHOAL = str(Path(sys.executable).with_name("shoal"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import shoal  # noqa: E402
+from tests.support.server import start_server  # noqa: E402
+
 BODY = b"".join(b'{"_timestamp":"2024-01-01T00:00:00Z","s":"x","n":%d}\n' % i
                 for i in range(1000))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def one_round(settle_s: float) -> tuple[float, float]:
     data = tempfile.mkdtemp(prefix="shoal-bench-first-")
-    subprocess.run([SHOAL, "--data-dir", data, "sql", "CREATE TABLE t (s string, n long)"],
-                   check=True, capture_output=True)
-    port = _free_port()
-    proc = subprocess.Popen([SHOAL, "--data-dir", data, "serve", "--port", str(port),
-                             "--lazy-spark"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/healthz", timeout=5)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if proc.poll() is not None:
-                    raise SystemExit("shoal serve exited") from None
-                time.sleep(0.05)
-        time.sleep(settle_s)
+    db = shoal.connect(data_dir=data)
+    db.create_table("t", [shoal.Column("s", shoal.STRING), shoal.Column("n", shoal.LONG)])
+    db.close()
+    with start_server(data, extra_args=["--lazy-spark"]) as server:
+        time.sleep(settle_s)     # what a server gets between its start and its first client
         took = []
         for _ in range(2):
             t0 = time.perf_counter()
-            urllib.request.urlopen(urllib.request.Request(f"{base}/v1/ingest/t", data=BODY,
-                                                          method="POST"), timeout=60)
+            urllib.request.urlopen(urllib.request.Request(f"{server.url}/v1/ingest/t",
+                                                          data=BODY, method="POST"), timeout=60)
             took.append(time.perf_counter() - t0)
-        return took[0], took[1]
-    finally:
-        proc.terminate()
-        proc.wait()
+    return took[0], took[1]
 
 
 def main() -> int:
