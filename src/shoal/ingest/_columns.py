@@ -4,7 +4,7 @@ Two inputs:
 - `from_arrow()`: a column Arrow's JSON reader produced against the read schema
   (`read_type()`): scalars come out typed; timestamps are read as strings and parsed here
   (Arrow's parser accepts more than RFC 3339); vectors are read as `list<double>` and checked.
-- `from_raw()`: a column of raw JSON texts picked out by the msgspec pass. Strings, numbers
+- `from_raw()`: a column of raw JSON texts picked out by `_lines.raw_pass`. Strings, numbers
   and literals are converted with Arrow kernels and numpy; the odd leftovers (strings with
   escapes, 19-digit integers, vectors, base64) go through `_values.convert()` one by one.
 
@@ -17,8 +17,6 @@ flagged.
 
 from __future__ import annotations
 
-import itertools
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,48 +86,6 @@ def _buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     data = (np.frombuffer(data_buf, np.uint8) if data_buf is not None
             else np.zeros(0, np.uint8))
     return offsets, data
-
-
-def presence(values: list[Any]) -> np.ndarray:
-    """Per row: the key was present (the value is not UNSET)."""
-    n = len(values)
-    # A column is usually always or never sent: count (a C loop) settles both cases.
-    absent = values.count(msgspec.UNSET)
-    if absent == 0:
-        return np.ones(n, bool)
-    if absent == n:
-        return np.zeros(n, bool)
-    return np.fromiter(map(operator.is_not, values, itertools.repeat(msgspec.UNSET)), bool, n)
-
-
-def raw_array(values: list[Any], present: np.ndarray | None = None) -> pa.BinaryArray:
-    """Raw JSON texts (msgspec.Raw, or UNSET for absent) as a binary array, null = absent."""
-    n = len(values)
-    if present is None:
-        present = presence(values)
-    n_present = int(present.sum())
-    if n_present == 0:
-        return pa.nulls(n, pa.binary())
-    texts = values
-    if n_present < n:
-        texts = list(itertools.compress(values, present))
-    else:
-        present = None
-    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
-    data = b"".join(texts)
-    if len(data) >= 2**31:
-        raise ValueError("a column of over 2 GiB of raw JSON in one request")
-    offsets = np.zeros(n + 1, np.int32)
-    if present is None:
-        np.cumsum(lengths, out=offsets[1:])
-        validity = None
-    else:
-        full = np.zeros(n, np.int64)
-        full[present] = lengths
-        np.cumsum(full, out=offsets[1:])
-        validity = pa.py_buffer(np.packbits(present, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets),
-                                                  pa.py_buffer(data)])
 
 
 def minify_array(arr: pa.Array) -> pa.Array:
@@ -308,10 +264,8 @@ def _vector_from_lists(ctype: ColumnType, arr: pa.Array, valid: np.ndarray) -> C
 
 # -- raw JSON texts ------------------------------------------------------------------------
 
-def from_raw(ctype: ColumnType, values: list[Any], present: np.ndarray | None = None
-             ) -> Converted:
-    """Convert raw JSON texts (msgspec.Raw or UNSET per row) to `ctype`."""
-    raw = raw_array(values, present)
+def from_raw(ctype: ColumnType, raw: pa.BinaryArray) -> Converted:
+    """Convert raw JSON texts (binary, null = absent) to `ctype`."""
     n = len(raw)
     present = _np_bool(raw.is_valid())
     offsets, data = _buffers(raw)

@@ -8,17 +8,25 @@ on: when every non-blank line of a body is an object line, no JSON value can spa
 byte), so a streaming reader that yields as many values as there are non-blank lines has
 yielded exactly one value per line, in order.
 
-`raw_pass()` decodes object lines with a msgspec Struct whose fields are `msgspec.Raw`: the
-value's JSON text, borrowed from the body, without building Python values. msgspec is the
-JSON syntax authority of shoal (strict RFC 8259: no NaN, no trailing data); Arrow's reader is
-laxer (it takes NaN and several objects on one line). With `discover=True` the Struct forbids
-unknown fields and every unknown top-level key is found, in order of first appearance
-(lines top to bottom, keys left to right), and added as a field.
+`raw_pass()` validates object lines and picks out the raw JSON text of some top-level keys,
+finding (when the field set forbids unknown keys) every other top-level key in order of first
+appearance (lines top to bottom, keys left to right). Two implementations, same results:
+- the C scanner (`_scan.c`, built by setup): one pass with the GIL released, so it runs beside
+  Arrow's reader, writing the picked texts straight into Arrow binary buffers. It decides
+  only what it is sure of: a line it finds invalid is checked with msgspec, and a key with an
+  escape or nesting past 128 levels hands the whole pass to msgspec;
+- `msgspec_pass()`: a msgspec Struct whose fields are `msgspec.Raw` (the value's JSON text,
+  borrowed from the body, without building Python values); unknown keys are added as fields.
+msgspec is the JSON syntax authority of shoal (strict RFC 8259: no NaN, no trailing data);
+Arrow's reader is laxer (it takes NaN and several objects on one line). tests/ingest/
+test_scan.py holds the scanner to msgspec's answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import logging
 import operator
 import re
 from collections.abc import Iterable
@@ -27,6 +35,16 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pyarrow as pa
+
+try:
+    from shoal.ingest import _scan  # type: ignore[attr-defined]
+except ImportError:  # not built (an install without a C compiler): msgspec does the pass
+    _scan = None
+    logging.getLogger(__name__).warning(
+        "shoal.ingest._scan is not built: NDJSON coercion uses the slower msgspec pass")
+
+logger = logging.getLogger(__name__)
 
 BLANK, OBJECT, BAD = 0, 1, 2
 # Bytes per msgspec `decode_lines` call. The call holds the GIL throughout: small pieces
@@ -202,14 +220,32 @@ class RawRows:
     bad: set[int] = field(default_factory=set)    # lines that are not one valid JSON object
     slow: set[int] = field(default_factory=set)   # valid lines only the per-line path handles
     discovered: list[str] = field(default_factory=list)  # unknown keys, first appearance
-    # Raw value or UNSET per line, for the wanted keys and each declared unknown key. Values
-    # are picked out chunk by chunk, so the Structs (a slot per field) never pile up.
+    # msgspec pass: raw value or UNSET per line, for the wanted keys and each declared
+    # unknown key. Values are picked out chunk by chunk, so the Structs (a slot per field)
+    # never pile up. The scanner fills `arrays` instead.
     kept: dict[str, list[Any]] = field(default_factory=dict)
     done: int = 0  # lines picked so far
+    # Per kept key: its raw JSON texts (binary, null = absent) and presence, one per line.
+    arrays: dict[str, tuple[pa.BinaryArray, np.ndarray]] = field(default_factory=dict)
 
-    def column(self, name: str) -> list[Any]:
-        """Raw value or UNSET per line; KeyError if the pass did not keep this key."""
-        return self.kept[name]
+    def keeps(self, name: str) -> bool:
+        """Whether the pass kept the raw values of this key."""
+        return name in self.arrays or name in self.kept
+
+    def raw(self, name: str) -> pa.BinaryArray:
+        """The raw JSON text per line (null = absent); KeyError if the key was not kept."""
+        return self._array(name)[0]
+
+    def present(self, name: str) -> np.ndarray:
+        """Per line: the key was present; KeyError if the key was not kept."""
+        return self._array(name)[1]
+
+    def _array(self, name: str) -> tuple[pa.BinaryArray, np.ndarray]:
+        if name not in self.arrays:
+            values = self.kept[name]
+            present = presence(values)
+            self.arrays[name] = (raw_array(values, present), present)
+        return self.arrays[name]
 
     def _pick(self, items: list[Any], n_fields: int | None) -> None:
         unset = msgspec.UNSET
@@ -224,13 +260,71 @@ class RawRows:
         self.done += len(items)
 
 
+def presence(values: list[Any]) -> np.ndarray:
+    """Per row: the key was present (the value is not UNSET)."""
+    n = len(values)
+    # A column is usually always or never sent: count (a C loop) settles both cases.
+    absent = values.count(msgspec.UNSET)
+    if absent == 0:
+        return np.ones(n, bool)
+    if absent == n:
+        return np.zeros(n, bool)
+    return np.fromiter(map(operator.is_not, values, itertools.repeat(msgspec.UNSET)), bool, n)
+
+
+def raw_array(values: list[Any], present: np.ndarray | None = None) -> pa.BinaryArray:
+    """Raw JSON texts (msgspec.Raw, or UNSET for absent) as a binary array, null = absent."""
+    n = len(values)
+    if present is None:
+        present = presence(values)
+    n_present = int(present.sum())
+    if n_present == 0:
+        return pa.nulls(n, pa.binary())
+    texts = values
+    if n_present < n:
+        texts = list(itertools.compress(values, present))
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    data = b"".join(texts)
+    if len(data) >= 2**31:
+        raise ValueError("a column of over 2 GiB of raw JSON in one request")
+    offsets = np.zeros(n + 1, np.int32)
+    if n_present == n:
+        np.cumsum(lengths, out=offsets[1:])
+    else:
+        full = np.zeros(n, np.int64)
+        full[present] = lengths
+        np.cumsum(full, out=offsets[1:])
+    return _binary(n, offsets, data, present, n_present)
+
+
+def _binary(n: int, offsets: Any, data: Any, present: np.ndarray, n_present: int
+            ) -> pa.BinaryArray:
+    validity = (None if n_present == n
+                else pa.py_buffer(np.packbits(present, bitorder="little")))
+    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets),
+                                                  pa.py_buffer(data)])
+
+
 def raw_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: Iterable[str],
              wanted: Iterable[str] = (), keep: bool = True) -> RawRows:
     """Decode `lines` (object lines of `index`) with `fields`; see the module docstring.
 
     Keeps the raw values of `wanted` (declared) keys and, if `keep`, of every unknown key
     it declares. With `keep=False` only `discovered` is filled (the evolve pre-scan).
+    The C scanner does the pass when it is built and sure of every line; else msgspec.
     """
+    known = list(known)
+    wanted = list(wanted)
+    rows = _scan_pass(index, lines, fields, known=known, wanted=wanted, keep=keep)
+    if rows is not None:
+        return rows
+    return msgspec_pass(index, lines, fields, known=known, wanted=wanted, keep=keep)
+
+
+def msgspec_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *,
+                 known: Iterable[str], wanted: Iterable[str] = (),
+                 keep: bool = True) -> RawRows:
+    """`raw_pass` by msgspec alone (the reference the scanner is tested against)."""
     rows = RawRows(lines, fields, keep)
     if keep:
         rows.kept = {name: [] for name in wanted}
@@ -241,6 +335,52 @@ def raw_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: It
         items, n_fields = _decode_chunk(index, view[s:e], lines[lo:hi], rows, seen)
         if keep:
             rows._pick(items, n_fields)
+    return rows
+
+
+SCAN_OK, SCAN_INVALID, SCAN_SLOW, SCAN_UNSURE = 0, 1, 2, 3
+
+
+def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: list[str],
+               wanted: list[str], keep: bool) -> RawRows | None:
+    """`raw_pass` by the C scanner (`_scan.c`, the GIL released), or None where msgspec must
+    decide: the scanner is not built, a line it is unsure of (a key with an escape, deep
+    nesting), a line it finds invalid that msgspec reads, a column it cannot declare."""
+    if _scan is None or len(lines) == 0:
+        return None
+    discover = fields.forbid_unknown
+    if discover and any(name not in fields for name in known):
+        return None
+    unknown_room = MAX_UNKNOWN_FIELDS - (len(fields.names) - fields._n_declared)
+    wanted_set = set(wanted) if keep else set()
+    if not wanted_set <= set(fields.names):
+        return None
+    status, columns, found = _scan.scan(
+        index.body, np.ascontiguousarray(index.starts, np.int64),
+        np.ascontiguousarray(index.ends, np.int64), np.ascontiguousarray(lines, np.int64),
+        [n.encode() for n in fields.names], [n in wanted_set for n in fields.names],
+        discover, keep, unknown_room)
+    st = np.frombuffer(status, np.uint8)
+    if (st == SCAN_UNSURE).any():
+        return None
+    invalid = lines[st == SCAN_INVALID].tolist()
+    for i in invalid:
+        try:
+            _DICT_DECODER.decode(index.line(i))
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        logger.warning("the NDJSON scanner and msgspec disagree on a line; msgspec decides")
+        return None
+    rows = RawRows(lines, fields, keep, bad=set(invalid),
+                   slow=set(lines[st == SCAN_SLOW].tolist()))
+    rows.discovered = [k.decode() for k in found]
+    for key in rows.discovered:
+        fields.add(key, unknown=True)
+    n = len(lines)
+    for name, offsets, present, data in columns:
+        mask = np.frombuffer(present, np.bool_)
+        rows.arrays[name.decode()] = (_binary(n, offsets, data, mask, int(mask.sum())), mask)
+    rows.done = n
     return rows
 
 

@@ -20,9 +20,9 @@ under the key "props" of the new object. Without unknown fields `props` is store
 
 How it is fast (the common case never runs Python per field):
 1. Arrow's JSON reader (in a worker thread, it releases the GIL) reads the typed columns;
-   meanwhile the main thread indexes the lines (`_lines.LineIndex`) and runs one msgspec
-   pass that validates every line and picks out the raw text of `dynamic`, `bytes`, header,
-   defaulted and unknown fields (`_lines.raw_pass`).
+   meanwhile the main thread indexes the lines (`_lines.LineIndex`) and runs one pass that
+   validates every line and picks out the raw text of `dynamic`, `bytes`, header, defaulted
+   and unknown fields (`_lines.raw_pass`: the C scanner, GIL released, or msgspec).
 2. Arrow fails on any type mismatch without a usable line number. A failure naming a column
    (`Column(/x) changed from string to number`) or a conversion (`to int32`) moves those
    columns to the raw path and reads again (a probe read of the first
@@ -64,8 +64,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from shoal.errors import LineError
-from shoal.ingest._columns import (Converted, from_arrow, from_raw, minify_array, presence,
-                                   raw_array, read_type)
+from shoal.ingest._columns import Converted, from_arrow, from_raw, minify_array, read_type
 from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRows,
                                  decode_line_dict, raw_pass)
 from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
@@ -371,7 +370,8 @@ class _FastPath:
         if not len(lines) or (index.kind == BAD).any() or table.num_rows != len(lines):
             return None
         raw = RawRows(lines, FieldSet((PROPS_COLUMN,), forbid_unknown=False))
-        raw.kept = {PROPS_COLUMN: [msgspec.UNSET] * len(lines)}
+        raw.arrays = {PROPS_COLUMN: (pa.nulls(len(lines), pa.binary()),
+                                     np.zeros(len(lines), bool))}
         side = _RawSide(self, raw)
         return self._assemble(index, lines, side, table, lines, max_errors)
 
@@ -422,7 +422,7 @@ class _FastPath:
                 break
             self.demoted |= demote
             job = _ArrowJob(job.body, self._read_columns(), job.lines, block_size=block)
-            if not all(n in raw.kept for n in demote):
+            if not all(raw.keeps(n) for n in demote):
                 raw = self._raw_pass(index, objects)
         table, lines = self._read_chunks(index, self._good(index, objects, raw))
         return table, lines, raw
@@ -574,11 +574,8 @@ class _RawSide:
     def __init__(self, path: _FastPath, raw: RawRows) -> None:
         self.path = path
         self.raw = raw
-        self._values: dict[str, list[Any]] = {}
-        self._present: dict[str, np.ndarray] = {}
         self._converted: dict[str, Converted] = {}
         self._unknown: np.ndarray | None = None
-        self._raw: dict[str, pa.BinaryArray] = {}
 
     def prepare(self) -> None:
         for col in self.path.schema.columns:
@@ -589,25 +586,16 @@ class _RawSide:
         if self.path.unknown != "drop":
             self.unknown_present()
 
-    def values(self, name: str) -> list[Any]:
-        if name not in self._values:
-            self._values[name] = self.raw.column(name)
-        return self._values[name]
-
     def raw_of(self, name: str) -> pa.BinaryArray:
         """The raw JSON texts of a key as a binary array (null = absent)."""
-        if name not in self._raw:
-            self._raw[name] = raw_array(self.values(name), self.present(name))
-        return self._raw[name]
+        return self.raw.raw(name)
 
     def present(self, name: str) -> np.ndarray:
-        if name not in self._present:
-            self._present[name] = presence(self.values(name))
-        return self._present[name]
+        return self.raw.present(name)
 
     def converted(self, col: Column) -> Converted:
         if col.name not in self._converted:
-            conv = from_raw(col.type, self.values(col.name), self.present(col.name))
+            conv = from_raw(col.type, self.raw_of(col.name))
             if col.name == PROPS_COLUMN and self.path.unknown == "props":
                 unknown = self.unknown_present()
                 if unknown.any():
@@ -621,7 +609,7 @@ class _RawSide:
         if self._unknown is None:
             present = np.zeros(len(self.raw.lines), bool)
             for key in self.raw.discovered:
-                if key in self.raw.kept:
+                if self.raw.keeps(key):
                     present |= self.present(key)
             self._unknown = present
         return self._unknown
@@ -630,13 +618,13 @@ class _RawSide:
         """Rows where a kept unknown field's value exceeds a JSON limit (`jsonlimits`)."""
         flags = np.zeros(len(self.raw.lines), bool)
         for key in self.raw.discovered:
-            if key in self.raw.kept:
+            if self.raw.keeps(key):
                 flags |= exceeding(self.raw_of(key))
         return flags
 
     def _merge_props(self, own: pa.Array, unknown: np.ndarray) -> pa.Array:
         """The props column with the unknown fields folded in (see the module docstring)."""
-        keys = [k for k in self.raw.discovered if k in self.raw.kept]
+        keys = [k for k in self.raw.discovered if self.raw.keeps(k)]
         n = len(unknown)
         # Members `"key":value` (null where absent), row-major, nulls dropped, one list per
         # row, each list joined with "," and wrapped in braces: a handful of Arrow kernels.
@@ -656,13 +644,13 @@ class _RawSide:
         out = pc.if_else(pa.array(unknown), objects, own)
         both = unknown & _valid(own)
         if both.any():  # the record sent its own props too: merge one by one
-            own_raw = self.values(PROPS_COLUMN)
-            columns = {k: self.values(k) for k in keys}
+            rows = pa.array(np.flatnonzero(both))
+            own_raw = self.raw_of(PROPS_COLUMN).take(rows).to_pylist()
+            columns = {k: self.raw_of(k).take(rows).to_pylist() for k in keys}
             merged = []
-            for i in np.flatnonzero(both).tolist():
-                pairs = [(k, bytes(columns[k][i])) for k in keys
-                         if columns[k][i] is not msgspec.UNSET]
-                merged.append(props_object(bytes(own_raw[i]), pairs))
+            for j, own_text in enumerate(own_raw):
+                pairs = [(k, columns[k][j]) for k in keys if columns[k][j] is not None]
+                merged.append(props_object(own_text, pairs))
             out = pc.replace_with_mask(out, pa.array(both), pa.array(merged, pa.binary()))
         return out
 

@@ -1,0 +1,663 @@
+/* shoal.ingest._scan: one pass over the object lines of an NDJSON body, without the GIL.
+ *
+ * What `_lines.raw_pass` does with msgspec (validate every line, pick out the raw JSON text
+ * of some top-level keys, find the keys the schema lacks in order of first appearance), in
+ * C, so that it runs beside Arrow's JSON reader instead of holding the GIL, and so that the
+ * picked values land in Arrow binary buffers directly instead of one Python object per
+ * value. No library offers this (validation plus raw value spans of chosen keys, GIL
+ * released): simdjson bindings, orjson and msgspec all build Python objects.
+ *
+ * scan(body, starts, ends, lines, declared, kept, discover, keep_unknown, max_unknown)
+ *   body      bytes-like, the whole body
+ *   starts    int64 buffer: byte offset of each line of the body
+ *   ends      int64 buffer: end of each line (its newline excluded)
+ *   lines     int64 buffer: the lines to scan (indexes into starts/ends), ascending
+ *   declared  list of bytes: the keys the pass knows (UTF-8), in declaration order
+ *   kept      list of bool, one per declared key: keep its raw values
+ *   discover  bool: record the keys outside `declared` (else they are skipped)
+ *   keep_unknown bool: keep the raw values of the first `max_unknown` discovered keys
+ *   max_unknown int
+ * returns (status, columns, discovered)
+ *   status    bytes, one per scanned line: 0 ok, 1 invalid (not one valid JSON object by
+ *             RFC 8259), 2 slow (valid, but holds a discovered key past `max_unknown`),
+ *             3 unsure (this scanner does not decide: a key with an escape, nesting deeper
+ *             than MAX_DEPTH); the caller asks msgspec about 1 and 3.
+ *   columns   list of (name, offsets, present, data) per kept key: declared kept keys in
+ *             declaration order, then discovered kept keys in discovery order; offsets int32
+ *             (n+1), present uint8 (n), data the concatenated raw texts. A line that is not
+ *             ok has every key absent.
+ *   discovered list of bytes: keys outside `declared` in order of first appearance over the
+ *             ok and slow lines (lines top to bottom, keys left to right); keys of invalid or
+ *             unsure lines are not counted (msgspec would not have decoded those lines).
+ *
+ * JSON: RFC 8259 as msgspec reads it: whitespace is space, tab, CR, LF; strings hold no raw
+ * byte below 0x20; escapes are \" \\ \/ \b \f \n \r \t \uXXXX with UTF-16 surrogates paired
+ * (a high one followed by an escaped low one); numbers -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?;
+ * duplicate keys: the last one wins. UTF-8 validity is the caller's (LineIndex) business.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+enum { ST_OK = 0, ST_INVALID = 1, ST_SLOW = 2, ST_UNSURE = 3 };
+#define MAX_DEPTH 128
+
+/* -- keys ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;  /* declared: borrowed from the Python list; discovered: owned */
+    Py_ssize_t len;
+    int col;           /* kept column, or -1 */
+    int over_cap;      /* a discovered key past max_unknown: its lines are slow */
+    int owned;
+} Key;
+
+typedef struct {
+    Key *keys;
+    Py_ssize_t n, cap;
+    Py_ssize_t *table;  /* open addressing: index into keys, or -1 */
+    Py_ssize_t mask;
+} KeySet;
+
+static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int keyset_init(KeySet *ks, Py_ssize_t hint) {
+    Py_ssize_t size = 64;
+    while (size < 4 * hint) size <<= 1;
+    ks->n = 0;
+    ks->cap = hint > 8 ? hint : 8;
+    ks->keys = malloc(sizeof(Key) * ks->cap);
+    ks->table = malloc(sizeof(Py_ssize_t) * size);
+    if (!ks->keys || !ks->table) return -1;
+    for (Py_ssize_t i = 0; i < size; i++) ks->table[i] = -1;
+    ks->mask = size - 1;
+    return 0;
+}
+
+static void keyset_free(KeySet *ks) {
+    if (ks->keys) {
+        for (Py_ssize_t i = 0; i < ks->n; i++)
+            if (ks->keys[i].owned) free((void *)ks->keys[i].name);
+    }
+    free(ks->keys);
+    free(ks->table);
+}
+
+static Py_ssize_t keyset_find(const KeySet *ks, const char *p, Py_ssize_t n, uint64_t h) {
+    Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)ks->mask);
+    for (;;) {
+        Py_ssize_t k = ks->table[slot];
+        if (k < 0) return -1;
+        if (ks->keys[k].len == n && memcmp(ks->keys[k].name, p, (size_t)n) == 0) return k;
+        slot = (slot + 1) & ks->mask;
+    }
+}
+
+static int keyset_grow_table(KeySet *ks) {
+    Py_ssize_t size = (ks->mask + 1) * 2;
+    Py_ssize_t *table = malloc(sizeof(Py_ssize_t) * size);
+    if (!table) return -1;
+    for (Py_ssize_t i = 0; i < size; i++) table[i] = -1;
+    for (Py_ssize_t k = 0; k < ks->n; k++) {
+        Py_ssize_t slot = (Py_ssize_t)(hash_bytes(ks->keys[k].name, ks->keys[k].len)
+                                       & (uint64_t)(size - 1));
+        while (table[slot] >= 0) slot = (slot + 1) & (size - 1);
+        table[slot] = k;
+    }
+    free(ks->table);
+    ks->table = table;
+    ks->mask = size - 1;
+    return 0;
+}
+
+/* Adds a key (the caller checked it is absent); returns its index or -1 (no memory). */
+static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h, int own) {
+    if (2 * (ks->n + 1) > ks->mask + 1 && keyset_grow_table(ks) < 0) return -1;
+    if (ks->n == ks->cap) {
+        Key *keys = realloc(ks->keys, sizeof(Key) * ks->cap * 2);
+        if (!keys) return -1;
+        ks->keys = keys;
+        ks->cap *= 2;
+    }
+    const char *name = p;
+    if (own) {
+        char *copy = malloc(n ? (size_t)n : 1);
+        if (!copy) return -1;
+        memcpy(copy, p, (size_t)n);
+        name = copy;
+    }
+    Py_ssize_t k = ks->n++;
+    ks->keys[k] = (Key){name, n, -1, 0, own};
+    Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)ks->mask);
+    while (ks->table[slot] >= 0) slot = (slot + 1) & ks->mask;
+    ks->table[slot] = k;
+    return k;
+}
+
+/* -- kept columns ---------------------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t key;     /* index into the key set */
+    int32_t *offsets;   /* n + 1 */
+    uint8_t *present;   /* n */
+    char *data;
+    size_t len, cap;
+    const char *span;   /* this line's value (last one wins), NULL if absent */
+    Py_ssize_t span_len;
+} Col;
+
+typedef struct {
+    Col *cols;
+    int n, cap;
+    Py_ssize_t rows;    /* lines per column */
+} Cols;
+
+static int cols_add(Cols *cs, Py_ssize_t key, Py_ssize_t filled) {
+    if (cs->n == cs->cap) {
+        int cap = cs->cap ? cs->cap * 2 : 16;
+        Col *cols = realloc(cs->cols, sizeof(Col) * (size_t)cap);
+        if (!cols) return -1;
+        cs->cols = cols;
+        cs->cap = cap;
+    }
+    Col *c = &cs->cols[cs->n];
+    memset(c, 0, sizeof(Col));
+    c->key = key;
+    c->offsets = calloc((size_t)cs->rows + 1, sizeof(int32_t));
+    c->present = calloc((size_t)cs->rows ? (size_t)cs->rows : 1, 1);
+    if (!c->offsets || !c->present) {
+        free(c->offsets);
+        free(c->present);
+        return -1;
+    }
+    (void)filled;  /* rows before `filled` stay absent: offsets 0, present 0 */
+    return cs->n++;
+}
+
+static void cols_free(Cols *cs) {
+    for (int i = 0; i < cs->n; i++) {
+        free(cs->cols[i].offsets);
+        free(cs->cols[i].present);
+        free(cs->cols[i].data);
+    }
+    free(cs->cols);
+}
+
+/* Row `row` is done: append the picked value of each column (absent if `ok` is false). */
+static int cols_commit(Cols *cs, Py_ssize_t row, int ok) {
+    for (int i = 0; i < cs->n; i++) {
+        Col *c = &cs->cols[i];
+        if (ok && c->span) {
+            size_t need = c->len + (size_t)c->span_len;
+            if (need > (size_t)INT32_MAX) return -2;
+            if (need > c->cap) {
+                size_t cap = c->cap ? c->cap : 4096;
+                while (cap < need) cap *= 2;
+                char *data = realloc(c->data, cap);
+                if (!data) return -1;
+                c->data = data;
+                c->cap = cap;
+            }
+            memcpy(c->data + c->len, c->span, (size_t)c->span_len);
+            c->len = need;
+            c->present[row] = 1;
+        }
+        c->offsets[row + 1] = (int32_t)c->len;
+        c->span = NULL;
+    }
+    return 0;
+}
+
+/* -- JSON ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *key;
+    Py_ssize_t key_len;
+    const char *val;
+    Py_ssize_t val_len;
+} Field;
+
+typedef struct {
+    const unsigned char *p, *end;
+    int depth;
+    int unsure;
+} Parser;
+
+static inline void skip_ws(Parser *ps) {
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\r'
+                               || *ps->p == '\n'))
+        ps->p++;
+}
+
+static inline int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+static int read_u16(Parser *ps, unsigned *out) {  /* at the 4 hex digits after \u */
+    if (ps->end - ps->p < 4) return -1;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(ps->p[i]);
+        if (h < 0) return -1;
+        v = (v << 4) | (unsigned)h;
+    }
+    ps->p += 4;
+    *out = v;
+    return 0;
+}
+
+/* The first byte at or after p that ends a run of plain string bytes: a quote, a backslash
+ * or a byte below 0x20 (end if none). SSE2 (every x86-64) looks at 16 bytes at a time. */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i control = _mm_set1_epi8(0x1F);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i stop = _mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+            _mm_cmpeq_epi8(_mm_min_epu8(v, control), v));  /* unsigned v <= 0x1F */
+        int mask = _mm_movemask_epi8(stop);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && *p >= 0x20 && *p != '"' && *p != '\\') p++;
+    return p;
+}
+
+/* At the opening quote; leaves p after the closing one. 0 ok, -1 invalid. `escaped` tells
+ * whether the string held a backslash. */
+static int skip_string(Parser *ps, int *escaped) {
+    const unsigned char *p = ps->p + 1, *end = ps->end;
+    *escaped = 0;
+    for (;;) {
+        p = plain_run(p, end);
+        if (p >= end || *p < 0x20) return -1;
+        if (*p == '"') {
+            ps->p = p + 1;
+            return 0;
+        }
+        *escaped = 1;
+        p++;
+        if (p >= end) return -1;
+        switch (*p) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p++;
+            break;
+        case 'u': {
+            unsigned u;
+            ps->p = p + 1;
+            if (read_u16(ps, &u) < 0) return -1;
+            p = ps->p;
+            if (u >= 0xDC00 && u <= 0xDFFF) return -1;      /* a lone low surrogate */
+            if (u >= 0xD800 && u <= 0xDBFF) {                /* must pair with a low one */
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u') return -1;
+                ps->p = p + 2;
+                if (read_u16(ps, &u) < 0) return -1;
+                if (u < 0xDC00 || u > 0xDFFF) return -1;
+                p = ps->p;
+            }
+            break;
+        }
+        default:
+            return -1;
+        }
+    }
+}
+
+static int skip_number(Parser *ps) {
+    const unsigned char *p = ps->p, *end = ps->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return -1;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return -1;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || !(*p >= '0' && *p <= '9')) return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || !(*p >= '0' && *p <= '9')) return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    ps->p = p;
+    return 0;
+}
+
+static int skip_literal(Parser *ps, const char *word, Py_ssize_t n) {
+    if (ps->end - ps->p < n || memcmp(ps->p, word, (size_t)n) != 0) return -1;
+    ps->p += n;
+    return 0;
+}
+
+static int skip_value(Parser *ps);
+
+static int skip_container(Parser *ps, unsigned char close) {
+    if (++ps->depth > MAX_DEPTH) {
+        ps->unsure = 1;
+        return -1;
+    }
+    ps->p++;
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == close) {
+        ps->p++;
+        ps->depth--;
+        return 0;
+    }
+    for (;;) {
+        if (close == '}') {
+            int escaped;
+            if (ps->p >= ps->end || *ps->p != '"' || skip_string(ps, &escaped) < 0) return -1;
+            skip_ws(ps);
+            if (ps->p >= ps->end || *ps->p != ':') return -1;
+            ps->p++;
+            skip_ws(ps);
+        }
+        if (skip_value(ps) < 0) return -1;
+        skip_ws(ps);
+        if (ps->p >= ps->end) return -1;
+        if (*ps->p == ',') {
+            ps->p++;
+            skip_ws(ps);
+            continue;
+        }
+        if (*ps->p == close) {
+            ps->p++;
+            ps->depth--;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static int skip_value(Parser *ps) {
+    if (ps->p >= ps->end) return -1;
+    int escaped;
+    switch (*ps->p) {
+    case '"': return skip_string(ps, &escaped);
+    case '{': return skip_container(ps, '}');
+    case '[': return skip_container(ps, ']');
+    case 't': return skip_literal(ps, "true", 4);
+    case 'f': return skip_literal(ps, "false", 5);
+    case 'n': return skip_literal(ps, "null", 4);
+    default: return skip_number(ps);
+    }
+}
+
+/* One line: its top-level fields into `fields` (grown as needed). Returns a status. */
+static int parse_line(const unsigned char *s, const unsigned char *e, Field **fields,
+                      Py_ssize_t *n_fields, Py_ssize_t *cap) {
+    Parser ps = {s, e, 0, 0};
+    *n_fields = 0;
+    skip_ws(&ps);
+    if (ps.p >= ps.end || *ps.p != '{') return ST_INVALID;
+    ps.p++;
+    ps.depth = 1;
+    skip_ws(&ps);
+    if (ps.p < ps.end && *ps.p == '}') {
+        ps.p++;
+    } else {
+        for (;;) {
+            if (ps.p >= ps.end || *ps.p != '"') return ST_INVALID;
+            const unsigned char *k = ps.p + 1;
+            int escaped;
+            if (skip_string(&ps, &escaped) < 0) return ST_INVALID;
+            const unsigned char *k_end = ps.p - 1;
+            skip_ws(&ps);
+            if (ps.p >= ps.end || *ps.p != ':') return ST_INVALID;
+            ps.p++;
+            skip_ws(&ps);
+            const unsigned char *v = ps.p;
+            if (skip_value(&ps) < 0) return ps.unsure ? ST_UNSURE : ST_INVALID;
+            if (escaped) ps.unsure = 1;  /* msgspec matches the unescaped key: not ours */
+            if (*n_fields == *cap) {
+                Py_ssize_t c = *cap * 2;
+                Field *f = realloc(*fields, sizeof(Field) * (size_t)c);
+                if (!f) return -1;
+                *fields = f;
+                *cap = c;
+            }
+            (*fields)[(*n_fields)++] = (Field){(const char *)k, k_end - k, (const char *)v,
+                                               ps.p - v};
+            skip_ws(&ps);
+            if (ps.p >= ps.end) return ST_INVALID;
+            if (*ps.p == ',') {
+                ps.p++;
+                skip_ws(&ps);
+                continue;
+            }
+            if (*ps.p == '}') {
+                ps.p++;
+                break;
+            }
+            return ST_INVALID;
+        }
+    }
+    skip_ws(&ps);
+    if (ps.p != ps.end) return ST_INVALID;  /* trailing data */
+    return ps.unsure ? ST_UNSURE : ST_OK;
+}
+
+/* -- the pass -------------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *body;
+    Py_ssize_t body_len;
+    const int64_t *starts, *ends, *lines;
+    Py_ssize_t n_lines, n_index;
+    int discover, keep_unknown;
+    Py_ssize_t max_unknown;
+    KeySet keys;
+    Cols cols;
+    uint8_t *status;
+    Py_ssize_t *discovered;   /* key indexes, in order */
+    Py_ssize_t n_discovered, cap_discovered;
+    Py_ssize_t n_unknown_declared;
+} Pass;
+
+/* Returns 0, -1 (no memory), -2 (a column over 2 GiB), -3 (a line outside the body). */
+static int run_pass(Pass *ps) {
+    Py_ssize_t cap = 64, n_fields = 0;
+    Field *fields = malloc(sizeof(Field) * (size_t)cap);
+    if (!fields) return -1;
+    int rc = 0;
+    for (Py_ssize_t r = 0; r < ps->n_lines; r++) {
+        int64_t li = ps->lines[r];
+        if (li < 0 || li >= ps->n_index) { rc = -3; break; }
+        int64_t s = ps->starts[li], e = ps->ends[li];
+        if (s < 0 || e < s || e > ps->body_len) { rc = -3; break; }
+        int st = parse_line(ps->body + s, ps->body + e, &fields, &n_fields, &cap);
+        if (st < 0) { rc = -1; break; }
+        if (st == ST_OK) {
+            for (Py_ssize_t i = 0; i < n_fields; i++) {
+                Field *f = &fields[i];
+                uint64_t h = hash_bytes(f->key, f->key_len);
+                Py_ssize_t k = keyset_find(&ps->keys, f->key, f->key_len, h);
+                if (k < 0) {
+                    if (!ps->discover) continue;
+                    k = keyset_add(&ps->keys, f->key, f->key_len, h, 1);
+                    if (k < 0) { rc = -1; break; }
+                    if (ps->n_discovered == ps->cap_discovered) {
+                        Py_ssize_t c = ps->cap_discovered ? ps->cap_discovered * 2 : 16;
+                        Py_ssize_t *d = realloc(ps->discovered, sizeof(Py_ssize_t) * (size_t)c);
+                        if (!d) { rc = -1; break; }
+                        ps->discovered = d;
+                        ps->cap_discovered = c;
+                    }
+                    ps->discovered[ps->n_discovered++] = k;
+                    if (ps->n_unknown_declared >= ps->max_unknown) {
+                        ps->keys.keys[k].over_cap = 1;
+                    } else {
+                        ps->n_unknown_declared++;
+                        if (ps->keep_unknown) {
+                            int c = cols_add(&ps->cols, k, r);
+                            if (c < 0) { rc = -1; break; }
+                            ps->keys.keys[k].col = c;
+                        }
+                    }
+                }
+                Key *key = &ps->keys.keys[k];
+                if (key->over_cap) st = ST_SLOW;
+                if (key->col >= 0) {
+                    Col *c = &ps->cols.cols[key->col];
+                    c->span = f->val;
+                    c->span_len = f->val_len;
+                }
+            }
+            if (rc) break;
+        }
+        ps->status[r] = (uint8_t)st;
+        rc = cols_commit(&ps->cols, r, st == ST_OK);
+        if (rc) break;
+    }
+    free(fields);
+    return rc;
+}
+
+static PyObject *bytes_of(const void *p, size_t n) {
+    return PyBytes_FromStringAndSize(n ? (const char *)p : "", (Py_ssize_t)n);
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer body, starts, ends, lines;
+    PyObject *declared, *kept;
+    int discover, keep_unknown;
+    Py_ssize_t max_unknown;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*O!O!ppn", &body, &starts, &ends, &lines,
+                          &PyList_Type, &declared, &PyList_Type, &kept, &discover,
+                          &keep_unknown, &max_unknown))
+        return NULL;
+    PyObject *result = NULL;
+    Pass ps;
+    memset(&ps, 0, sizeof(ps));
+    Py_ssize_t n_declared = PyList_GET_SIZE(declared);
+    if (starts.len != ends.len || starts.len % 8 || lines.len % 8
+        || PyList_GET_SIZE(kept) != n_declared) {
+        PyErr_SetString(PyExc_ValueError, "scan: mismatched arguments");
+        goto done_buffers;
+    }
+    ps.body = body.buf;
+    ps.body_len = body.len;
+    ps.starts = starts.buf;
+    ps.ends = ends.buf;
+    ps.lines = lines.buf;
+    ps.n_index = starts.len / 8;
+    ps.n_lines = lines.len / 8;
+    ps.discover = discover;
+    ps.keep_unknown = keep_unknown;
+    ps.max_unknown = max_unknown;
+    ps.cols.rows = ps.n_lines;
+    if (keyset_init(&ps.keys, n_declared) < 0) goto nomem;
+    ps.status = malloc(ps.n_lines ? (size_t)ps.n_lines : 1);
+    if (!ps.status) goto nomem;
+    for (Py_ssize_t i = 0; i < n_declared; i++) {
+        PyObject *name = PyList_GET_ITEM(declared, i);
+        if (!PyBytes_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "scan: declared keys must be bytes");
+            goto done;
+        }
+        const char *p = PyBytes_AS_STRING(name);
+        Py_ssize_t n = PyBytes_GET_SIZE(name);
+        uint64_t h = hash_bytes(p, n);
+        Py_ssize_t k = keyset_find(&ps.keys, p, n, h);
+        if (k < 0 && (k = keyset_add(&ps.keys, p, n, h, 0)) < 0) goto nomem;
+        int want = PyObject_IsTrue(PyList_GET_ITEM(kept, i));
+        if (want < 0) goto done;
+        if (want && ps.keys.keys[k].col < 0) {
+            int c = cols_add(&ps.cols, k, 0);
+            if (c < 0) goto nomem;
+            ps.keys.keys[k].col = c;
+        }
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = run_pass(&ps);
+    Py_END_ALLOW_THREADS
+    if (rc == -1) goto nomem;
+    if (rc == -2) {
+        PyErr_SetString(PyExc_OverflowError, "scan: over 2 GiB of raw JSON in one column");
+        goto done;
+    }
+    if (rc == -3) {
+        PyErr_SetString(PyExc_IndexError, "scan: a line outside the body");
+        goto done;
+    }
+    PyObject *status = bytes_of(ps.status, (size_t)ps.n_lines);
+    PyObject *columns = PyList_New(ps.cols.n);
+    PyObject *found = PyList_New(ps.n_discovered);
+    if (!status || !columns || !found) goto fail_out;
+    for (int i = 0; i < ps.cols.n; i++) {
+        Col *c = &ps.cols.cols[i];
+        Key *k = &ps.keys.keys[c->key];
+        PyObject *item = Py_BuildValue(
+            "(NNNN)", bytes_of(k->name, (size_t)k->len),
+            bytes_of(c->offsets, sizeof(int32_t) * ((size_t)ps.n_lines + 1)),
+            bytes_of(c->present, (size_t)ps.n_lines), bytes_of(c->data, c->len));
+        if (!item) goto fail_out;
+        PyList_SET_ITEM(columns, i, item);
+    }
+    for (Py_ssize_t i = 0; i < ps.n_discovered; i++) {
+        Key *k = &ps.keys.keys[ps.discovered[i]];
+        PyObject *name = bytes_of(k->name, (size_t)k->len);
+        if (!name) goto fail_out;
+        PyList_SET_ITEM(found, i, name);
+    }
+    result = Py_BuildValue("(NNN)", status, columns, found);
+    goto done;
+fail_out:
+    Py_XDECREF(status);
+    Py_XDECREF(columns);
+    Py_XDECREF(found);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    keyset_free(&ps.keys);
+    cols_free(&ps.cols);
+    free(ps.status);
+    free(ps.discovered);
+done_buffers:
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&lines);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, "One pass over the object lines of an NDJSON body (see the "
+                                 "module comment in _scan.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "shoal.ingest._scan",
+    "NDJSON lines validated and raw values picked out without the GIL (see _scan.c).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

@@ -1,0 +1,195 @@
+"""The C line scanner (`shoal.ingest._scan`) against the msgspec pass it stands in for.
+
+`_lines.raw_pass` uses the scanner when it is sure of every line and msgspec otherwise; both
+must give the same bad lines, slow lines, discovered keys (in order) and raw values per kept
+key. Bodies are generated (valid objects, tricky JSON, and valid lines broken at a random
+byte) and run through both passes directly; the coercion tests then cover the scanner
+through `coerce_ndjson` (it is the default path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shoal.ingest import _lines
+from shoal.ingest._lines import (MAX_UNKNOWN_FIELDS, OBJECT, FieldSet, LineIndex, RawRows,
+                                 msgspec_pass)
+from shoal.ingest.evolve import scan_unknown_fields
+from shoal.types import LONG, STRING
+from shoal.types.schema import Column, Schema
+
+KNOWN = ["a", "b", "msg", "attrs"]
+WANTED = ["attrs", "msg"]
+
+# Lines the scanner must judge exactly as msgspec does (or leave to msgspec).
+TRICKY = [
+    '{"a":1}', '{}', ' { } ', '{"a":1}\r', '{"a" : 1 , "b":[1, 2 ,{"c":null}] }',
+    '{"a":-0}', '{"a":01}', '{"a":1.}', '{"a":.5}', '{"a":1e400}', '{"a":-1.5E-7}',
+    '{"a":1e}', '{"a":1e+}', '{"a":-}', '{"a":+1}', '{"a":123456789012345678901234567890}',
+    '{"a":tru}', '{"a":true}', '{"a":nul}', '{"a":falsey}', '{"a":[1,]}', '{"a":[,1]}',
+    '{"a":{"x":1,}}', '{"a":1,}', '{,"a":1}', '{"a" 1}', '{"a":1 "b":2}', '{"a":1}{}',
+    '{"a":1}x', '{"a":"\\ud83d\\ude00"}', '{"a":"\\ud800"}', '{"a":"\\udc00"}',
+    '{"a":"\\ud800\\u0041"}', '{"a":"\\u12G4"}', '{"a":"\\x"}', '{"a":"tab\there"}',
+    '{"a":"ok \\" \\\\ \\/ \\b \\f \\n \\r \\t"}', '{"a":"é ü 😀"}', '{"a":"\u0001"}',
+    '{"m\\u0073g":"escaped key"}', '{"z\\"q":1}', '{"a":1,"a":2}', '{"attrs":1,"attrs":{}}',
+    '{"msg":"x","new":1,"other":[1]}', '{"new":2}', '{"":1}', '{"a":' + "[" * 200 + "]" * 200
+    + '}', '{"a":' + "[" * 50 + "]" * 50 + '}', '{"a":1} ', '{"a":"unterminated}',
+    '{"a":1\t}', '{"a"\t:\t1}', '{"attrs":{"k":"v","n":[1,2.5,true,null]}}',
+]
+
+
+def scanner_pass(body: bytes, *, discover: bool, keep: bool = True,
+                 wanted: list[str] | None = None) -> tuple[RawRows | None, RawRows]:
+    """(scanner result or None where it defers to msgspec, msgspec result) of one body."""
+    index = LineIndex.build(body)
+    lines = index.lines_of(OBJECT)
+    wanted = WANTED if wanted is None else wanted
+
+    def fields() -> FieldSet:
+        return (FieldSet(KNOWN, forbid_unknown=True) if discover
+                else FieldSet(wanted, forbid_unknown=False))
+
+    fast = _lines._scan_pass(index, lines, fields(), known=KNOWN, wanted=wanted, keep=keep)
+    ref = msgspec_pass(index, lines, fields(), known=KNOWN, wanted=wanted, keep=keep)
+    return fast, ref
+
+
+def assert_same_pass(fast: RawRows, ref: RawRows) -> None:
+    if ref.keep:  # the pre-scan (keep=False) wants keys only: msgspec's bad/slow are partial
+        assert fast.bad == ref.bad
+        assert fast.slow == ref.slow
+    assert fast.discovered == ref.discovered
+    kept = sorted(k for k in [*WANTED, *ref.discovered] if ref.keeps(k))
+    assert sorted(k for k in [*WANTED, *fast.discovered] if fast.keeps(k)) == kept
+    for key in kept:
+        assert fast.raw(key).to_pylist() == ref.raw(key).to_pylist(), key
+        assert (fast.present(key) == ref.present(key)).all(), key
+
+
+def test_the_scanner_is_built() -> None:
+    """setup builds it; without it coercion silently takes the slower msgspec pass."""
+    if os.environ.get("CI") == "true" or _lines._scan is not None:
+        assert _lines._scan is not None
+
+
+needs_scanner = pytest.mark.skipif(_lines._scan is None, reason="the C scanner is not built")
+
+
+@needs_scanner
+@pytest.mark.parametrize("discover", [True, False])
+def test_tricky_lines_one_by_one(discover: bool) -> None:
+    decided = 0
+    for line in TRICKY:
+        body = line.encode() + b"\n"
+        fast, ref = scanner_pass(body, discover=discover)
+        if fast is not None:
+            decided += 1
+            assert_same_pass(fast, ref)
+    # It defers only on what it is unsure of (escaped keys, deep nesting): not on most lines.
+    assert decided >= len(TRICKY) - 4
+
+
+@needs_scanner
+def test_a_body_of_every_tricky_line() -> None:
+    body = "\n".join(line for line in TRICKY if "\\u0073" not in line and "z\\\"q" not in line
+                     and "[" * 200 not in line).encode() + b"\n\n"
+    for discover in (True, False):
+        fast, ref = scanner_pass(body, discover=discover)
+        assert fast is not None
+        assert_same_pass(fast, ref)
+        assert fast.bad  # the broken ones are found bad, not slow
+        if discover:
+            assert fast.discovered == ["new", "other", ""]
+
+
+@needs_scanner
+def test_unknown_keys_past_the_cap_make_their_lines_slow() -> None:
+    lines = [json.dumps({"a": i, f"k{i}": i, f"j{i}": [i]}) for i in range(MAX_UNKNOWN_FIELDS)]
+    lines.append(json.dumps({"k1": 5, "msg": "old keys only"}))
+    body = ("\n".join(lines) + "\n").encode()
+    fast, ref = scanner_pass(body, discover=True)
+    assert fast is not None
+    assert_same_pass(fast, ref)
+    assert len(fast.discovered) == 2 * MAX_UNKNOWN_FIELDS
+    assert fast.slow and len(fast.slow) < len(lines)
+
+
+@needs_scanner
+def test_the_evolve_pre_scan_finds_the_same_keys() -> None:
+    body = b'{"a":1,"x":2}\n{"bad":\n{"y":1,"x":3,"a":2}\n' + b'{"z%d":1}\n' * 3 % (1, 2, 3)
+    fast, ref = scanner_pass(body, discover=True, keep=False)
+    assert fast is not None and fast.discovered == ref.discovered == ["x", "y", "z1", "z2", "z3"]
+    schema = Schema.create([Column("a", LONG), Column("b", STRING)])
+    assert scan_unknown_fields(body, schema) == ["x", "y", "z1", "z2", "z3"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                  max_size=3),
+    max_leaves=8)
+keys = st.sampled_from(KNOWN + ["new", "other", "é", "", "x y"]) | st.text(max_size=3)
+
+
+@st.composite
+def ndjson_line(draw: Any) -> bytes:
+    obj = draw(st.dictionaries(keys, json_values, max_size=5))
+    text = json.dumps(obj, ensure_ascii=draw(st.booleans()),
+                      separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+    raw = text.encode()
+    if draw(st.integers(0, 5)) == 0 and raw:  # break it: one byte replaced, added or cut
+        at = draw(st.integers(0, len(raw) - 1))
+        byte = draw(st.sampled_from(b'{}[]",:\\ 0a-e.\x01\rnt'))
+        how = draw(st.integers(0, 2))
+        raw = (raw[:at] + bytes([byte]) + raw[at + 1:] if how == 0
+               else raw[:at] + bytes([byte]) + raw[at:] if how == 1 else raw[:at])
+    return raw
+
+
+@needs_scanner
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ndjson_line() | st.sampled_from([t.encode() for t in TRICKY]) | st.just(b""),
+                min_size=1, max_size=12),
+       st.booleans(), st.booleans())
+def test_scanner_equals_msgspec(lines: list[bytes], discover: bool, keep: bool) -> None:
+    body = b"\n".join(lines) + b"\n"
+    fast, ref = scanner_pass(body, discover=discover, keep=keep)
+    if fast is None:  # deferred: the pass raw_pass returns is msgspec's own
+        return
+    assert_same_pass(fast, ref)
+
+
+@needs_scanner
+def test_raw_pass_falls_back_to_msgspec_when_unsure(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = b'{"msg":"a"}\n{"m\\u0073g":"b","new":1}\n'
+    index = LineIndex.build(body)
+    rows = _lines.raw_pass(index, index.lines_of(OBJECT), FieldSet(KNOWN, forbid_unknown=True),
+                           known=KNOWN, wanted=WANTED)
+    assert rows.raw("msg").to_pylist() == [b'"a"', b'"b"']
+    assert rows.discovered == ["new"]
+    assert isinstance(rows.kept["msg"][0], msgspec.Raw)  # msgspec did this pass
+
+
+def test_the_msgspec_pass_alone_still_coerces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the scanner is not built, the msgspec pass gives the same coercion."""
+    from shoal.ingest.coerce import coerce_ndjson
+    from shoal.types import DYNAMIC
+
+    schema = Schema.create([Column("msg", STRING), Column("attrs", DYNAMIC)])
+    body = b'{"msg":"a","attrs":{"k":[1, 2]},"x":1}\n{"msg":1}\n{"attrs":tru}\n'
+    with_scanner = coerce_ndjson(body, schema, unknown="props", ingest_time_ns=0)
+    monkeypatch.setattr(_lines, "_scan", None)
+    without = coerce_ndjson(body, schema, unknown="props", ingest_time_ns=0)
+    assert with_scanner.batch.equals(without.batch)
+    assert [str(e) for e in with_scanner.errors] == [str(e) for e in without.errors]
+    assert with_scanner.unknown_fields == without.unknown_fields == ["x"]
+    assert np.array_equal(with_scanner.rejected_lines, without.rejected_lines)
