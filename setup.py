@@ -1,11 +1,17 @@
-"""The one C extension (the rest of the build is declared in pyproject.toml).
+"""The C extensions (the rest of the build is declared in pyproject.toml).
 
-`shoal.ingest._scan` (src/shoal/ingest/_scan.c): the NDJSON line scanner, built by `pip install`
-(in place for an editable install); the msgspec pass stands in where it is missing.
+Built by `pip install` (in place for an editable install); each has a pure-Python stand-in
+that the code falls back to, with a warning, where it is missing:
+- `shoal.ingest._scan` (src/shoal/ingest/_scan.c): the NDJSON line scanner;
+- `shoal.format._kernels` (src/shoal/format/_kernels.c): extent statistics kernels.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("shoal.ingest._scan", ["src/shoal/ingest/_scan.c"],
-                             extra_compile_args=["-O3", "-Wall", "-Wextra",
-                                                 "-Wno-unused-parameter"])])
+FLAGS = ["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+
+setup(ext_modules=[
+    Extension("shoal.ingest._scan", ["src/shoal/ingest/_scan.c"], extra_compile_args=FLAGS),
+    Extension("shoal.format._kernels", ["src/shoal/format/_kernels.c"],
+              extra_compile_args=FLAGS),
+])

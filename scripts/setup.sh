@@ -39,8 +39,8 @@ if [ ! -x .venv/bin/python ]; then
   "$(pick_python)" -m venv .venv
 fi
 stamp=.venv/.shoal-installed
-# The C scanner is built by the install: its source is part of what the stamp covers.
-want="$(cat pyproject.toml setup.py constraints.txt src/shoal/ingest/_scan.c | sha256sum | cut -d' ' -f1)"
+# The C extensions are built by the install: their sources are part of what the stamp covers.
+want="$(cat pyproject.toml setup.py constraints.txt src/shoal/*/_*.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -c constraints.txt -e '.[dev]'

@@ -1,4 +1,4 @@
-"""The tokenizer: the reference rule and its vectorised form agree exactly."""
+"""The tokenizer: the reference rule, its numpy form and its C kernel agree exactly."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.format.tokens import tokenize, tokenize_array
+from shoal.format import tokens as tokens_mod
+from shoal.format.tokens import numpy_tokenize_array, tokenize, tokenize_array
 
 TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
 # Mostly token material, with separators (every ASCII whitespace byte: the vectorised form
@@ -56,3 +57,29 @@ def test_vectorised_agrees_with_reference(values: list[str | None], cut: int,
     assert set(tokenize_array(sliced).to_pylist()) == _reference(values[cut:])
     chunked = pa.chunked_array([arr.slice(0, cut), arr.slice(cut)], type=arr.type)
     assert set(tokenize_array(chunked).to_pylist()) == _reference(values)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), TEXT, WORDY), max_size=25))
+def test_the_numpy_form_agrees_with_reference(values: list[str | None]) -> None:
+    """The stand-in where the C kernel is not built (and the kernel's own reference)."""
+    got = numpy_tokenize_array(pa.array(values, pa.string())).to_pylist()
+    assert len(got) == len(set(got))
+    assert set(got) == _reference(values)
+
+
+def test_many_and_long_tokens() -> None:
+    """Past the kernel's first hash table and token buffer sizes: every token, once."""
+    values = [f"w{i} W{i} x{i % 7}" for i in range(50_000)] + ["a" * 5000 + " " + "B" * 300]
+    expected = _reference(values)
+    got = tokenize_array(pa.array(values)).to_pylist()
+    assert len(got) == len(expected) and set(got) == expected
+    assert set(numpy_tokenize_array(pa.array(values)).to_pylist()) == expected
+
+
+def test_the_c_kernel_is_built() -> None:
+    """setup builds it; without it token sets silently take the slower numpy path."""
+    import os
+
+    if os.environ.get("CI") == "true" or tokens_mod._kernels is not None:
+        assert tokens_mod._kernels is not None

@@ -193,3 +193,30 @@ def test_the_msgspec_pass_alone_still_coerces(monkeypatch: pytest.MonkeyPatch) -
     assert [str(e) for e in with_scanner.errors] == [str(e) for e in without.errors]
     assert with_scanner.unknown_fields == without.unknown_fields == ["x"]
     assert np.array_equal(with_scanner.rejected_lines, without.rejected_lines)
+
+
+# Structure, blanks, and UTF-8 good and bad (lone lead byte, surrogate, past U+10FFFF, overlong).
+line_bytes = st.lists(st.sampled_from([
+    b"{", b"}", b" ", b"\t", b"\r", b"\n", b"a", b'"', b"\xc3\xa9", b"\xff", b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80", b"\xe0\x80", b"\xf0\x9f\x98\x80", b"\xc3"]), max_size=30)
+
+
+@needs_scanner
+@settings(max_examples=400, deadline=None)
+@given(line_bytes)
+def test_the_line_index_equals_numpys(pieces: list[bytes]) -> None:
+    body = b"".join(pieces)
+    fast, ref = LineIndex.build(body), LineIndex.build_numpy(body)
+    assert fast.starts.tolist() == ref.starts.tolist()
+    assert fast.ends.tolist() == ref.ends.tolist()
+    assert fast.kind.tolist() == ref.kind.tolist()
+    assert fast.structural_bad == ref.structural_bad
+
+
+@needs_scanner
+def test_the_line_index_of_a_large_body() -> None:
+    body = b"".join(b'{"a":%d}\n' % i if i % 97 else b"  \r\n" if i % 2 else b"[1]\n"
+                    for i in range(100_000)) + b'{"last":"\xc3\xa9"}'
+    fast, ref = LineIndex.build(body), LineIndex.build_numpy(body)
+    assert (fast.starts == ref.starts).all() and (fast.ends == ref.ends).all()
+    assert (fast.kind == ref.kind).all() and fast.n_lines == 100_001

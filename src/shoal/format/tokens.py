@@ -18,6 +18,7 @@ often than whole values.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
@@ -25,6 +26,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
+
+try:
+    from shoal.format import _kernels  # type: ignore[attr-defined]
+except ImportError:  # not built (an install without a C compiler): numpy does the work
+    _kernels = None
+    logging.getLogger(__name__).warning(
+        "shoal.format._kernels is not built: token sets use the slower numpy path")
 
 MIN_TOKEN_LEN = 2
 
@@ -48,6 +56,20 @@ def tokenize_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise TypeError(f"tokenize_array needs a string array, got {arr.type}")
+    if arr.null_count:
+        arr = pc.drop_null(arr)
+    if len(arr) == 0:
+        return pa.array([], type=pa.string())
+    if _kernels is None:
+        return _tokenize_distinct(_distinct_pieces(arr))
+    offsets, data = _string_buffers(arr)
+    token_offsets, token_data = _kernels.tokens(offsets, data)
+    return pa.StringArray.from_buffers(len(token_offsets) // 4 - 1, pa.py_buffer(token_offsets),
+                                       pa.py_buffer(token_data))
+
+
+def numpy_tokenize_array(arr: pa.Array) -> pa.Array:
+    """`tokenize_array` by numpy alone (the reference the C kernel is tested against)."""
     if arr.null_count:
         arr = pc.drop_null(arr)
     if len(arr) == 0:

@@ -68,6 +68,16 @@ class LineIndex:
 
     @classmethod
     def build(cls, body: bytes) -> LineIndex:
+        if _scan is not None:  # the same index in one C pass (memchr, GIL released)
+            starts_b, ends_b, kind_b = _scan.index(body)
+            kind = np.frombuffer(kind_b, np.uint8).copy()
+            return cls(body, np.frombuffer(starts_b, np.int64), np.frombuffer(ends_b, np.int64),
+                       kind, bool((kind == BAD).any()))
+        return cls.build_numpy(body)
+
+    @classmethod
+    def build_numpy(cls, body: bytes) -> LineIndex:
+        """`build` by numpy (the stand-in where the scanner is not built; its reference)."""
         n = len(body)
         buf = np.frombuffer(body, np.uint8)
         nl = _newlines(buf)

@@ -30,6 +30,12 @@
  *             ok and slow lines (lines top to bottom, keys left to right); keys of invalid or
  *             unsure lines are not counted (msgspec would not have decoded those lines).
  *
+ * index(body) -> (starts, ends, kind)
+ *   The lines of a body as `_lines.LineIndex.build` finds them: int64 start and end (its
+ *   newline excluded) of each line, and per line 0 blank (only space, tab, CR), 1 object (a
+ *   `{` first and a `}` last once space, tab and CR are stripped, and valid UTF-8), 2 bad.
+ *   A newline ends a line; a body that ends with one has no empty line after it.
+ *
  * JSON: RFC 8259 as msgspec reads it: whitespace is space, tab, CR, LF; strings hold no raw
  * byte below 0x20; escapes are \" \\ \/ \b \f \n \r \t \uXXXX with UTF-16 surrogates paired
  * (a high one followed by an escaped low one); numbers -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?;
@@ -648,7 +654,94 @@ done_buffers:
     return result;
 }
 
+/* -- the line index ------------------------------------------------------------------- */
+
+/* Strict UTF-8 (as Python's decoder): no overlong forms, no surrogates, nothing past
+ * U+10FFFF. */
+static int valid_utf8(const unsigned char *p, const unsigned char *end) {
+    while (p < end) {
+        unsigned char c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        Py_ssize_t need;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) { need = 2; lo = 0xA0; }
+        else if (c == 0xED) { need = 2; hi = 0x9F; }
+        else if (c >= 0xE1 && c <= 0xEF) need = 2;
+        else if (c == 0xF0) { need = 3; lo = 0x90; }
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else if (c == 0xF4) { need = 3; hi = 0x8F; }
+        else return 0;
+        if (end - p <= need) return 0;
+        if (p[1] < lo || p[1] > hi) return 0;
+        for (Py_ssize_t k = 2; k <= need; k++)
+            if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+        p += need + 1;
+    }
+    return 1;
+}
+
+static uint8_t line_kind(const unsigned char *s, const unsigned char *e) {
+    while (s < e && (*s == ' ' || *s == '\t' || *s == '\r')) s++;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) e--;
+    if (s == e) return 0;
+    if (*s != '{' || e[-1] != '}') return 2;
+    return 1;
+}
+
+static PyObject *index_lines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer body;
+    if (!PyArg_ParseTuple(args, "y*", &body)) return NULL;
+    const unsigned char *b = body.buf, *end = b + body.len;
+    Py_ssize_t n = 0;
+    PyObject *result = NULL;
+    int64_t *starts = NULL, *ends = NULL;
+    uint8_t *kind = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *p = b;
+    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        n++;
+        p++;
+    }
+    if (body.len && b[body.len - 1] != '\n') n++;  /* a last line without its newline */
+    Py_END_ALLOW_THREADS
+    starts = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    ends = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    kind = malloc((size_t)(n ? n : 1));
+    if (!starts || !ends || !kind) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *s = b;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *nl = memchr(s, '\n', (size_t)(end - s));
+        const unsigned char *e = nl ? nl : end;
+        starts[i] = s - b;
+        ends[i] = e - b;
+        uint8_t k = line_kind(s, e);
+        if (k == 1 && !valid_utf8(s, e)) k = 2;
+        kind[i] = k;
+        s = e + 1;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(y#y#y#)", (const char *)starts, (Py_ssize_t)(8 * n),
+                           (const char *)ends, (Py_ssize_t)(8 * n), (const char *)kind, n);
+done:
+    free(starts);
+    free(ends);
+    free(kind);
+    PyBuffer_Release(&body);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"index", index_lines, METH_VARARGS, "The lines of an NDJSON body and their kinds (see "
+                                         "the module comment in _scan.c)."},
     {"scan", scan, METH_VARARGS, "One pass over the object lines of an NDJSON body (see the "
                                  "module comment in _scan.c)."},
     {NULL, NULL, 0, NULL},
