@@ -47,6 +47,7 @@ except ImportError:  # not built (an install without a C compiler): msgspec does
 logger = logging.getLogger(__name__)
 
 BLANK, OBJECT, BAD = 0, 1, 2
+_NOT_UTF8 = 3  # the scanner's index: shaped as an object, not valid UTF-8 (BAD, not structural)
 # Bytes per msgspec `decode_lines` call. The call holds the GIL throughout: small pieces
 # keep each hold to a millisecond or so, so the extent writer's threads (stats, IPC) are
 # not stalled behind a long decode while a body is coerced.
@@ -71,8 +72,10 @@ class LineIndex:
         if _scan is not None:  # the same index in one C pass (memchr, GIL released)
             starts_b, ends_b, kind_b = _scan.index(body)
             kind = np.frombuffer(kind_b, np.uint8).copy()
+            structural_bad = bool((kind == BAD).any())
+            kind[kind == _NOT_UTF8] = BAD
             return cls(body, np.frombuffer(starts_b, np.int64), np.frombuffer(ends_b, np.int64),
-                       kind, bool((kind == BAD).any()))
+                       kind, structural_bad)
         return cls.build_numpy(body)
 
     @classmethod

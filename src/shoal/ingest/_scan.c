@@ -33,7 +33,8 @@
  * index(body) -> (starts, ends, kind)
  *   The lines of a body as `_lines.LineIndex.build` finds them: int64 start and end (its
  *   newline excluded) of each line, and per line 0 blank (only space, tab, CR), 1 object (a
- *   `{` first and a `}` last once space, tab and CR are stripped, and valid UTF-8), 2 bad.
+ *   `{` first and a `}` last once space, tab and CR are stripped, and valid UTF-8), 2 bad
+ *   (not shaped as an object), 3 shaped as an object but not valid UTF-8.
  *   A newline ends a line; a body that ends with one has no empty line after it.
  *
  * JSON: RFC 8259 as msgspec reads it: whitespace is space, tab, CR, LF; strings hold no raw
@@ -724,7 +725,7 @@ static PyObject *index_lines(PyObject *self, PyObject *args) {
         starts[i] = s - b;
         ends[i] = e - b;
         uint8_t k = line_kind(s, e);
-        if (k == 1 && !valid_utf8(s, e)) k = 2;
+        if (k == 1 && !valid_utf8(s, e)) k = 3;
         kind[i] = k;
         s = e + 1;
     }
