@@ -661,6 +661,12 @@ done_buffers:
  * U+10FFFF. */
 static int valid_utf8(const unsigned char *p, const unsigned char *end) {
     while (p < end) {
+#ifdef __SSE2__
+        while (end - p >= 16
+               && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)p)))  /* all ASCII */
+            p += 16;
+        if (p >= end) break;
+#endif
         unsigned char c = *p;
         if (c < 0x80) {
             p++;
