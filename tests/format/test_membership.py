@@ -193,3 +193,36 @@ def test_filters_from_parts_equal_filters_from_one_array() -> None:
     joined = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
     assert (BloomFilter.from_hash_parts(parts).to_bytes()
             == BloomFilter.from_hashes(*joined).to_bytes())
+
+
+needs_kernels = pytest.mark.skipif(membership._kernels is None,
+                                   reason="the C kernels are not built")
+
+
+@needs_kernels
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(TEXT, st.text(max_size=80), st.sampled_from(["", "a" * 8, "b" * 16])),
+                max_size=40), st.integers(0, 5))
+def test_the_c_hash_equals_numpys(texts: list[str], cut: int) -> None:
+    """The kernel (`_kernels.string_hashes`) against the numpy form it stands in for."""
+    arr = pa.array(texts, pa.string()).slice(min(cut, len(texts)))
+    fast = hash_array(arr)
+    kernels, membership._kernels = membership._kernels, None
+    try:
+        ref = hash_array(arr)
+    finally:
+        membership._kernels = kernels
+    assert (fast[0] == ref[0]).all() and (fast[1] == ref[1]).all()
+
+
+@needs_kernels
+@pytest.mark.parametrize("small_m", [membership._SMALL_M, 64])
+def test_the_c_filter_bits_equal_numpys(small_m: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_kernels.bloom_insert` sets exactly numpy's bits, on both probe rules."""
+    monkeypatch.setattr(membership, "_SMALL_M", small_m)
+    rng = np.random.default_rng(5)
+    parts = [hash_array(pa.array(rng.integers(0, 10**7, n))) for n in (70_000, 3, 0)]
+    parts.append(hash_array(pa.array([f"t{i}" * (i % 5) for i in range(20_000)])))
+    fast = BloomFilter.from_hash_parts(parts, fp_rate=0.01).to_bytes()
+    monkeypatch.setattr(membership, "_kernels", None)
+    assert BloomFilter.from_hash_parts(parts, fp_rate=0.01).to_bytes() == fast

@@ -8,6 +8,18 @@
  *   of first appearance, as Arrow string buffers: int32 offsets (bytes), data (bytes).
  *   One pass with a hash set of the tokens seen, the GIL released. `tokenize_array` in
  *   tokens.py stays the reference (numpy) and is tested equal to this.
+ *
+ * string_hashes(offsets, data, h1, h2, pos, len_key, k1, k2) -> None
+ *   The membership hash, version 2, of string values (membership.py's module docstring
+ *   defines it; `pos` = STR_POS, `len_key` = STR_LEN, `k1`/`k2` = STR_K1/STR_K2 come from
+ *   there) into h1 and h2 (writable uint64 buffers of n). membership.py's numpy form is the
+ *   reference.
+ *
+ * bloom_insert(bits, m, k, h1, h2, scaled) -> None
+ *   Sets the k probes of each (h1, h2) in `bits` (a writable buffer of ceil(m/8) bytes, bit j
+ *   in byte j >> 3, mask 1 << (j & 7)): g_i = h1 + i*h2 (mod 2^64), bit ((g_i >> 32) * m)
+ *   >> 32 when `scaled` (the caller's m < 2^32 rule; m < 2^32 is required for it), else g_i
+ *   mod m, as BloomFilter.from_hash_parts does with numpy.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -195,8 +207,126 @@ done:
     return result;
 }
 
+/* -- membership hashes and filters -------------------------------------------------------- */
+
+static inline uint64_t mix64(uint64_t z) {
+    z ^= z >> 30;
+    z *= 0xBF58476D1CE4E5B9ULL;
+    z ^= z >> 27;
+    z *= 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return z;
+}
+
+static PyObject *string_hashes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer offsets, data, out1, out2;
+    unsigned long long pos, len_key, k1, k2;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*KKKK", &offsets, &data, &out1, &out2, &pos, &len_key,
+                          &k1, &k2))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = offsets.len / 8 - 1;
+    if (offsets.len < 8 || offsets.len % 8 || out1.len != 8 * n || out2.len != 8 * n) {
+        PyErr_SetString(PyExc_ValueError, "string_hashes: offsets int64 (n + 1), outputs n");
+        goto done;
+    }
+    uint64_t *h1 = out1.buf, *h2 = out2.buf;
+    const int64_t *off = offsets.buf;
+    const unsigned char *d = data.buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = off[i], e = off[i + 1];
+        if (s < 0 || e < s || e > data.len) {
+            bad = 1;
+            break;
+        }
+        uint64_t L = (uint64_t)(e - s), acc = 0;
+        uint64_t words = L ? (L + 7) / 8 : 1;
+        for (uint64_t j = 0; j < words; j++) {
+            uint64_t w = 0, at = 8 * j;
+            uint64_t take = L > at ? (L - at < 8 ? L - at : 8) : 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            if (take == 8) {
+                memcpy(&w, d + s + at, 8);  /* the word, little-endian, in one load */
+            } else
+#endif
+            {
+                for (uint64_t b = 0; b < take; b++) w |= (uint64_t)d[s + at + b] << (8 * b);
+            }
+            acc += mix64(w ^ (pos * (j + 1)));
+        }
+        uint64_t base = acc + L * len_key;
+        h1[i] = mix64(base ^ k1);
+        h2[i] = mix64(base ^ k2) | 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_IndexError, "string_hashes: offsets outside the data");
+        goto done;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out1);
+    PyBuffer_Release(&out2);
+    return result;
+}
+
+static PyObject *bloom_insert(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bits, h1, h2;
+    unsigned long long m;
+    int k, scaled;
+    if (!PyArg_ParseTuple(args, "w*Kiy*y*p", &bits, &m, &k, &h1, &h2, &scaled)) return NULL;
+    PyObject *result = NULL;
+    if (h1.len != h2.len || h1.len % 8 || m == 0 || (unsigned long long)bits.len < (m + 7) / 8
+        || k < 1) {
+        PyErr_SetString(PyExc_ValueError, "bloom_insert: mismatched arguments");
+        goto done;
+    }
+    unsigned char *bb = bits.buf;
+    const uint64_t *a = h1.buf, *b = h2.buf;
+    Py_ssize_t n = h1.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    if (scaled && m < (1ULL << 32)) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t g = a[i];
+            for (int p = 0; p < k; p++) {
+                uint64_t j = ((g >> 32) * m) >> 32;
+                bb[j >> 3] |= (unsigned char)(1u << (j & 7));
+                g += b[i];
+            }
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t g = a[i];
+            for (int p = 0; p < k; p++) {
+                uint64_t j = g % m;
+                bb[j >> 3] |= (unsigned char)(1u << (j & 7));
+                g += b[i];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&bits);
+    PyBuffer_Release(&h1);
+    PyBuffer_Release(&h2);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"tokens", tokens, METH_VARARGS, "The distinct tokens of string values (see _kernels.c)."},
+    {"string_hashes", string_hashes, METH_VARARGS,
+     "Membership hashes (version 2) of string values (see _kernels.c)."},
+    {"bloom_insert", bloom_insert, METH_VARARGS,
+     "Set the probes of hashed values in a bloom filter's bits (see _kernels.c)."},
     {NULL, NULL, 0, NULL},
 };
 

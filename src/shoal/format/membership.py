@@ -29,7 +29,9 @@ Hash, version 2. All arithmetic is on unsigned 64-bit integers, wrapping mod 2^6
 - str: its UTF-8 bytes, length L, cut into w = max(1, ceil(L/8)) little-endian 64-bit words
   (the last one zero-padded); `acc = sum over words j of mix(word_j ^ (STR_POS * (j+1)))`,
   `base = acc + L * STR_LEN`; `h1 = mix(base ^ STR_K1)`, `h2 = mix(base ^ STR_K2) | 1`.
-  The word loop is vectorised over all strings of an array at once (O(total bytes)).
+  The word loop is vectorised over all strings of an array at once (O(total bytes)); where
+  the C kernels are built (`_kernels.c`) one C pass computes the same hashes, and sets a
+  filter's bits (this numpy code is their reference in the tests).
 
 Hash, version 1 (read only): the 128-bit xxh3 hash of the value's canonical bytes -- an int
 as 8 bytes little-endian two's complement with seed 1, a string as its UTF-8 bytes with seed
@@ -49,6 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
+from shoal.format.tokens import _kernels  # the C kernels, or None where they are not built
 
 # Needle cost grows with extents x fp_rate; 0.1% costs ~14.4 bits a value (1%: ~9.6).
 DEFAULT_FP_RATE = 0.001
@@ -160,6 +163,10 @@ def hash_array(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
         raise TypeError(f"membership filters hold int or string columns, not {t}")
     offsets, data = _string_buffers(arr)
     n = len(arr)
+    if _kernels is not None:  # the same hashes in one C pass
+        h1, h2 = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.uint64)
+        _kernels.string_hashes(offsets, data, h1, h2, STR_POS, STR_LEN, STR_K1, STR_K2)
+        return h1, h2
     if n <= _CHUNK:
         return _finish(_string_bases(offsets, data), STR_K1, STR_K2)
     bases = np.empty(n, dtype=np.uint64)
@@ -332,6 +339,11 @@ class BloomFilter:
         n = (estimate_distinct_hashes([a for a, _ in parts]) if n_distinct is None
              else n_distinct)
         m, k = cls.shape_for(n, fp_rate)
+        if _kernels is not None:  # the same bits, set in one C pass per part
+            packed = np.zeros((m + 7) // 8, dtype=np.uint8)
+            for h1, h2 in parts:
+                _kernels.bloom_insert(packed, m, k, h1, h2, m < _SMALL_M)
+            return cls(m, k, packed)
         bits = np.zeros(m, dtype=np.bool_)
         m64 = np.uint64(m)
 
