@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from shoal.ingest import _lines
 from shoal.ingest._lines import (MAX_UNKNOWN_FIELDS, OBJECT, FieldSet, LineIndex, RawRows,
                                  msgspec_pass)
+from shoal.ingest.chunks import count_lines
 from shoal.ingest.evolve import scan_unknown_fields
 from shoal.types import LONG, STRING
 from shoal.types.schema import Column, Schema
@@ -211,6 +212,7 @@ def test_the_line_index_equals_numpys(pieces: list[bytes]) -> None:
     assert fast.ends.tolist() == ref.ends.tolist()
     assert fast.kind.tolist() == ref.kind.tolist()
     assert fast.structural_bad == ref.structural_bad
+    assert count_lines(body) == body.count(b"\n")
 
 
 @needs_scanner

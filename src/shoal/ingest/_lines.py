@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 try:
-    from shoal.ingest import _scan  # type: ignore[attr-defined]
+    from shoal.ingest import _scan
 except ImportError:  # not built (an install without a C compiler): msgspec does the pass
     _scan = None
     logging.getLogger(__name__).warning(

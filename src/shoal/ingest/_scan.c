@@ -37,6 +37,9 @@
  *   (not shaped as an object), 3 shaped as an object but not valid UTF-8.
  *   A newline ends a line; a body that ends with one has no empty line after it.
  *
+ * count_lines(body) -> int
+ *   The number of newline bytes in `body` (memchr, the GIL released; `bytes.count` holds it).
+ *
  * JSON: RFC 8259 as msgspec reads it: whitespace is space, tab, CR, LF; strings hold no raw
  * byte below 0x20; escapes are \" \\ \/ \b \f \n \r \t \uXXXX with UTF-16 surrogates paired
  * (a high one followed by an escaped low one); numbers -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?;
@@ -746,7 +749,24 @@ done:
     return result;
 }
 
+static PyObject *count_lines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer body;
+    if (!PyArg_ParseTuple(args, "y*", &body)) return NULL;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *p = body.buf, *end = p + body.len;
+    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        n++;
+        p++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&body);
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef methods[] = {
+    {"count_lines", count_lines, METH_VARARGS, "The newline bytes of a body (see _scan.c)."},
     {"index", index_lines, METH_VARARGS, "The lines of an NDJSON body and their kinds (see "
                                          "the module comment in _scan.c)."},
     {"scan", scan, METH_VARARGS, "One pass over the object lines of an NDJSON body (see the "
