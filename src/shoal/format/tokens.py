@@ -18,8 +18,10 @@ often than whole values.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +30,9 @@ import pyarrow.compute as pc
 from shoal.format._buffers import string_buffers as _string_buffers
 
 try:
-    from shoal.format import _kernels  # type: ignore[attr-defined]
+    # By name: import-linter's graph would read `shoal.format._kernels` (a C extension it
+    # does not see) as the package `shoal.format`, which imports this module.
+    _kernels: Any = importlib.import_module("shoal.format._kernels")
 except ImportError:  # not built (an install without a C compiler): numpy does the work
     _kernels = None
     logging.getLogger(__name__).warning(
