@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from shoal.ingest import _lines
+from shoal.ingest import _columns, _lines
 from shoal.ingest import coerce as coerce_mod
 from shoal.ingest.coerce import Coerced, _coerce_slow, coerce_ndjson
 from shoal.types import (BOOL, BYTES, DYNAMIC, INT, LONG, REAL, STRING, TIMESTAMP, Column,
@@ -582,7 +582,7 @@ def json_text(draw: st.DrawFn, values: st.SearchStrategy[Any] = json_values) -> 
 
 @st.composite
 def rfc3339_text(draw: st.DrawFn) -> str:
-    y = draw(st.sampled_from([1677, 1678, 1970, 1999, 2000, 2024, 2261, 2262, 2300]))
+    y = draw(st.sampled_from([0, 1, 1677, 1678, 1970, 1999, 2000, 2024, 2261, 2262, 2300, 9999]))
     mo, d = draw(st.integers(0, 13)), draw(st.integers(0, 32))
     h, mi, s = draw(st.integers(0, 24)), draw(st.integers(0, 60)), draw(st.integers(0, 60))
     frac = draw(st.sampled_from(["", ".5", ".123", ".000001", ".123456789", ".1234567890"]))
@@ -698,16 +698,23 @@ def test_property_any_lines_fast_equals_slow(data: st.DataObject) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(rfc3339_text(), st.text(max_size=30)), min_size=1, max_size=8))
-def test_property_rfc3339_vectorised_equals_scalar(texts: list[str]) -> None:
-    for arr in (pa.array(texts, pa.string()), pa.array([texts[0]] * 4, pa.string())):
-        ns, ok = rfc3339_array(arr)
-        for value, got_ns, got_ok in zip(arr.to_pylist(), ns.tolist(), ok.tolist()):
-            try:
-                want: int | None = rfc3339_ns(value)
-            except ValueError:
-                want = None
-            assert (got_ns if got_ok else None) == want, value
+@given(st.lists(st.one_of(rfc3339_text(), st.text(max_size=30), st.none()), min_size=1,
+                max_size=8), st.booleans())
+def test_property_rfc3339_vectorised_equals_scalar(texts: list[str | None], c_pass: bool) -> None:
+    """Both vectorised forms (the scanner's C pass, numpy's) against the scalar rule."""
+    with mock.patch.object(_columns, "_scan", _columns._scan if c_pass else None):
+        for arr in (pa.array(texts, pa.string()), pa.array([texts[0]] * 4, pa.string())):
+            check_rfc3339(arr)
+
+
+def check_rfc3339(arr: pa.Array) -> None:
+    ns, ok = rfc3339_array(arr)
+    for value, got_ns, got_ok in zip(arr.to_pylist(), ns.tolist(), ok.tolist(), strict=True):
+        try:
+            want: int | None = None if value is None else rfc3339_ns(value)
+        except ValueError:
+            want = None
+        assert (got_ns if got_ok else None) == want, value
 
 
 @settings(max_examples=100, deadline=None)
@@ -934,3 +941,17 @@ def test_property_typed_columns_alone_fast_equals_slow(data: st.DataObject) -> N
     with small_everything(), mock.patch.object(_lines, "CHUNK_BYTES", 96):
         for unknown in ("drop", "props", "reject"):
             run(body, schema, unknown=unknown)
+
+
+def test_rfc3339_edges_of_both_vectorised_forms() -> None:
+    """Years 0000 and 9999, leap days, offsets at the ends of the int64 nanosecond range."""
+    texts = ["0000-01-01T00:00:00Z", "0000-02-29T00:00:00Z", "1900-02-29T00:00:00Z",
+             "2000-02-29T23:59:59.999999999+23:59", "1677-09-21T00:12:43.145224192Z",
+             "1677-09-21T00:12:43.145224191Z", "2262-04-11T23:47:16.854775807Z",
+             "2262-04-11T23:47:16.854775808Z", "1970-01-01t00:00:00z", "1970-01-01T00:00:00",
+             "1970-01-01T00:00:00.Z", "1970-01-01T00:00:00.1234567891Z", "9999-12-31T23:59:59Z",
+             "1970-01-01T00:00:00+01:00x", "1970-13-01T00:00:00Z", "１970-01-01T00:00:00Z"]
+    for c_pass in (True, False):
+        with mock.patch.object(_columns, "_scan", _columns._scan if c_pass else None):
+            check_rfc3339(pa.array(texts, pa.string()))
+            check_rfc3339(pa.array(texts, pa.string()).slice(3))

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal.ingest._lines import _scan
 from shoal.ingest._values import (INT_RANGES, RFC3339_PATTERN, RFC3339_RE, ValueProblem,
                                   convert, days_from_civil, days_in_month, minify, rfc3339_ns)
 from shoal.types.columns import ColumnType
@@ -116,7 +117,8 @@ def minify_array(arr: pa.Array) -> pa.Array:
 def rfc3339_array(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(epoch ns, ok) per value of a string/binary array: `_values.rfc3339_ns()` vectorised.
 
-    The shape check (one byte matrix when every value looks like the first, else RE2) admits
+    One pass of the C scanner's `rfc3339` where it is built; else (`_rfc3339_numpy`, also the
+    reference the C pass is tested against) the shape check (one byte matrix when every value looks like the first, else RE2) admits
     RFC 3339 text only; Arrow's cast then does the arithmetic. Arrow rejects exactly the
     shaped strings our rules reject (bad month, day, hour, minute, second or offset, out of
     range) but also a few we accept (`t`/`z`, the first nanoseconds of 1677): when the cast
@@ -127,6 +129,22 @@ def rfc3339_array(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         return ns, np.zeros(0, bool)
     offsets, data = _buffers(arr)
+    if _scan is not None:  # the same rules in one C pass (`rfc3339` in _scan.c)
+        ok = np.zeros(n, np.uint8)
+        _scan.rfc3339(offsets, data, ns, ok)
+        good = ok.view(bool)
+        if arr.null_count:
+            good &= _np_bool(arr.is_valid())
+            ns[~good] = 0
+        return ns, good
+    return _rfc3339_numpy(arr, ns, offsets, data)
+
+
+def _rfc3339_numpy(arr: pa.Array, ns: np.ndarray, offsets: np.ndarray, data: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """`rfc3339_array` by numpy, Arrow and RE2 (the stand-in where the scanner is not built,
+    and its reference in the tests)."""
+    n = len(arr)
     ok = _uniform_shape(arr, offsets, data)
     if ok is None:
         ok = _np_bool(pc.match_substring_regex(arr, _RFC3339_FULL))

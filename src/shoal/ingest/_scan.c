@@ -40,6 +40,13 @@
  * count_lines(body) -> int
  *   The number of newline bytes in `body` (memchr, the GIL released; `bytes.count` holds it).
  *
+ * rfc3339(offsets, data, ns, ok) -> None
+ *   Epoch nanoseconds of RFC 3339 timestamps, `_values.rfc3339_ns` for each string
+ *   data[offsets[i]:offsets[i+1]] (offsets int64, n + 1): the shape of `RFC3339_PATTERN`
+ *   (`T`/`t`, `Z`/`z`, 1 to 9 fraction digits, an offset `+hh:mm`), month, day (leap years
+ *   included), hour, minute, second and offset in range, the result within int64. Writes
+ *   ns[i] (int64) and ok[i] (uint8: 1 accepted, 0 not; ns is then 0) into writable buffers.
+ *
  * JSON: RFC 8259 as msgspec reads it: whitespace is space, tab, CR, LF; strings hold no raw
  * byte below 0x20; escapes are \" \\ \/ \b \f \n \r \t \uXXXX with UTF-16 surrogates paired
  * (a high one followed by an escaped low one); numbers -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?;
@@ -765,7 +772,118 @@ static PyObject *count_lines(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(n);
 }
 
+/* -- RFC 3339 ---------------------------------------------------------------------------- */
+
+static inline int digits(const unsigned char *p, int n, int64_t *out) {
+    int64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned d = (unsigned)p[i] - '0';
+        if (d > 9) return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    int64_t era = floor_div(y, 400);
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int one_rfc3339(const unsigned char *p, int64_t len, int64_t *ns) {
+    static const int month_days[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int64_t y, mo, d, hh, mi, ss, frac = 0, oh = 0, om = 0, sign = 1;
+    if (len < 20 || len > 35) return 0;
+    if (!digits(p, 4, &y) || p[4] != '-' || !digits(p + 5, 2, &mo) || p[7] != '-'
+        || !digits(p + 8, 2, &d) || (p[10] != 'T' && p[10] != 't') || !digits(p + 11, 2, &hh)
+        || p[13] != ':' || !digits(p + 14, 2, &mi) || p[16] != ':' || !digits(p + 17, 2, &ss))
+        return 0;
+    int64_t i = 19;
+    if (p[i] == '.') {
+        int64_t start = ++i;
+        while (i < len && (unsigned)p[i] - '0' <= 9) i++;
+        int64_t n = i - start;
+        if (n < 1 || n > 9) return 0;
+        digits(p + start, (int)n, &frac);
+        for (int64_t k = n; k < 9; k++) frac *= 10;
+    }
+    if (i >= len) return 0;
+    if (p[i] == 'Z' || p[i] == 'z') {
+        i++;
+    } else if (p[i] == '+' || p[i] == '-') {
+        sign = p[i] == '+' ? 1 : -1;
+        if (len - i < 6 || !digits(p + i + 1, 2, &oh) || p[i + 3] != ':'
+            || !digits(p + i + 4, 2, &om))
+            return 0;
+        i += 6;
+    } else {
+        return 0;
+    }
+    if (i != len) return 0;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (mo < 1 || mo > 12 || d < 1 || d > month_days[mo] + (mo == 2 && leap) || hh > 23
+        || mi > 59 || ss > 59 || oh > 23 || om > 59)
+        return 0;
+    int64_t sec = days_from_civil(y, mo, d) * 86400 + hh * 3600 + mi * 60 + ss
+                  - sign * (oh * 3600 + om * 60);
+    __int128 total = (__int128)sec * 1000000000 + frac;
+    if (total < (__int128)INT64_MIN || total > (__int128)INT64_MAX) return 0;
+    *ns = (int64_t)total;
+    return 1;
+}
+
+static PyObject *rfc3339(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer offsets, data, ns, ok;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*", &offsets, &data, &ns, &ok)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = offsets.len / 8 - 1;
+    if (offsets.len < 8 || offsets.len % 8 || ns.len != 8 * n || ok.len != n) {
+        PyErr_SetString(PyExc_ValueError, "rfc3339: offsets int64 (n + 1), ns int64, ok uint8");
+        goto done;
+    }
+    const int64_t *off = offsets.buf;
+    int64_t *out = ns.buf;
+    uint8_t *good = ok.buf;
+    const unsigned char *d = data.buf;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = off[i], e = off[i + 1];
+        if (s < 0 || e < s || e > data.len) {
+            bad = 1;
+            break;
+        }
+        int64_t v = 0;
+        good[i] = (uint8_t)one_rfc3339(d + s, e - s, &v);
+        out[i] = good[i] ? v : 0;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_IndexError, "rfc3339: offsets outside the data");
+        goto done;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&ns);
+    PyBuffer_Release(&ok);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"rfc3339", rfc3339, METH_VARARGS, "Epoch nanoseconds of RFC 3339 strings (see _scan.c)."},
     {"count_lines", count_lines, METH_VARARGS, "The newline bytes of a body (see _scan.c)."},
     {"index", index_lines, METH_VARARGS, "The lines of an NDJSON body and their kinds (see "
                                          "the module comment in _scan.c)."},
