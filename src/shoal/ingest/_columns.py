@@ -117,12 +117,13 @@ def minify_array(arr: pa.Array) -> pa.Array:
 def rfc3339_array(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(epoch ns, ok) per value of a string/binary array: `_values.rfc3339_ns()` vectorised.
 
-    One pass of the C scanner's `rfc3339` where it is built; else (`_rfc3339_numpy`, also the
-    reference the C pass is tested against) the shape check (one byte matrix when every value looks like the first, else RE2) admits
-    RFC 3339 text only; Arrow's cast then does the arithmetic. Arrow rejects exactly the
-    shaped strings our rules reject (bad month, day, hour, minute, second or offset, out of
-    range) but also a few we accept (`t`/`z`, the first nanoseconds of 1677): when the cast
-    fails, numpy redoes the arithmetic of `rfc3339_ns()` row by row, vectorised.
+    One pass of the C scanner's `rfc3339` where it is built. Else (`_rfc3339_numpy`, also
+    the reference the C pass is tested against): the shape check (one byte matrix when every
+    value looks like the first, else RE2) admits RFC 3339 text only; Arrow's cast then does
+    the arithmetic. Arrow rejects exactly the shaped strings our rules reject (bad month, day,
+    hour, minute, second or offset, out of range) but also a few we accept (`t`/`z`, the
+    first nanoseconds of 1677): when the cast fails, numpy redoes the arithmetic of
+    `rfc3339_ns()` row by row, vectorised.
     """
     n = len(arr)
     ns = np.zeros(n, np.int64)
