@@ -236,21 +236,24 @@ def _civil_ns(digits: np.ndarray, frac: np.ndarray, zulu: np.ndarray, tail: np.n
 
 def from_arrow(ctype: ColumnType, arr: pa.Array) -> Converted:
     """Finish a column read by Arrow as `read_type(ctype)`."""
-    valid = _np_bool(arr.is_valid())
     k = ctype.kind
     if k == "timestamp":
-        ns, ok = rfc3339_array(arr)
-        good = valid & ok
-        return Converted(_timestamps(ns, good), valid & ~ok, None)
+        ns, ok = rfc3339_array(arr)  # ok is False for nulls
+        return Converted(_timestamps(ns, ok), _valid_mask(arr) & ~ok, None)
     if k == "vector":
-        return _vector_from_lists(ctype, arr, valid)
+        return _vector_from_lists(ctype, arr, _valid_mask(arr))
     if k == "real":
-        flags = valid & ~_np_bool(pc.is_finite(arr))
+        flags = _valid_mask(arr) & ~_np_bool(pc.is_finite(arr))
         if flags.any():
             arr = pc.if_else(pa.array(flags), pa.scalar(None, pa.float64()), arr)
         return Converted(arr, flags, None)
     return Converted(arr.cast(ctype.arrow()) if not arr.type.equals(ctype.arrow()) else arr,
                      np.zeros(len(arr), bool), None)
+
+
+def _valid_mask(arr: pa.Array) -> np.ndarray:
+    """Per row: not null (no kernel call when the array has no nulls)."""
+    return np.ones(len(arr), bool) if arr.null_count == 0 else _np_bool(arr.is_valid())
 
 
 def _timestamps(ns: np.ndarray, good: np.ndarray) -> pa.Array:

@@ -529,6 +529,9 @@ class _FastPath:
         else:
             conv = from_arrow(col.type, arrow_at.array(table.column(col.name).combine_chunks()))
             arr, flags = conv.array, conv.flags
+        if arr.null_count == 0 or (col.name != TIMESTAMP_COLUMN and col.default is None
+                                   and col.nullable):
+            return arr, flags  # no null to fill or refuse
         nulls = ~_valid(arr) & ~flags
         if col.name == TIMESTAMP_COLUMN:
             if nulls.any():
