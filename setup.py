@@ -9,9 +9,10 @@ that the code falls back to, with a warning, where it is missing:
 from setuptools import Extension, setup
 
 FLAGS = ["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+SHARED = {"include_dirs": ["src/shoal"], "depends": ["src/shoal/_native.h"],
+          "extra_compile_args": FLAGS}  # _native.h: what both extensions share
 
 setup(ext_modules=[
-    Extension("shoal.ingest._scan", ["src/shoal/ingest/_scan.c"], extra_compile_args=FLAGS),
-    Extension("shoal.format._kernels", ["src/shoal/format/_kernels.c"],
-              extra_compile_args=FLAGS),
+    Extension("shoal.ingest._scan", ["src/shoal/ingest/_scan.c"], **SHARED),
+    Extension("shoal.format._kernels", ["src/shoal/format/_kernels.c"], **SHARED),
 ])

@@ -40,7 +40,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.shoal-installed
 # The C extensions are built by the install: their sources are part of what the stamp covers.
-want="$(cat pyproject.toml setup.py constraints.txt src/shoal/*/_*.c | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml setup.py constraints.txt src/shoal/_native.h src/shoal/*/_*.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -c constraints.txt -e '.[dev]'

@@ -21,9 +21,7 @@
  *   >> 32 when `scaled` (the caller's m < 2^32 rule; m < 2^32 is required for it), else g_i
  *   mod m, as BloomFilter.from_hash_parts does with numpy.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_native.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,57 +119,48 @@ static int set_add(TokenSet *ts, const char *tok, int32_t len, uint64_t h) {
 }
 
 static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
-                      const unsigned char *data, Py_ssize_t data_len) {
+                      const unsigned char *data) {
     char buf[256];
     char *tok = buf;
     size_t tok_cap = sizeof(buf);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t s = offsets[i], e = offsets[i + 1];
-        if (s < 0 || e < s || e > data_len) {
-            if (tok != buf) free(tok);
-            return -3;
-        }
-        int64_t p = s;
-        while (p < e) {
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        int64_t p = offsets[i], e = offsets[i + 1];
+        while (p < e && !rc) {
             while (p < e && !TOKEN_LOWER[data[p]]) p++;
             int64_t q = p;
             uint64_t h = 1469598103934665603ULL;
             while (q < e && TOKEN_LOWER[data[q]]) {
-                unsigned char c = TOKEN_LOWER[data[q]];
-                h = (h ^ c) * 1099511628211ULL;
+                h = (h ^ TOKEN_LOWER[data[q]]) * 1099511628211ULL;
                 q++;
             }
             int64_t len = q - p;
             if (len >= 2) {
+                if (len > INT32_MAX) {
+                    rc = -2;
+                    break;
+                }
                 if ((size_t)len > tok_cap) {
                     size_t cap = tok_cap * 2;
                     while (cap < (size_t)len) cap *= 2;
                     char *t = malloc(cap);
                     if (!t) {
-                        if (tok != buf) free(tok);
-                        return -1;
+                        rc = -1;
+                        break;
                     }
                     if (tok != buf) free(tok);
                     tok = t;
                     tok_cap = cap;
                 }
-                if (len > INT32_MAX) {
-                    if (tok != buf) free(tok);
-                    return -2;
-                }
                 for (int64_t k = 0; k < len; k++) tok[k] = (char)TOKEN_LOWER[data[p + k]];
                 h ^= h >> 29;  /* spread the high bits into the low ones the mask keeps */
-                int rc = set_add(ts, tok, (int32_t)len, h);
-                if (rc) {
-                    if (tok != buf) free(tok);
-                    return rc;
-                }
+                rc = set_add(ts, tok, (int32_t)len, h);
             }
             p = q;
         }
     }
     if (tok != buf) free(tok);
-    return 0;
+    return rc;
 }
 
 static PyObject *tokens(PyObject *self, PyObject *args) {
@@ -180,10 +169,8 @@ static PyObject *tokens(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*", &offsets, &data)) return NULL;
     PyObject *result = NULL;
     TokenSet ts;
-    if (offsets.len < 8 || offsets.len % 8) {
-        PyErr_SetString(PyExc_ValueError, "tokens: offsets must be int64, n + 1 of them");
-        goto done;
-    }
+    Py_ssize_t n = strings_ok(&offsets, &data, "tokens");
+    if (n < 0) goto done;
     if (set_init(&ts) < 0) {
         set_free(&ts);
         PyErr_NoMemory();
@@ -191,11 +178,10 @@ static PyObject *tokens(PyObject *self, PyObject *args) {
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = run_tokens(&ts, offsets.buf, offsets.len / 8 - 1, data.buf, data.len);
+    rc = run_tokens(&ts, offsets.buf, n, data.buf);
     Py_END_ALLOW_THREADS
     if (rc == -1) PyErr_NoMemory();
     else if (rc == -2) PyErr_SetString(PyExc_OverflowError, "tokens: over 2 GiB of tokens");
-    else if (rc == -3) PyErr_SetString(PyExc_IndexError, "tokens: offsets outside the data");
     else
         result = Py_BuildValue("(y#y#)", (const char *)ts.offsets,
                                (Py_ssize_t)(sizeof(int32_t) * (ts.n + 1)),
@@ -226,23 +212,19 @@ static PyObject *string_hashes(PyObject *self, PyObject *args) {
                           &k1, &k2))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = offsets.len / 8 - 1;
-    if (offsets.len < 8 || offsets.len % 8 || out1.len != 8 * n || out2.len != 8 * n) {
-        PyErr_SetString(PyExc_ValueError, "string_hashes: offsets int64 (n + 1), outputs n");
+    Py_ssize_t n = strings_ok(&offsets, &data, "string_hashes");
+    if (n < 0) goto done;
+    if (out1.len != 8 * n || out2.len != 8 * n) {
+        PyErr_SetString(PyExc_ValueError, "string_hashes: the outputs must hold n uint64");
         goto done;
     }
     uint64_t *h1 = out1.buf, *h2 = out2.buf;
     const int64_t *off = offsets.buf;
     const unsigned char *d = data.buf;
-    int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t s = off[i], e = off[i + 1];
-        if (s < 0 || e < s || e > data.len) {
-            bad = 1;
-            break;
-        }
-        uint64_t L = (uint64_t)(e - s), acc = 0;
+        int64_t s = off[i];
+        uint64_t L = (uint64_t)(off[i + 1] - s), acc = 0;
         uint64_t words = L ? (L + 7) / 8 : 1;
         for (uint64_t j = 0; j < words; j++) {
             uint64_t w = 0, at = 8 * j;
@@ -262,10 +244,6 @@ static PyObject *string_hashes(PyObject *self, PyObject *args) {
         h2[i] = mix64(base ^ k2) | 1;
     }
     Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_IndexError, "string_hashes: offsets outside the data");
-        goto done;
-    }
     Py_INCREF(Py_None);
     result = Py_None;
 done:

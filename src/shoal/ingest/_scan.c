@@ -52,9 +52,7 @@
  * (a high one followed by an escaped low one); numbers -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?;
  * duplicate keys: the last one wins. UTF-8 validity is the caller's (LineIndex) business.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_native.h"
 #include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -846,32 +844,23 @@ static PyObject *rfc3339(PyObject *self, PyObject *args) {
     Py_buffer offsets, data, ns, ok;
     if (!PyArg_ParseTuple(args, "y*y*w*w*", &offsets, &data, &ns, &ok)) return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = offsets.len / 8 - 1;
-    if (offsets.len < 8 || offsets.len % 8 || ns.len != 8 * n || ok.len != n) {
-        PyErr_SetString(PyExc_ValueError, "rfc3339: offsets int64 (n + 1), ns int64, ok uint8");
+    Py_ssize_t n = strings_ok(&offsets, &data, "rfc3339");
+    if (n < 0) goto done;
+    if (ns.len != 8 * n || ok.len != n) {
+        PyErr_SetString(PyExc_ValueError, "rfc3339: ns must hold n int64, ok n uint8");
         goto done;
     }
     const int64_t *off = offsets.buf;
     int64_t *out = ns.buf;
     uint8_t *good = ok.buf;
     const unsigned char *d = data.buf;
-    int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t s = off[i], e = off[i + 1];
-        if (s < 0 || e < s || e > data.len) {
-            bad = 1;
-            break;
-        }
         int64_t v = 0;
-        good[i] = (uint8_t)one_rfc3339(d + s, e - s, &v);
+        good[i] = (uint8_t)one_rfc3339(d + off[i], off[i + 1] - off[i], &v);
         out[i] = good[i] ? v : 0;
     }
     Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_IndexError, "rfc3339: offsets outside the data");
-        goto done;
-    }
     Py_INCREF(Py_None);
     result = Py_None;
 done:
