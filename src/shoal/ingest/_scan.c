@@ -65,11 +65,10 @@ enum { ST_OK = 0, ST_INVALID = 1, ST_SLOW = 2, ST_UNSURE = 3 };
 /* -- keys ------------------------------------------------------------------------------ */
 
 typedef struct {
-    const char *name;  /* declared: borrowed from the Python list; discovered: owned */
+    const char *name;  /* owned (a copy), declared or discovered */
     Py_ssize_t len;
     int col;           /* kept column, or -1 */
     int over_cap;      /* a discovered key past max_unknown: its lines are slow */
-    int owned;
 } Key;
 
 typedef struct {
@@ -103,8 +102,7 @@ static int keyset_init(KeySet *ks, Py_ssize_t hint) {
 
 static void keyset_free(KeySet *ks) {
     if (ks->keys) {
-        for (Py_ssize_t i = 0; i < ks->n; i++)
-            if (ks->keys[i].owned) free((void *)ks->keys[i].name);
+        for (Py_ssize_t i = 0; i < ks->n; i++) free((void *)ks->keys[i].name);
     }
     free(ks->keys);
     free(ks->table);
@@ -137,8 +135,9 @@ static int keyset_grow_table(KeySet *ks) {
     return 0;
 }
 
-/* Adds a key (the caller checked it is absent); returns its index or -1 (no memory). */
-static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h, int own) {
+/* Adds a copy of a key (the caller checked it is absent); returns its index or -1 (no
+ * memory). */
+static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h) {
     if (2 * (ks->n + 1) > ks->mask + 1 && keyset_grow_table(ks) < 0) return -1;
     if (ks->n == ks->cap) {
         Key *keys = realloc(ks->keys, sizeof(Key) * ks->cap * 2);
@@ -146,15 +145,11 @@ static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h
         ks->keys = keys;
         ks->cap *= 2;
     }
-    const char *name = p;
-    if (own) {
-        char *copy = malloc(n ? (size_t)n : 1);
-        if (!copy) return -1;
-        memcpy(copy, p, (size_t)n);
-        name = copy;
-    }
+    char *copy = malloc(n ? (size_t)n : 1);
+    if (!copy) return -1;
+    memcpy(copy, p, (size_t)n);
     Py_ssize_t k = ks->n++;
-    ks->keys[k] = (Key){name, n, -1, 0, own};
+    ks->keys[k] = (Key){copy, n, -1, 0};
     Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)ks->mask);
     while (ks->table[slot] >= 0) slot = (slot + 1) & ks->mask;
     ks->table[slot] = k;
@@ -513,7 +508,7 @@ static int run_pass(Pass *ps) {
                 Py_ssize_t k = keyset_find(&ps->keys, f->key, f->key_len, h);
                 if (k < 0) {
                     if (!ps->discover) continue;
-                    k = keyset_add(&ps->keys, f->key, f->key_len, h, 1);
+                    k = keyset_add(&ps->keys, f->key, f->key_len, h);
                     if (k < 0) { rc = -1; break; }
                     if (ps->n_discovered == ps->cap_discovered) {
                         Py_ssize_t c = ps->cap_discovered ? ps->cap_discovered * 2 : 16;
@@ -599,7 +594,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Py_ssize_t n = PyBytes_GET_SIZE(name);
         uint64_t h = hash_bytes(p, n);
         Py_ssize_t k = keyset_find(&ps.keys, p, n, h);
-        if (k < 0 && (k = keyset_add(&ps.keys, p, n, h, 0)) < 0) goto nomem;
+        /* owned copies: nothing borrowed from Python is read once the GIL is released */
+        if (k < 0 && (k = keyset_add(&ps.keys, p, n, h)) < 0) goto nomem;
         int want = PyObject_IsTrue(PyList_GET_ITEM(kept, i));
         if (want < 0) goto done;
         if (want && ps.keys.keys[k].col < 0) {
