@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.format import tokens as tokens_mod
 from shoal.format.tokens import numpy_tokenize_array, tokenize, tokenize_array
+from tests.support.collisions import colliding
 
 TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
 # Mostly token material, with separators (every ASCII whitespace byte: the vectorised form
@@ -83,3 +86,22 @@ def test_the_c_kernel_is_built() -> None:
 
     if os.environ.get("CI") == "true" or tokens_mod._kernels is not None:
         assert tokens_mod._kernels is not None
+
+
+@pytest.mark.skipif(tokens_mod._kernels is None, reason="the C kernels are not built")
+def test_tokens_chosen_to_collide_go_to_numpy() -> None:
+    """Tokens that collide in the C kernel's hash set: past a bounded number of probes the
+    kernel gives up and numpy tokenizes (no quadratic time), same set."""
+    words = colliding(200, 10, mix=True, prefix="w")
+    values = [" ".join(words[i:i + 20]) for i in range(0, 200, 20)]
+    data = "".join(values).encode()
+    offsets = np.cumsum([0] + [len(v) for v in values]).astype(np.int64)
+    assert tokens_mod._kernels.tokens(offsets, data, 10**9) is None
+    assert set(tokenize_array(pa.array(values)).to_pylist()) == _reference(values)
+
+
+def test_a_cap_stops_the_kernel_early() -> None:
+    values = [f"w{i}" for i in range(5000)]
+    capped = tokenize_array(pa.array(values), cap=100)
+    assert len(capped) > 100
+    assert set(capped.to_pylist()) <= _reference(values)

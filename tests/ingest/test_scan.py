@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shoal.ingest import _lines
+from tests.support.collisions import colliding
 from shoal.ingest._lines import (MAX_UNKNOWN_FIELDS, OBJECT, FieldSet, LineIndex, RawRows,
                                  msgspec_pass)
 from shoal.ingest.chunks import count_lines
@@ -222,3 +223,19 @@ def test_the_line_index_of_a_large_body() -> None:
     fast, ref = LineIndex.build(body), LineIndex.build_numpy(body)
     assert (fast.starts == ref.starts).all() and (fast.ends == ref.ends).all()
     assert (fast.kind == ref.kind).all() and fast.n_lines == 100_001
+
+
+@needs_scanner
+def test_keys_chosen_to_collide_go_to_msgspec() -> None:
+    """A body of unknown keys that collide in the scanner's hash table: past a bounded number
+    of probes the scanner gives the body to msgspec (no quadratic time), same answer."""
+    keys = colliding(200, 10)
+    body = (json.dumps({k: 1 for k in keys}) + "\n" + '{"msg":"x"}\n').encode()
+    index = LineIndex.build(body)
+    lines = index.lines_of(OBJECT)
+    assert _lines._scan_pass(index, lines, FieldSet(KNOWN, forbid_unknown=True), known=KNOWN,
+                             wanted=WANTED, keep=True) is None
+    rows = _lines.raw_pass(index, lines, FieldSet(KNOWN, forbid_unknown=True), known=KNOWN,
+                           wanted=WANTED)
+    assert rows.discovered == keys
+    assert rows.raw("msg").to_pylist() == [None, b'"x"']

@@ -1,13 +1,16 @@
 /* shoal.format._kernels: extent statistics kernels the numpy versions spend several passes on.
  *
- * tokens(offsets, data) -> (token_offsets, token_data)
+ * tokens(offsets, data, cap) -> (token_offsets, token_data) or None
  *   The distinct tokens (tokens.py: maximal runs of ASCII letters and digits, at least 2
  *   long, lower-cased; every other byte, non-ASCII included, separates them; a run never
  *   crosses from one value into the next) of the string values data[offsets[i]:offsets[i+1]]
  *   (offsets: int64 buffer, n + 1 entries rebased to 0; data: the bytes they cover), in order
  *   of first appearance, as Arrow string buffers: int32 offsets (bytes), data (bytes).
- *   One pass with a hash set of the tokens seen, the GIL released. `tokenize_array` in
- *   tokens.py stays the reference (numpy) and is tested equal to this.
+ *   One pass with a hash set of the tokens seen, the GIL released. It stops after the value
+ *   that takes the set past `cap` tokens (what comes back then is only known to be over the
+ *   cap, all the caller needs). None when tokens collide past MAX_PROBES slots of the set
+ *   (they can be chosen to: the hash is not keyed): the caller takes its numpy path.
+ *   `numpy_tokenize_array` in tokens.py stays the reference and is tested equal to this.
  *
  * string_hashes(offsets, data, h1, h2, pos, len_key, k1, k2) -> None
  *   The membership hash, version 2, of string values (membership.py's module docstring
@@ -86,13 +89,17 @@ static int set_grow(TokenSet *ts) {
     return 0;
 }
 
-/* Adds the lower-cased token `tok` (len bytes) if new. 0 ok, -1 no memory, -2 too big. */
+#define MAX_PROBES 128  /* set slots one token may visit */
+
+/* Adds the lower-cased token `tok` (len bytes) if new. 0 ok, -1 no memory, -2 too big, -4
+ * past MAX_PROBES slots. */
 static int set_add(TokenSet *ts, const char *tok, int32_t len, uint64_t h) {
     size_t j = h & ts->mask;
-    while (ts->slots[j].len >= 0) {
+    for (int probes = 0; ts->slots[j].len >= 0; probes++) {
         Slot *s = &ts->slots[j];
         if (s->hash == h && s->len == len && memcmp(ts->out + s->start, tok, (size_t)len) == 0)
             return 0;
+        if (probes >= MAX_PROBES) return -4;
         j = (j + 1) & ts->mask;
     }
     if (ts->out_len + (size_t)len > (size_t)INT32_MAX) return -2;
@@ -119,12 +126,12 @@ static int set_add(TokenSet *ts, const char *tok, int32_t len, uint64_t h) {
 }
 
 static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
-                      const unsigned char *data) {
+                      const unsigned char *data, Py_ssize_t cap) {
     char buf[256];
     char *tok = buf;
     size_t tok_cap = sizeof(buf);
     int rc = 0;
-    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+    for (Py_ssize_t i = 0; i < n && !rc && (Py_ssize_t)ts->n <= cap; i++) {
         int64_t p = offsets[i], e = offsets[i + 1];
         while (p < e && !rc) {
             while (p < e && !TOKEN_LOWER[data[p]]) p++;
@@ -166,7 +173,8 @@ static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
 static PyObject *tokens(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer offsets, data;
-    if (!PyArg_ParseTuple(args, "y*y*", &offsets, &data)) return NULL;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTuple(args, "y*y*n", &offsets, &data, &cap)) return NULL;
     PyObject *result = NULL;
     TokenSet ts;
     Py_ssize_t n = strings_ok(&offsets, &data, "tokens");
@@ -178,10 +186,14 @@ static PyObject *tokens(PyObject *self, PyObject *args) {
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = run_tokens(&ts, offsets.buf, n, data.buf);
+    rc = run_tokens(&ts, offsets.buf, n, data.buf, cap);
     Py_END_ALLOW_THREADS
     if (rc == -1) PyErr_NoMemory();
     else if (rc == -2) PyErr_SetString(PyExc_OverflowError, "tokens: over 2 GiB of tokens");
+    else if (rc == -4) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
     else
         result = Py_BuildValue("(y#y#)", (const char *)ts.offsets,
                                (Py_ssize_t)(sizeof(int32_t) * (ts.n + 1)),

@@ -232,7 +232,7 @@ class _IndexedColumn:
         across blocks: a column whose tokens fit the cap so far is tokenized in few calls."""
         start, step = 0, self.token_step
         while start < len(values) and self.tokens is not None:
-            toks = tokenize_array(values.slice(start, step))
+            toks = tokenize_array(values.slice(start, step), cap=TOKEN_SET_CAP)
             if len(toks) > TOKEN_SET_CAP:
                 self.tokens = None
                 return

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import sys
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,8 @@ except ImportError:  # not built (an install without a C compiler): numpy does t
     logging.getLogger(__name__).warning(
         "shoal.format._kernels is not built: token sets use the slower numpy path")
 
+logger = logging.getLogger(__name__)
+
 MIN_TOKEN_LEN = 2
 
 _TOKEN_RE = re.compile(r"[A-Za-z0-9]{2,}")
@@ -50,11 +53,12 @@ def tokenize(text: str) -> set[str]:
     return {m.lower() for m in _TOKEN_RE.findall(text)}
 
 
-def tokenize_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+def tokenize_array(arr: pa.Array | pa.ChunkedArray, cap: int | None = None) -> pa.Array:
     """The distinct tokens of every non-null value of a string array, as a string array.
 
     Unordered. Feed it the distinct values of a column (`pc.unique`) so repeated values are
-    tokenized once.
+    tokenized once. With `cap`, the work may stop once there are more than `cap` distinct
+    tokens: the array returned then only tells that (its length is over `cap`).
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -67,7 +71,11 @@ def tokenize_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     if _kernels is None:
         return _tokenize_distinct(_distinct_pieces(arr))
     offsets, data = _string_buffers(arr)
-    token_offsets, token_data = _kernels.tokens(offsets, data)
+    found = _kernels.tokens(offsets, data, sys.maxsize if cap is None else cap)
+    if found is None:  # tokens chosen to collide in the kernel's (unkeyed) hash set
+        logger.info("tokens collide in the C kernel's hash set: numpy tokenizes these values")
+        return _tokenize_distinct(_distinct_pieces(arr))
+    token_offsets, token_data = found
     return pa.StringArray.from_buffers(len(token_offsets) // 4 - 1, pa.py_buffer(token_offsets),
                                        pa.py_buffer(token_data))
 

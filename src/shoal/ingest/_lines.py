@@ -358,7 +358,8 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
                wanted: list[str], keep: bool) -> RawRows | None:
     """`raw_pass` by the C scanner (`_scan.c`, the GIL released), or None where msgspec must
     decide: the scanner is not built, a line it is unsure of (a key with an escape, deep
-    nesting), a line it finds invalid that msgspec reads, a column it cannot declare."""
+    nesting), a line it finds invalid that msgspec reads, a column it cannot declare, keys
+    that collide in its (unkeyed) hash table past a bound."""
     if _scan is None or len(lines) == 0:
         return None
     discover = fields.forbid_unknown
@@ -368,11 +369,15 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
     wanted_set = set(wanted) if keep else set()
     if not wanted_set <= set(fields.names):
         return None
-    status, columns, found = _scan.scan(
+    result = _scan.scan(
         index.body, np.ascontiguousarray(index.starts, np.int64),
         np.ascontiguousarray(index.ends, np.int64), np.ascontiguousarray(lines, np.int64),
         [n.encode() for n in fields.names], [n in wanted_set for n in fields.names],
         discover, keep, unknown_room)
+    if result is None:
+        logger.info("keys of a body collide in the scanner's hash table: msgspec takes it")
+        return None
+    status, columns, found = result
     st = np.frombuffer(status, np.uint8)
     if (st == SCAN_UNSURE).any():
         return None

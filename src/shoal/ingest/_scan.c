@@ -17,7 +17,9 @@
  *   discover  bool: record the keys outside `declared` (else they are skipped)
  *   keep_unknown bool: keep the raw values of the first `max_unknown` discovered keys
  *   max_unknown int
- * returns (status, columns, discovered)
+ * returns (status, columns, discovered), or None when keys collide past MAX_PROBES slots of
+ * its hash table (keys can be chosen to: the hash is not keyed); the caller then gives the body
+ * to msgspec, whose dicts hash with a secret key.
  *   status    bytes, one per scanned line: 0 ok, 1 invalid (not one valid JSON object by
  *             RFC 8259), 2 slow (valid, but holds a discovered key past `max_unknown`),
  *             3 unsure (this scanner does not decide: a key with an escape, nesting deeper
@@ -61,6 +63,7 @@
 
 enum { ST_OK = 0, ST_INVALID = 1, ST_SLOW = 2, ST_UNSURE = 3 };
 #define MAX_DEPTH 128
+#define MAX_PROBES 128  /* hash slots one key lookup may visit (see keyset_find) */
 
 /* -- keys ------------------------------------------------------------------------------ */
 
@@ -108,14 +111,18 @@ static void keyset_free(KeySet *ks) {
     free(ks->table);
 }
 
+/* The key's index, -1 if absent, or -2 past MAX_PROBES slots: keys chosen to collide (the
+ * hash is not keyed) cannot make a body cost quadratic time; the caller gives the body to
+ * msgspec instead. */
 static Py_ssize_t keyset_find(const KeySet *ks, const char *p, Py_ssize_t n, uint64_t h) {
     Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)ks->mask);
-    for (;;) {
+    for (int probes = 0; probes < MAX_PROBES; probes++) {
         Py_ssize_t k = ks->table[slot];
         if (k < 0) return -1;
         if (ks->keys[k].len == n && memcmp(ks->keys[k].name, p, (size_t)n) == 0) return k;
         slot = (slot + 1) & ks->mask;
     }
+    return -2;
 }
 
 static int keyset_grow_table(KeySet *ks) {
@@ -135,10 +142,15 @@ static int keyset_grow_table(KeySet *ks) {
     return 0;
 }
 
-/* Adds a copy of a key (the caller checked it is absent); returns its index or -1 (no
- * memory). */
+/* Adds a copy of a key (the caller checked it is absent); returns its index, -1 (no memory)
+ * or -2 (past MAX_PROBES slots, see keyset_find). */
 static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h) {
     if (2 * (ks->n + 1) > ks->mask + 1 && keyset_grow_table(ks) < 0) return -1;
+    Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)ks->mask);
+    for (int probes = 0; ks->table[slot] >= 0; probes++) {
+        if (probes >= MAX_PROBES) return -2;
+        slot = (slot + 1) & ks->mask;
+    }
     if (ks->n == ks->cap) {
         Key *keys = realloc(ks->keys, sizeof(Key) * ks->cap * 2);
         if (!keys) return -1;
@@ -150,8 +162,6 @@ static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h
     memcpy(copy, p, (size_t)n);
     Py_ssize_t k = ks->n++;
     ks->keys[k] = (Key){copy, n, -1, 0};
-    Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)ks->mask);
-    while (ks->table[slot] >= 0) slot = (slot + 1) & ks->mask;
     ks->table[slot] = k;
     return k;
 }
@@ -506,10 +516,11 @@ static int run_pass(Pass *ps) {
                 Field *f = &fields[i];
                 uint64_t h = hash_bytes(f->key, f->key_len);
                 Py_ssize_t k = keyset_find(&ps->keys, f->key, f->key_len, h);
+                if (k == -2) { rc = -4; break; }
                 if (k < 0) {
                     if (!ps->discover) continue;
                     k = keyset_add(&ps->keys, f->key, f->key_len, h);
-                    if (k < 0) { rc = -1; break; }
+                    if (k < 0) { rc = k == -2 ? -4 : -1; break; }
                     if (ps->n_discovered == ps->cap_discovered) {
                         Py_ssize_t c = ps->cap_discovered ? ps->cap_discovered * 2 : 16;
                         Py_ssize_t *d = realloc(ps->discovered, sizeof(Py_ssize_t) * (size_t)c);
@@ -595,7 +606,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         uint64_t h = hash_bytes(p, n);
         Py_ssize_t k = keyset_find(&ps.keys, p, n, h);
         /* owned copies: nothing borrowed from Python is read once the GIL is released */
-        if (k < 0 && (k = keyset_add(&ps.keys, p, n, h)) < 0) goto nomem;
+        if (k == -1) k = keyset_add(&ps.keys, p, n, h);
+        if (k == -2) goto give_up;
+        if (k < 0) goto nomem;
         int want = PyObject_IsTrue(PyList_GET_ITEM(kept, i));
         if (want < 0) goto done;
         if (want && ps.keys.keys[k].col < 0) {
@@ -617,6 +630,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_IndexError, "scan: a line outside the body");
         goto done;
     }
+    if (rc == -4) goto give_up;
     PyObject *status = bytes_of(ps.status, (size_t)ps.n_lines);
     PyObject *columns = PyList_New(ps.cols.n);
     PyObject *found = PyList_New(ps.n_discovered);
@@ -643,6 +657,10 @@ fail_out:
     Py_XDECREF(status);
     Py_XDECREF(columns);
     Py_XDECREF(found);
+    goto done;
+give_up:  /* keys that collide past MAX_PROBES: msgspec takes the body (None) */
+    Py_INCREF(Py_None);
+    result = Py_None;
     goto done;
 nomem:
     PyErr_NoMemory();
