@@ -51,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
-from shoal.format.tokens import _kernels  # the C kernels, or None where they are not built
+from shoal.format._ext import kernels as _kernels
 
 # Needle cost grows with extents x fp_rate; 0.1% costs ~14.4 bits a value (1%: ~9.6).
 DEFAULT_FP_RATE = 0.001

@@ -18,11 +18,9 @@ often than whole values.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 import sys
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,14 +28,7 @@ import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
 
-try:
-    # By name: import-linter's graph would read `shoal.format._kernels` (a C extension it
-    # does not see) as the package `shoal.format`, which imports this module.
-    _kernels: Any = importlib.import_module("shoal.format._kernels")
-except ImportError:  # not built (an install without a C compiler): numpy does the work
-    _kernels = None
-    logging.getLogger(__name__).warning(
-        "shoal.format._kernels is not built: token sets use the slower numpy path")
+from shoal.format._ext import kernels as _kernels
 
 logger = logging.getLogger(__name__)
 

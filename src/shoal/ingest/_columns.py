@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal.ingest._lines import _scan
+from shoal.ingest._ext import scan as _scan
 from shoal.ingest._values import (INT_RANGES, RFC3339_PATTERN, RFC3339_RE, ValueProblem,
                                   convert, days_from_civil, days_in_month, minify, rfc3339_ns)
 from shoal.types.columns import ColumnType
@@ -239,11 +239,11 @@ def from_arrow(ctype: ColumnType, arr: pa.Array) -> Converted:
     k = ctype.kind
     if k == "timestamp":
         ns, ok = rfc3339_array(arr)  # ok is False for nulls
-        return Converted(_timestamps(ns, ok), _valid_mask(arr) & ~ok, None)
+        return Converted(_timestamps(ns, ok), valid_mask(arr) & ~ok, None)
     if k == "vector":
-        return _vector_from_lists(ctype, arr, _valid_mask(arr))
+        return _vector_from_lists(ctype, arr, valid_mask(arr))
     if k == "real":
-        flags = _valid_mask(arr) & ~_np_bool(pc.is_finite(arr))
+        flags = valid_mask(arr) & ~_np_bool(pc.is_finite(arr))
         if flags.any():
             arr = pc.if_else(pa.array(flags), pa.scalar(None, pa.float64()), arr)
         return Converted(arr, flags, None)
@@ -251,7 +251,7 @@ def from_arrow(ctype: ColumnType, arr: pa.Array) -> Converted:
                      np.zeros(len(arr), bool), None)
 
 
-def _valid_mask(arr: pa.Array) -> np.ndarray:
+def valid_mask(arr: pa.Array) -> np.ndarray:
     """Per row: not null (no kernel call when the array has no nulls)."""
     return np.ones(len(arr), bool) if arr.null_count == 0 else _np_bool(arr.is_valid())
 

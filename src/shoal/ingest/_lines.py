@@ -37,12 +37,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-try:
-    from shoal.ingest import _scan
-except ImportError:  # not built (an install without a C compiler): msgspec does the pass
-    _scan = None
-    logging.getLogger(__name__).warning(
-        "shoal.ingest._scan is not built: NDJSON coercion uses the slower msgspec pass")
+from shoal.ingest._ext import scan as _scan
 
 logger = logging.getLogger(__name__)
 

@@ -4,22 +4,15 @@ of the whole stream."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from typing import IO
 
-# The C scanner's newline count (memchr, GIL released); this module stays light (no numpy or
-# pyarrow: `shoal --help` imports it), so it takes the extension itself, not `_lines`.
-try:
-    from shoal.ingest._scan import count_lines as _count_lines
-except ImportError:  # not built: bytes.count (_lines warns once it is imported)
-    _count_lines = None
-    logging.getLogger(__name__).debug("shoal.ingest._scan is not built: bytes.count counts")
+from shoal.ingest._ext import scan as _scan  # light: no numpy or pyarrow (`shoal --help`)
 
 
 def count_lines(body: bytes) -> int:
     """The newline bytes of `body`."""
-    return body.count(b"\n") if _count_lines is None else int(_count_lines(body))
+    return body.count(b"\n") if _scan is None else int(_scan.count_lines(body))
 
 
 def iter_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, int]]:

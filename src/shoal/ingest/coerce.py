@@ -64,7 +64,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from shoal.errors import LineError
-from shoal.ingest._columns import Converted, from_arrow, from_raw, minify_array, read_type
+from shoal.ingest._columns import (Converted, valid_mask, from_arrow, from_raw, minify_array,
+                                   read_type)
 from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRows,
                                  decode_line_dict, raw_pass)
 from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
@@ -532,7 +533,7 @@ class _FastPath:
         if arr.null_count == 0 or (col.name != TIMESTAMP_COLUMN and col.default is None
                                    and col.nullable):
             return arr, flags  # no null to fill or refuse
-        nulls = ~_valid(arr) & ~flags
+        nulls = ~valid_mask(arr) & ~flags
         if col.name == TIMESTAMP_COLUMN:
             if nulls.any():
                 arr = arr.fill_null(pa.scalar(self.ingest_time_ns, pa.int64())
@@ -645,7 +646,7 @@ class _RawSide:
             pa.scalar(b"{", pa.binary()), pc.binary_join(lists, pa.scalar(b",", pa.binary())),
             pa.scalar(b"}", pa.binary()), pa.scalar(b"", pa.binary()))
         out = pc.if_else(pa.array(unknown), objects, own)
-        both = unknown & _valid(own)
+        both = unknown & valid_mask(own)
         if both.any():  # the record sent its own props too: merge one by one
             rows = pa.array(np.flatnonzero(both))
             own_raw = self.raw_of(PROPS_COLUMN).take(rows).to_pylist()
@@ -657,8 +658,5 @@ class _RawSide:
             out = pc.replace_with_mask(out, pa.array(both), pa.array(merged, pa.binary()))
         return out
 
-
-def _valid(arr: pa.Array) -> np.ndarray:
-    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
 
 

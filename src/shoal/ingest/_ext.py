@@ -1,0 +1,17 @@
+"""The ingest layer's C extension, `shoal.ingest._scan` (`_scan.c`), or None where it is not
+built (an install without a C compiler): its users then take their Python forms, which stay
+as the reference the tests hold it to. Light on purpose (no numpy, no pyarrow): `chunks.py`,
+which `shoal --help` imports, takes it from here."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+try:
+    scan: Any = importlib.import_module("shoal.ingest._scan")
+except ImportError:
+    scan = None
+    logging.getLogger(__name__).warning(
+        "shoal.ingest._scan is not built: coercion uses its slower msgspec and numpy forms")
