@@ -108,7 +108,11 @@ def live(tmp_path_factory):
         _big(db)
         _headers(db)
 
-    yield from _serve(tmp_path_factory, "flight", fill)
+    # The row cap raised far above ENDLESS_ROWS's reach: at the default 1M rows (16 MB of two
+    # longs) the whole capped answer fits in gRPC's and the sockets' buffers, so the server
+    # could finish it, and free its slot, before the client reads its second batch. Under
+    # 256 MB (the byte cap) no buffer holds it: the query really runs while rows are read.
+    yield from _serve(tmp_path_factory, "flight", fill, query_max_rows=10**9)
 
 
 @pytest.fixture(scope="module")
@@ -373,7 +377,8 @@ def queries_running(http: str) -> float:
     raise AssertionError("no shoal_queries_running in /metrics")
 
 
-# 100 M rows: far more than the server could compute, or gRPC buffer, before the client reads
+# 100 M rows (cut at 256 MB by the byte cap): far more than the server could compute, or gRPC
+# buffer, before the client reads
 ENDLESS_ROWS = ("SELECT a.n, b.n AS m FROM big a "
                 "CROSS JOIN (SELECT n FROM big WHERE n < 100) b")
 ENDLESS_COUNT = "SELECT count(*) AS c FROM big a CROSS JOIN big b"    # 10^12 rows to count
