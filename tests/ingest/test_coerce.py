@@ -1,13 +1,19 @@
 """NDJSON -> Arrow coercion (SPEC §3): every rule, every error message, fast path == slow path.
 
-`run()` coerces each body twice, through `coerce_ndjson` (vectorised) and `_coerce_slow` (the
-per-line reference), and asserts both give the same batch, errors and rejected lines.
+`run()` coerces each body through `_coerce_slow` (the per-line reference) and through
+`coerce_ndjson` in both its forms: the C scanner converting the typed columns in its own
+pass (where the extension is built: the usual case), and Arrow's JSON reader with the msgspec
+pass (what runs without the extension); it asserts all give the same batch, errors and
+rejected lines. Tests of one form's own machinery pin it (`arrow_form`, `FORMS`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pytest
@@ -40,18 +46,42 @@ def assert_same(fast: Coerced, slow: Coerced) -> None:
         (slow.rows, slow.rejected_count, slow.rejected_lines)
 
 
+@contextlib.contextmanager
+def form(name: str) -> Iterator[None]:
+    """The fast path's form: "scanner" (the C scanner types the columns) or "arrow" (Arrow's
+    reader and the msgspec pass: what runs where the extension is not built)."""
+    if name == "scanner":
+        assert _lines.scanner_built(), "the C scanner is not built (scripts/setup.sh)"
+        yield
+    else:
+        with mock.patch.object(_lines, "_scan", None):
+            yield
+
+
+FORMS = ["scanner", "arrow"]
+
+
+@pytest.fixture
+def arrow_form() -> Iterator[None]:
+    with form("arrow"):
+        yield
+
+
 def run(body: bytes | str, schema: Schema, *, unknown: str = "drop",
         max_errors: int = 100) -> Coerced:
     if isinstance(body, str):
         body = body.encode()
-    fast = coerce_ndjson(body, schema, unknown=unknown,  # type: ignore[arg-type]
-                         ingest_time_ns=T0, max_errors=max_errors)
     slow = _coerce_slow(body, schema, unknown=unknown,  # type: ignore[arg-type]
                         ingest_time_ns=T0, max_errors=max_errors)
-    assert_same(fast, slow)
-    assert fast.unknown_fields == slow.unknown_fields
-    assert fast.batch.schema.equals(schema.arrow(), check_metadata=True)
-    assert fast.rows == fast.batch.num_rows
+    forms = FORMS if _lines.scanner_built() else ["arrow"]
+    for name in reversed(forms):    # the scanner's answer is returned
+        with form(name):
+            fast = coerce_ndjson(body, schema, unknown=unknown,  # type: ignore[arg-type]
+                                 ingest_time_ns=T0, max_errors=max_errors)
+        assert_same(fast, slow)
+        assert fast.unknown_fields == slow.unknown_fields
+        assert fast.batch.schema.equals(schema.arrow(), check_metadata=True)
+        assert fast.rows == fast.batch.num_rows
     return fast
 
 
@@ -540,8 +570,6 @@ def test_many_unknown_keys(small_chunks: None) -> None:
 
 # -- property: the vectorised path equals the per-line reference ---------------------------
 
-from unittest import mock  # noqa: E402
-
 import msgspec  # noqa: E402
 import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -788,8 +816,9 @@ BAD_IN_THE_MIDDLE = {
 }
 
 
+@pytest.mark.parametrize("fast_form", FORMS)
 @pytest.mark.parametrize("unknown", ["drop", "props"])
-def test_bad_lines_in_the_middle_of_a_large_chunk(unknown: str,
+def test_bad_lines_in_the_middle_of_a_large_chunk(unknown: str, fast_form: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     n = 80_000
     lines = [BAD_IN_THE_MIDDLE[i][0] if i in BAD_IN_THE_MIDDLE else service_line(i)
@@ -797,8 +826,9 @@ def test_bad_lines_in_the_middle_of_a_large_chunk(unknown: str,
     body = ("\n".join(lines) + "\n").encode()
     assert len(body) > 4 * coerce_mod._PROBE_BYTES and len(body) > 12 << 20  # 14 MB
     per_line = CountingPerLine(monkeypatch)
-    fast = coerce_ndjson(body, service_schema(), unknown=unknown,  # type: ignore[arg-type]
-                         ingest_time_ns=T0)
+    with form(fast_form):
+        fast = coerce_ndjson(body, service_schema(), unknown=unknown,  # type: ignore[arg-type]
+                             ingest_time_ns=T0)
     bad_lines = sorted(i + 1 for i in BAD_IN_THE_MIDDLE)
     # Only the bad lines went the per-line way; every good line stayed vectorised.
     assert sorted(per_line.lines) == bad_lines
@@ -859,7 +889,7 @@ def test_property_odd_lines_inside_a_large_body(data: st.DataObject) -> None:
 
 
 def test_a_line_arrow_cannot_read_sends_only_itself_the_per_line_way(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, arrow_form: None) -> None:
     """`1e400` in a dropped field is valid JSON Arrow's reader refuses ("Number too big to
     be stored in double") naming no column: the failing piece is halved until that line
     alone is left, so 30,000 good lines do not follow it down the per-line path."""
@@ -889,10 +919,11 @@ def typed_line(i: int) -> str:
 
 
 @pytest.mark.parametrize("unknown", ["drop", "props", "reject"])
-def test_typed_columns_alone_need_no_msgspec_pass(unknown: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """A table of typed columns only, a body of known keys: Arrow's reader proves there is
-    nothing to discover (it refuses other keys) and converts everything; no msgspec pass."""
+def test_typed_columns_alone_need_no_msgspec_pass(unknown: str, monkeypatch: pytest.MonkeyPatch,
+                                                  arrow_form: None) -> None:
+    """Without the C scanner, a table of typed columns only, a body of known keys: Arrow's
+    reader proves there is nothing to discover (it refuses other keys) and converts
+    everything; no msgspec pass."""
     body = "".join(typed_line(i) + "\n" for i in range(6000)).encode()
     slow = _coerce_slow(body, typed_schema(), unknown=unknown,  # type: ignore[arg-type]
                         ingest_time_ns=T0)

@@ -11,8 +11,9 @@ yielded exactly one value per line, in order.
 `raw_pass()` validates object lines and picks out the raw JSON text of some top-level keys,
 finding (when the field set forbids unknown keys) every other top-level key in order of first
 appearance (lines top to bottom, keys left to right). Two implementations, same results:
-- the C scanner (`_scan.c`, built by setup): one pass with the GIL released, so it runs beside
-  Arrow's reader, writing the picked texts straight into Arrow binary buffers. It decides
+- the C scanner (`_scan.c`, built by setup): one pass with the GIL released, writing the
+  picked texts straight into Arrow binary buffers, and converting the values of the typed
+  columns it is given (`types`) itself, so that the body is parsed once. It decides
   only what it is sure of: a line it finds invalid is checked with msgspec, and a key with an
   escape or nesting past 128 levels hands the whole pass to msgspec;
 - `msgspec_pass()`: a msgspec Struct whose fields are `msgspec.Raw` (the value's JSON text,
@@ -38,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from shoal.ingest._ext import scan as _scan
+from shoal.types.columns import ColumnType
 
 logger = logging.getLogger(__name__)
 
@@ -235,10 +237,14 @@ class RawRows:
     done: int = 0  # lines picked so far
     # Per kept key: its raw JSON texts (binary, null = absent) and presence, one per line.
     arrays: dict[str, tuple[pa.BinaryArray, np.ndarray]] = field(default_factory=dict)
+    # Per key the scanner converted itself (`types` of `raw_pass`): the column's values
+    # (null where absent, `null` or flagged), the rows it flagged (the per-line path decides
+    # them) and presence, one per line.
+    typed: dict[str, tuple[pa.Array, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def keeps(self, name: str) -> bool:
-        """Whether the pass kept the raw values of this key."""
-        return name in self.arrays or name in self.kept
+        """Whether the pass kept the raw values of this key (or converted them)."""
+        return name in self.arrays or name in self.kept or name in self.typed
 
     def raw(self, name: str) -> pa.BinaryArray:
         """The raw JSON text per line (null = absent); KeyError if the key was not kept."""
@@ -246,6 +252,8 @@ class RawRows:
 
     def present(self, name: str) -> np.ndarray:
         """Per line: the key was present; KeyError if the key was not kept."""
+        if name in self.typed:
+            return self.typed[name][2]
         return self._array(name)[1]
 
     def _array(self, name: str) -> tuple[pa.BinaryArray, np.ndarray]:
@@ -313,17 +321,26 @@ def _binary(n: int, offsets: Any, data: Any, present: np.ndarray, n_present: int
                                                   pa.py_buffer(data)])
 
 
+def scanner_built() -> bool:
+    """Whether the C scanner is there (else msgspec does every pass, with a warning)."""
+    return _scan is not None
+
+
 def raw_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: Iterable[str],
-             wanted: Iterable[str] = (), keep: bool = True) -> RawRows:
+             wanted: Iterable[str] = (), keep: bool = True,
+             types: dict[str, ColumnType] | None = None) -> RawRows:
     """Decode `lines` (object lines of `index`) with `fields`; see the module docstring.
 
     Keeps the raw values of `wanted` (declared) keys and, if `keep`, of every unknown key
     it declares. With `keep=False` only `discovered` is filled (the evolve pre-scan).
     The C scanner does the pass when it is built and sure of every line; else msgspec.
+    `types`: wanted keys of a type in `SCANNER_KINDS` the scanner may convert itself
+    (`RawRows.typed`); msgspec keeps their raw values like the others'.
     """
     known = list(known)
     wanted = list(wanted)
-    rows = _scan_pass(index, lines, fields, known=known, wanted=wanted, keep=keep)
+    rows = _scan_pass(index, lines, fields, known=known, wanted=wanted, keep=keep,
+                      types=types)
     if rows is not None:
         return rows
     return msgspec_pass(index, lines, fields, known=known, wanted=wanted, keep=keep)
@@ -347,16 +364,21 @@ def msgspec_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *,
 
 
 SCAN_OK, SCAN_INVALID, SCAN_SLOW, SCAN_UNSURE = 0, 1, 2, 3
+# The scanner's `kept` codes: 0 skip, 1 raw, else the column type it converts (see _scan.c).
+_TYPE_CODES = {"string": 2, "int": 3, "long": 4, "real": 5, "bool": 6, "timestamp": 7}
+SCANNER_KINDS = frozenset(_TYPE_CODES)
 
 
 def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: list[str],
-               wanted: list[str], keep: bool) -> RawRows | None:
+               wanted: list[str], keep: bool, types: dict[str, ColumnType] | None = None
+               ) -> RawRows | None:
     """`raw_pass` by the C scanner (`_scan.c`, the GIL released), or None where msgspec must
     decide: the scanner is not built, a line it is unsure of (a key with an escape, deep
     nesting), a line it finds invalid that msgspec reads, a column it cannot declare, keys
     that collide in its (unkeyed) hash table past a bound."""
     if _scan is None or len(lines) == 0:
         return None
+    types = types or {}
     discover = fields.forbid_unknown
     if discover and any(name not in fields for name in known):
         return None
@@ -367,7 +389,7 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
     result = _scan.scan(
         index.body, np.ascontiguousarray(index.starts, np.int64),
         np.ascontiguousarray(index.ends, np.int64), np.ascontiguousarray(lines, np.int64),
-        [n.encode() for n in fields.names], [n in wanted_set for n in fields.names],
+        [n.encode() for n in fields.names], [_code(n, wanted_set, types) for n in fields.names],
         discover, keep, unknown_room)
     if result is None:
         logger.info("keys of a body collide in the scanner's hash table: msgspec takes it")
@@ -390,11 +412,38 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
     for key in rows.discovered:
         fields.add(key, unknown=True)
     n = len(lines)
-    for name, offsets, present, data in columns:
+    for name, offsets, present, data, valid, flags in columns:
+        key = name.decode()
         mask = np.frombuffer(present, np.bool_)
-        rows.arrays[name.decode()] = (_binary(n, offsets, data, mask, int(mask.sum())), mask)
+        if valid is None:
+            rows.arrays[key] = (_binary(n, offsets, data, mask, int(mask.sum())), mask)
+        else:
+            rows.typed[key] = (_typed_array(types[key], n, offsets, data,
+                                            np.frombuffer(valid, np.bool_)),
+                               np.frombuffer(flags, np.bool_), mask)
     rows.done = n
     return rows
+
+
+def _code(name: str, wanted: set[str], types: dict[str, ColumnType]) -> int:
+    if name not in wanted:
+        return 0
+    ctype = types.get(name)
+    return 1 if ctype is None else _TYPE_CODES[ctype.kind]
+
+
+def _typed_array(ctype: ColumnType, n: int, offsets: bytes | None, data: bytes,
+                 valid: np.ndarray) -> pa.Array:
+    """A typed column of the scanner as Arrow: its values, null where not valid."""
+    n_valid = int(valid.sum())
+    validity = (None if n_valid == n
+                else pa.py_buffer(np.packbits(valid, bitorder="little")))
+    if ctype.kind == "bool":
+        return pa.array(np.frombuffer(data, np.bool_), pa.bool_(), mask=~valid)
+    buffers = [validity, pa.py_buffer(data)]
+    if offsets is not None:
+        buffers.insert(1, pa.py_buffer(offsets))
+    return pa.Array.from_buffers(ctype.arrow(), n, buffers, null_count=n - n_valid)
 
 
 def _decode_chunk(index: LineIndex, chunk: memoryview, lines: np.ndarray, rows: RawRows,

@@ -13,7 +13,9 @@
  *   ends      int64 buffer: end of each line (its newline excluded)
  *   lines     int64 buffer: the lines to scan (indexes into starts/ends), ascending
  *   declared  list of bytes: the keys the pass knows (UTF-8), in declaration order
- *   kept      list of bool, one per declared key: keep its raw values
+ *   kept      list of int, one per declared key: 0 skip it, 1 keep its raw values, or a
+ *             typed column (2 string, 3 int, 4 long, 5 real, 6 bool, 7 timestamp) whose
+ *             values the pass converts itself (see "Typed columns" below)
  *   discover  bool: record the keys outside `declared` (else they are skipped)
  *   keep_unknown bool: keep the raw values of the first `max_unknown` discovered keys
  *   max_unknown int
@@ -24,10 +26,12 @@
  *             RFC 8259), 2 slow (valid, but holds a discovered key past `max_unknown`),
  *             3 unsure (this scanner does not decide: a key with an escape, nesting deeper
  *             than MAX_DEPTH); the caller asks msgspec about 1 and 3.
- *   columns   list of (name, offsets, present, data) per kept key: declared kept keys in
- *             declaration order, then discovered kept keys in discovery order; offsets int32
- *             (n+1), present uint8 (n), data the concatenated raw texts. A line that is not
- *             ok has every key absent.
+ *   columns   list of (name, offsets, present, data, valid, flags) per kept key: declared
+ *             kept keys in declaration order, then discovered kept keys in discovery order;
+ *             offsets int32 (n+1) or None, present uint8 (n: the key was there, `null`
+ *             included), data the concatenated raw texts (raw keys) or the typed values;
+ *             valid and flags uint8 (n) for typed keys, None for raw ones. A line that is
+ *             not ok has every key absent.
  *   discovered list of bytes: keys outside `declared` in order of first appearance over the
  *             ok and slow lines (lines top to bottom, keys left to right); keys of invalid or
  *             unsure lines are not counted (msgspec would not have decoded those lines).
@@ -49,12 +53,30 @@
  *   included), hour, minute, second and offset in range, the result within int64. Writes
  *   ns[i] (int64) and ok[i] (uint8: 1 accepted, 0 not; ns is then 0) into writable buffers.
  *
+ * Typed columns: the values `_values.convert` would store, for the values this pass is sure
+ * of; any other present, non-null value is flagged (flags[i] = 1, valid[i] = 0) and the
+ * caller sends its line to the per-line path, which words the error (or converts the rare
+ * value this pass leaves alone). `null` is present and not valid.
+ *   string     a JSON string, unescaped (data + int32 offsets); a number, `true` or `false`
+ *              as its text (a number of at most 100 characters: `jsonlimits`); objects and
+ *              arrays are flagged.
+ *   int, long  an integer literal (no fraction or exponent) in range: int32 / int64 values.
+ *   real       a number, by strtod in the C locale (correctly rounded, as Python's float()),
+ *              finite: float64 values. A literal of 64 characters or more is flagged.
+ *   bool       `true` / `false`: one uint8 per row.
+ *   timestamp  an integer literal in int64 (epoch nanoseconds), or a string without escapes
+ *              that `rfc3339` (below) accepts: int64 values.
+ * Fixed-width values of rows that are not valid are 0; a string row that is not valid is
+ * empty.
+ *
  * JSON: RFC 8259 as msgspec reads it: whitespace is space, tab, CR, LF; strings hold no raw
  * byte below 0x20; escapes are \" \\ \/ \b \f \n \r \t \uXXXX with UTF-16 surrogates paired
  * (a high one followed by an escaped low one); numbers -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?;
  * duplicate keys: the last one wins. UTF-8 validity is the caller's (LineIndex) business.
  */
 #include "_native.h"
+#include <locale.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -62,6 +84,11 @@
 #endif
 
 enum { ST_OK = 0, ST_INVALID = 1, ST_SLOW = 2, ST_UNSURE = 3 };
+enum { T_SKIP = 0, T_RAW = 1, T_STRING = 2, T_INT = 3, T_LONG = 4, T_REAL = 5, T_BOOL = 6,
+       T_TIMESTAMP = 7, T_LAST = 7 };
+#define MAX_NUMBER_CHARS 100  /* shoal.types.jsonlimits.MAX_NUMBER_CHARS */
+#define INT_MAX_CHARS 20      /* "-9223372036854775808": longer is out of every range */
+#define REAL_MAX_CHARS 63     /* longer literals go the per-line path */
 #define MAX_DEPTH 128
 #define MAX_PROBES 128  /* hash slots one key lookup may visit (see keyset_find) */
 
@@ -170,13 +197,25 @@ static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h
 
 typedef struct {
     Py_ssize_t key;     /* index into the key set */
-    int32_t *offsets;   /* n + 1 */
+    int type;           /* T_RAW or a typed column */
+    int32_t *offsets;   /* n + 1 (raw and string columns) */
     uint8_t *present;   /* n */
-    char *data;
+    uint8_t *valid;     /* n (typed columns) */
+    uint8_t *flags;     /* n (typed columns) */
+    char *data;         /* raw texts, strings, or n fixed-width values */
     size_t len, cap;
     const char *span;   /* this line's value (last one wins), NULL if absent */
     Py_ssize_t span_len;
 } Col;
+
+static size_t type_width(int type) {
+    switch (type) {
+    case T_INT: return 4;
+    case T_LONG: case T_REAL: case T_TIMESTAMP: return 8;
+    case T_BOOL: return 1;
+    default: return 0;  /* raw and string: offsets + data */
+    }
+}
 
 typedef struct {
     Col *cols;
@@ -184,7 +223,7 @@ typedef struct {
     Py_ssize_t rows;    /* lines per column */
 } Cols;
 
-static int cols_add(Cols *cs, Py_ssize_t key, Py_ssize_t filled) {
+static int cols_add(Cols *cs, Py_ssize_t key, int type) {
     if (cs->n == cs->cap) {
         int cap = cs->cap ? cs->cap * 2 : 16;
         Col *cols = realloc(cs->cols, sizeof(Col) * (size_t)cap);
@@ -195,14 +234,31 @@ static int cols_add(Cols *cs, Py_ssize_t key, Py_ssize_t filled) {
     Col *c = &cs->cols[cs->n];
     memset(c, 0, sizeof(Col));
     c->key = key;
-    c->offsets = calloc((size_t)cs->rows + 1, sizeof(int32_t));
-    c->present = calloc((size_t)cs->rows ? (size_t)cs->rows : 1, 1);
-    if (!c->offsets || !c->present) {
+    c->type = type;
+    size_t rows = (size_t)cs->rows ? (size_t)cs->rows : 1, width = type_width(type);
+    c->present = calloc(rows, 1);   /* rows not reached yet stay absent */
+    int ok = c->present != NULL;
+    if (width) {
+        c->data = calloc(rows, width);
+        c->len = c->cap = (size_t)cs->rows * width;
+        ok = ok && c->data;
+    } else {
+        c->offsets = calloc((size_t)cs->rows + 1, sizeof(int32_t));
+        ok = ok && c->offsets;
+    }
+    if (type != T_RAW) {
+        c->valid = calloc(rows, 1);
+        c->flags = calloc(rows, 1);
+        ok = ok && c->valid && c->flags;
+    }
+    if (!ok) {
         free(c->offsets);
         free(c->present);
+        free(c->valid);
+        free(c->flags);
+        free(c->data);
         return -1;
     }
-    (void)filled;  /* rows before `filled` stay absent: offsets 0, present 0 */
     return cs->n++;
 }
 
@@ -210,9 +266,179 @@ static void cols_free(Cols *cs) {
     for (int i = 0; i < cs->n; i++) {
         free(cs->cols[i].offsets);
         free(cs->cols[i].present);
+        free(cs->cols[i].valid);
+        free(cs->cols[i].flags);
         free(cs->cols[i].data);
     }
     free(cs->cols);
+}
+
+/* Room for `more` bytes in a raw or string column's data: 0, -1 (no memory), -2 (the column
+ * would pass 2 GiB, what int32 offsets address). */
+static int reserve(Col *c, size_t more) {
+    size_t need = c->len + more;
+    if (need > (size_t)INT32_MAX) return -2;
+    if (need > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < need) cap *= 2;
+        char *data = realloc(c->data, cap);
+        if (!data) return -1;
+        c->data = data;
+        c->cap = cap;
+    }
+    return 0;
+}
+
+static int one_rfc3339(const unsigned char *p, int64_t len, int64_t *ns);
+static inline int hexval(unsigned char c);
+static locale_t c_locale;  /* strtod_l: a '.' decimal point whatever the process's locale */
+
+static void put_utf8(char **out, unsigned u) {
+    unsigned char *o = (unsigned char *)*out;
+    if (u < 0x80) {
+        *o++ = (unsigned char)u;
+    } else if (u < 0x800) {
+        *o++ = (unsigned char)(0xC0 | (u >> 6));
+        *o++ = (unsigned char)(0x80 | (u & 0x3F));
+    } else if (u < 0x10000) {
+        *o++ = (unsigned char)(0xE0 | (u >> 12));
+        *o++ = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
+        *o++ = (unsigned char)(0x80 | (u & 0x3F));
+    } else {
+        *o++ = (unsigned char)(0xF0 | (u >> 18));
+        *o++ = (unsigned char)(0x80 | ((u >> 12) & 0x3F));
+        *o++ = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
+        *o++ = (unsigned char)(0x80 | (u & 0x3F));
+    }
+    *out = (char *)o;
+}
+
+static unsigned hex4(const unsigned char *p) {
+    return (unsigned)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
+}
+
+/* The text of a JSON string (validated by skip_string: escapes well formed, surrogates
+ * paired) unescaped into the column's data. `v` is at the opening quote, `n` counts both
+ * quotes. The unescaped text is never longer than the escaped one. */
+static int put_string(Col *c, const unsigned char *v, Py_ssize_t n) {
+    int rc = reserve(c, (size_t)n);
+    if (rc) return rc;
+    const unsigned char *p = v + 1, *end = v + n - 1;
+    char *o = c->data + c->len;
+    while (p < end) {
+        const unsigned char *q = memchr(p, '\\', (size_t)(end - p));
+        if (!q) q = end;
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        if (q == end) break;
+        p = q + 2;
+        switch (q[1]) {
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            unsigned u = hex4(p);
+            p += 4;
+            if (u >= 0xD800 && u <= 0xDBFF) {  /* paired with the low one that follows */
+                u = 0x10000 + ((u - 0xD800) << 10) + (hex4(p + 2) - 0xDC00);
+                p += 6;
+            }
+            put_utf8(&o, u);
+            break;
+        }
+        default: *o++ = (char)q[1]; break;  /* " \ / */
+        }
+    }
+    c->len = (size_t)(o - c->data);
+    return 0;
+}
+
+static int put_raw(Col *c, const char *v, Py_ssize_t n) {
+    int rc = reserve(c, (size_t)n);
+    if (rc) return rc;
+    memcpy(c->data + c->len, v, (size_t)n);
+    c->len += (size_t)n;
+    return 0;
+}
+
+/* An integer literal (a valid JSON number) of at most INT_MAX_CHARS characters. */
+static int integer_of(const unsigned char *v, Py_ssize_t n, __int128 *out) {
+    if (n > INT_MAX_CHARS) return 0;
+    Py_ssize_t i = v[0] == '-';
+    __int128 x = 0;
+    for (; i < n; i++) {
+        unsigned d = (unsigned)v[i] - '0';
+        if (d > 9) return 0;  /* a fraction or an exponent */
+        x = x * 10 + d;
+    }
+    *out = v[0] == '-' ? -x : x;
+    return 1;
+}
+
+/* Converts one present value of a typed column at `row`: 0, or -1 / -2 as `reserve`. */
+static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t n) {
+    unsigned char first = v[0];
+    if (first == 'n') return 0;  /* null: present, not valid */
+    int number = first == '-' || (first >= '0' && first <= '9');
+    int good = 0;
+    __int128 x;
+    switch (c->type) {
+    case T_STRING: {
+        int rc = 0;
+        if (first == '"') rc = put_string(c, v, n);
+        else if ((number && n <= MAX_NUMBER_CHARS) || first == 't' || first == 'f')
+            rc = put_raw(c, (const char *)v, n);
+        else break;
+        if (rc) return rc;
+        good = 1;
+        break;
+    }
+    case T_INT:
+        if (number && integer_of(v, n, &x) && x >= INT32_MIN && x <= INT32_MAX) {
+            ((int32_t *)c->data)[row] = (int32_t)x;
+            good = 1;
+        }
+        break;
+    case T_LONG:
+        if (number && integer_of(v, n, &x) && x >= INT64_MIN && x <= INT64_MAX) {
+            ((int64_t *)c->data)[row] = (int64_t)x;
+            good = 1;
+        }
+        break;
+    case T_REAL:
+        if (number && n <= REAL_MAX_CHARS) {
+            char text[REAL_MAX_CHARS + 1];
+            memcpy(text, v, (size_t)n);
+            text[n] = 0;
+            double d = strtod_l(text, NULL, c_locale);
+            if (isfinite(d)) {
+                ((double *)c->data)[row] = d;
+                good = 1;
+            }
+        }
+        break;
+    case T_BOOL:
+        if (first == 't' || first == 'f') {
+            ((uint8_t *)c->data)[row] = first == 't';
+            good = 1;
+        }
+        break;
+    case T_TIMESTAMP:
+        if (number) {
+            good = integer_of(v, n, &x) && x >= INT64_MIN && x <= INT64_MAX;
+            if (good) ((int64_t *)c->data)[row] = (int64_t)x;
+        } else if (first == '"' && !memchr(v + 1, '\\', (size_t)(n - 2))) {
+            int64_t ns;
+            good = one_rfc3339(v + 1, n - 2, &ns);
+            if (good) ((int64_t *)c->data)[row] = ns;
+        }
+        break;
+    }
+    c->valid[row] = (uint8_t)good;
+    c->flags[row] = (uint8_t)!good;
+    return 0;
 }
 
 /* Row `row` is done: append the picked value of each column (absent if `ok` is false). */
@@ -220,21 +446,12 @@ static int cols_commit(Cols *cs, Py_ssize_t row, int ok) {
     for (int i = 0; i < cs->n; i++) {
         Col *c = &cs->cols[i];
         if (ok && c->span) {
-            size_t need = c->len + (size_t)c->span_len;
-            if (need > (size_t)INT32_MAX) return -2;
-            if (need > c->cap) {
-                size_t cap = c->cap ? c->cap : 4096;
-                while (cap < need) cap *= 2;
-                char *data = realloc(c->data, cap);
-                if (!data) return -1;
-                c->data = data;
-                c->cap = cap;
-            }
-            memcpy(c->data + c->len, c->span, (size_t)c->span_len);
-            c->len = need;
+            int rc = c->type == T_RAW ? put_raw(c, c->span, c->span_len)
+                     : put_typed(c, row, (const unsigned char *)c->span, c->span_len);
+            if (rc) return rc;
             c->present[row] = 1;
         }
-        c->offsets[row + 1] = (int32_t)c->len;
+        if (c->offsets) c->offsets[row + 1] = (int32_t)c->len;
         c->span = NULL;
     }
     return 0;
@@ -534,7 +751,7 @@ static int run_pass(Pass *ps) {
                     } else {
                         ps->n_unknown_declared++;
                         if (ps->keep_unknown) {
-                            int c = cols_add(&ps->cols, k, r);
+                            int c = cols_add(&ps->cols, k, T_RAW);
                             if (c < 0) { rc = -1; break; }
                             ps->keys.keys[k].col = c;
                         }
@@ -609,10 +826,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (k == -1) k = keyset_add(&ps.keys, p, n, h);
         if (k == -2) goto give_up;
         if (k < 0) goto nomem;
-        int want = PyObject_IsTrue(PyList_GET_ITEM(kept, i));
-        if (want < 0) goto done;
+        long want = PyLong_AsLong(PyList_GET_ITEM(kept, i));
+        if (want == -1 && PyErr_Occurred()) goto done;
+        if (want < T_SKIP || want > T_LAST) {
+            PyErr_SetString(PyExc_ValueError, "scan: a kept code out of range");
+            goto done;
+        }
         if (want && ps.keys.keys[k].col < 0) {
-            int c = cols_add(&ps.cols, k, 0);
+            int c = cols_add(&ps.cols, k, (int)want);
             if (c < 0) goto nomem;
             ps.keys.keys[k].col = c;
         }
@@ -638,10 +859,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     for (int i = 0; i < ps.cols.n; i++) {
         Col *c = &ps.cols.cols[i];
         Key *k = &ps.keys.keys[c->key];
+        size_t n = (size_t)ps.n_lines;
+        PyObject *none = Py_None;
         PyObject *item = Py_BuildValue(
-            "(NNNN)", bytes_of(k->name, (size_t)k->len),
-            bytes_of(c->offsets, sizeof(int32_t) * ((size_t)ps.n_lines + 1)),
-            bytes_of(c->present, (size_t)ps.n_lines), bytes_of(c->data, c->len));
+            "(NNNNNN)", bytes_of(k->name, (size_t)k->len),
+            c->offsets ? bytes_of(c->offsets, sizeof(int32_t) * (n + 1)) : Py_NewRef(none),
+            bytes_of(c->present, n), bytes_of(c->data, c->len),
+            c->valid ? bytes_of(c->valid, n) : Py_NewRef(none),
+            c->flags ? bytes_of(c->flags, n) : Py_NewRef(none));
         if (!item) goto fail_out;
         PyList_SET_ITEM(columns, i, item);
     }
@@ -901,4 +1126,8 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    if (!c_locale) return PyErr_NoMemory();
+    return PyModule_Create(&module);
+}

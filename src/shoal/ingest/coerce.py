@@ -19,10 +19,18 @@ also unknown top-level fields, then the unknown fields); any other non-null valu
 under the key "props" of the new object. Without unknown fields `props` is stored as sent.
 
 How it is fast (the common case never runs Python per field):
-1. Arrow's JSON reader (in a worker thread, it releases the GIL) reads the typed columns;
-   meanwhile the main thread indexes the lines (`_lines.LineIndex`) and runs one pass that
-   validates every line and picks out the raw text of `dynamic`, `bytes`, header, defaulted
-   and unknown fields (`_lines.raw_pass`: the C scanner, GIL released, or msgspec).
+0. Where shoal's C scanner is built (the usual case), one pass of it does everything but
+   `vector` columns: it validates every line, converts the `bool`, `int`, `long`, `real`,
+   `string` and `timestamp` values it is sure of to Arrow buffers, picks out the raw text of
+   `dynamic`, `bytes`, header and unknown fields, and flags the values it leaves to the
+   per-line path (see `_scan.c`); the body is parsed once, with the GIL released. Arrow's
+   reader then reads only `vector` columns, if any (steps 1-2 for them alone). A body the
+   scanner defers to msgspec (a key written with an escape, nesting past 128 levels) has
+   those columns converted from their raw texts by `_columns.from_raw` instead.
+1. Without the scanner, Arrow's JSON reader (in a worker thread, it releases the GIL) reads
+   the typed columns; meanwhile the main thread indexes the lines (`_lines.LineIndex`) and
+   runs the msgspec pass that validates every line and picks out the raw text of `dynamic`,
+   `bytes`, header, defaulted and unknown fields (`_lines.raw_pass`).
 2. Arrow fails on any type mismatch without a usable line number. A failure naming a column
    (`Column(/x) changed from string to number`) or a conversion (`to int32`) moves those
    columns to the raw path and reads again (a probe read of the first
@@ -66,8 +74,8 @@ import pyarrow.json as pj
 from shoal.errors import LineError
 from shoal.ingest._columns import (Converted, valid_mask, from_arrow, from_raw, minify_array,
                                    read_type)
-from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRows,
-                                 decode_line_dict, raw_pass)
+from shoal.ingest._lines import (BAD, BLANK, OBJECT, SCANNER_KINDS, FieldSet, LineIndex,
+                                 RawRows, decode_line_dict, raw_pass, scanner_built)
 from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
                                   rows_to_arrays)
 from shoal.types.jsonlimits import exceeding
@@ -256,7 +264,7 @@ class _ArrowJob:
         self.table: pa.Table | None = None
         self.error: Exception | None = None
         self._thread: threading.Thread | None = None
-        if threaded and len(body) >= _THREAD_MIN_BYTES:
+        if threaded and columns and len(body) >= _THREAD_MIN_BYTES:
             self._thread = threading.Thread(target=self._run, name="shoal-read-json",
                                             daemon=True)
             self._thread.start()
@@ -301,8 +309,14 @@ class _FastPath:
         self.schema = schema
         self.unknown = unknown
         self.ingest_time_ns = ingest_time_ns
-        self.arrow_cols = [c for c in schema.columns
-                           if c.header is None and c.type.kind in _ARROW_KINDS]
+        arrow_cols = [c for c in schema.columns
+                      if c.header is None and c.type.kind in _ARROW_KINDS]
+        # The C scanner converts these columns itself in its pass (no second parse of the
+        # body by Arrow's reader); Arrow's reader keeps the rest (`vector`), or all of them
+        # where the scanner is not built.
+        self.scanned = ({c.name for c in arrow_cols if c.type.kind in SCANNER_KINDS}
+                        if scanner_built() else set())
+        self.arrow_cols = [c for c in arrow_cols if c.name not in self.scanned]
         self.demoted: set[str] = set()
         self.other_keys = False  # Arrow's reader met a key outside its columns
 
@@ -310,7 +324,8 @@ class _FastPath:
         """The keys whose raw values the msgspec pass keeps (besides unknown ones)."""
         return [c.name for c in self.schema.columns
                 if c.header is not None or c.type.kind not in _ARROW_KINDS
-                or c.default is not None or not c.nullable or c.name in self.demoted]
+                or c.default is not None or not c.nullable or c.name in self.demoted
+                or c.name in self.scanned]
 
     def _raw_pass(self, index: LineIndex, objects: np.ndarray) -> RawRows:
         wanted = self._wanted() + (self.hint or [])
@@ -319,7 +334,9 @@ class _FastPath:
             fields = FieldSet(self.schema.names, forbid_unknown=True)
         else:
             fields = FieldSet(wanted, forbid_unknown=False)
-        raw = raw_pass(index, objects, fields, known=self.schema.names, wanted=wanted)
+        types = {c.name: c.type for c in self.schema.columns if c.name in self.scanned}
+        raw = raw_pass(index, objects, fields, known=self.schema.names, wanted=wanted,
+                       types=types)
         if self.hint is not None:
             raw.discovered = list(self.hint)
         return raw
@@ -552,7 +569,8 @@ class _FastPath:
         return arr, flags
 
     def _raw_routed(self, col: Column) -> bool:
-        return col.name in self.demoted or col.type.kind not in _ARROW_KINDS
+        return (col.name in self.demoted or col.name in self.scanned
+                or col.type.kind not in _ARROW_KINDS)
 
 
 class _Subset:
@@ -599,7 +617,9 @@ class _RawSide:
 
     def converted(self, col: Column) -> Converted:
         if col.name not in self._converted:
-            conv = from_raw(col.type, self.raw_of(col.name))
+            typed = self.raw.typed.get(col.name)
+            conv = (Converted(*typed) if typed is not None
+                    else from_raw(col.type, self.raw_of(col.name)))
             if col.name == PROPS_COLUMN and self.path.unknown == "props":
                 unknown = self.unknown_present()
                 if unknown.any():
