@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import shoal
+from shoal.ingest import chunks as chunks_mod
 from shoal.ingest.chunks import iter_chunks
 
 SHOAL = [sys.executable, "-m", "shoal"]
@@ -37,6 +38,24 @@ def test_iter_chunks_cuts_at_newlines_and_counts_lines(size: int, tail: bytes) -
         if i < len(chunks) - 1:
             assert chunk.endswith(b"\n")
         lines += chunk.count(b"\n")
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 4096, 1 << 20])
+@pytest.mark.parametrize("tail", [b"", b"\n", b"\n\n", b'{"last":1}', b"  "])
+def test_file_chunks_are_the_stream_chunks(size: int, tail: bytes, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`shoal ingest` reads a regular file with `os.pread`: the chunks (and so the chunk
+    indexes of `--idempotency-key`) are exactly those of the stream reader, including lines
+    longer than a window and windows without a newline (tail pieces of 16 bytes here)."""
+    monkeypatch.setattr(chunks_mod, "_TAIL_BYTES", 16)
+    body = b"".join(b'{"i":%d,"pad":"%s"}\n' % (i, b"x" * (i % 23)) for i in range(300))
+    body += b'{"long":"' + b"y" * 5000 + b'"}\n' + b"\n" * 3 + tail
+    path = tmp_path / "in.ndjson"
+    path.write_bytes(body)
+    with open(path, "rb") as f:
+        assert chunks_mod.is_regular_file(f.fileno())
+        got = list(chunks_mod.iter_file_chunks(f.fileno(), size))
+    assert got == list(iter_chunks(io.BytesIO(body), size))
 
 
 def _rows(n: int, start: int = 0) -> bytes:

@@ -937,6 +937,30 @@ def test_typed_columns_alone_need_no_msgspec_pass(unknown: str, monkeypatch: pyt
     assert_same(fast, slow)
 
 
+@pytest.mark.parametrize("unknown", ["drop", "props", "reject"])
+def test_the_scanner_parses_the_body_once(unknown: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the C scanner, Arrow's reader reads a body only for `vector` columns: a table of
+    the scanner's types never calls it, with or without bad lines in the body."""
+    if not _lines.scanner_built():
+        pytest.skip("the C scanner is not built")
+    schema = schema_of(*(Column(f"c{i}", t) for i, t in enumerate(TYPED[:-1])),
+                       Column("d", DYNAMIC))
+    lines = [typed_line(i).replace(',"c6":[%d,1]' % i, ',"d":{"k":%d}' % i) for i in range(3000)]
+    lines[1234] = '{"c1":"teapot","c4":{"x":1},"c3":1e400}'
+    body = ("\n".join(lines) + "\n").encode()
+    slow = _coerce_slow(body, schema, unknown=unknown,  # type: ignore[arg-type]
+                        ingest_time_ns=T0)
+
+    def no_arrow(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("Arrow's JSON reader ran")
+
+    monkeypatch.setattr(coerce_mod.pj, "read_json", no_arrow)
+    fast = coerce_ndjson(body, schema, unknown=unknown,  # type: ignore[arg-type]
+                         ingest_time_ns=T0)
+    assert_same(fast, slow)
+    assert fast.rejected_lines == [1235]
+
+
 @pytest.mark.parametrize("odd", [
     '{"c1":1,"zz":2}',                 # an unknown key: discovered, kept in props / refused
     '{"c1":1,"props":{"a":1}}',        # the record's own props

@@ -38,7 +38,7 @@ import typer
 
 from shoal.cli.common import SchemaModeOption, connect_or_exit, fail, stderr_is_tty
 from shoal.errors import LineError, PayloadError, ShoalError
-from shoal.ingest.chunks import iter_chunks
+from shoal.ingest.chunks import is_regular_file, iter_chunks, iter_file_chunks
 from shoal.ingest.keys import MAX_IDEMPOTENCY_KEY
 
 if TYPE_CHECKING:
@@ -144,6 +144,12 @@ class _Opened:
             raw.seek(0)
             self.stream, self.size = raw, item.size
 
+    def chunks(self, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
+        """`iter_chunks` of the stream; a plain regular file by `os.pread` (same chunks)."""
+        if self.stream is self._raw and is_regular_file(self._raw.fileno()):
+            return iter_file_chunks(self._raw.fileno(), chunk_bytes)
+        return iter_chunks(self.stream, chunk_bytes)
+
     def close(self) -> None:
         if self._raw is not None:
             if self.stream is not self._raw:
@@ -169,7 +175,7 @@ def _chunks(inputs: list[Input], chunk_bytes: int, idempotency_key: str | None,
             on_open(item)
             prefix = None if idempotency_key is None else item.key_prefix(idempotency_key,
                                                                            several)
-            for i, (body, before) in enumerate(iter_chunks(opened.stream, chunk_bytes)):
+            for i, (body, before) in enumerate(opened.chunks(chunk_bytes)):
                 yield _Chunk(item, body, before,
                              None if prefix is None else f"{prefix}#{i}")
         finally:

@@ -4,6 +4,8 @@ of the whole stream."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from typing import IO
 
@@ -34,3 +36,63 @@ def iter_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, in
         lines_before += count_lines(chunk)
     if carry.strip():
         yield carry, lines_before
+
+
+_TAIL_BYTES = 1 << 16   # a window's last newline is looked for this many bytes at a time
+
+
+def iter_file_chunks(fd: int, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """`iter_chunks` of a regular file (its descriptor): the same chunks, each read with
+    `os.pread` straight into its own bytes object, so the kernel's copy runs with the GIL
+    released. `iter_chunks` joins the previous block's tail and this block's head into the
+    chunk under the GIL: 32 MB copied per chunk, 40-80 ms of GIL each in `shoal ingest`
+    (py-spy `--gil`), while the write path's threads wait for it. The file's size is taken
+    once, when reading starts."""
+    size = os.fstat(fd).st_size
+    start = window = lines_before = 0
+    while window < size:
+        end = min(window + chunk_bytes, size)
+        cut = _last_newline(fd, window, end)
+        window = end
+        if cut < 0:         # no newline in this window: it joins the next chunk
+            continue
+        chunk = _pread(fd, start, cut + 1)
+        start = cut + 1
+        yield chunk, lines_before
+        lines_before += count_lines(chunk)
+    if start < size:
+        rest = _pread(fd, start, size)
+        if rest.strip():
+            yield rest, lines_before
+
+
+def is_regular_file(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+def _last_newline(fd: int, lo: int, hi: int) -> int:
+    """The offset of the last newline in bytes [lo, hi) of the file, or -1."""
+    pos = hi
+    while pos > lo:
+        piece_lo = max(lo, pos - _TAIL_BYTES)
+        at = _pread(fd, piece_lo, pos).rfind(b"\n")
+        if at >= 0:
+            return piece_lo + at
+        pos = piece_lo
+    return -1
+
+
+def _pread(fd: int, lo: int, hi: int) -> bytes:
+    """Bytes [lo, hi) of the file (fewer only if it was cut short meanwhile)."""
+    data = os.pread(fd, hi - lo, lo)
+    if len(data) == hi - lo or not data:
+        return data
+    pieces = [data]
+    got = len(data)
+    while got < hi - lo:
+        more = os.pread(fd, hi - lo - got, lo + got)
+        if not more:
+            break
+        pieces.append(more)
+        got += len(more)
+    return b"".join(pieces)
