@@ -266,31 +266,38 @@ TYPED_CASES = {
                   '"2024-01-01T00:00:00\\u005a"', "0", "-1", "9223372036854775807",
                   "9223372036854775808", "-9223372036854775808", "1" * 21, "1.5", "1e3",
                   "true", "null", "{}"],
+    "vector(3)": ["[1, 2, 3]", "[1.5,-0,1e-50]", "[ 0.1 , 0.2 , 0.3 ]", "[3.4028235e38,0,0]",
+                  "[3.4028235677973366e38,0,0]", "[3.4028235677973362e38,0,0]", "[1e39,0,0]",
+                  "[-1e39,0,0]", "[1e-46,0,0]", "[16777217,0,0]", "[1,2]", "[1,2,3,4]", "[]",
+                  '["1",2,3]', "[null,2,3]", "[[1],2,3]", "[1,2,true]", "null", "7", '"[1,2,3]"',
+                  "[" + "1" * 70 + ",0,0]"],
 }
 # Values the scanner leaves to the per-line path although they are accepted there.
 LEFT_ALONE = {("string", "[1, 2]"), ("string", '{"a": 1}'), ("string", "[]"),
-              ("real", "0." + "1" * 70), ("timestamp", '"2024-01-01T00:00:00\\u005a"')}
+              ("real", "0." + "1" * 70), ("timestamp", '"2024-01-01T00:00:00\\u005a"'),
+              ("vector(3)", "[" + "1" * 70 + ",0,0]")}
 
 
 def typed_pass(kind: str, values: list[str]) -> RawRows | None:
     """The scanner's pass over one line per value of column `c` typed `kind`."""
-    from shoal.types.columns import ColumnType
+    from shoal.types.columns import parse_type
 
     body = "".join('{"c":%s}\n' % v for v in values).encode()
     index = LineIndex.build(body)
     return _lines._scan_pass(index, index.lines_of(OBJECT),
                              FieldSet(["c"], forbid_unknown=False), known=["c"], wanted=["c"],
-                             keep=True, types={"c": ColumnType(kind)})
+                             keep=True, types={"c": parse_type(kind)})
 
 
 def check_typed(kind: str, values: list[str]) -> None:
     from shoal.ingest._values import ValueProblem, convert
-    from shoal.types.columns import ColumnType
+    from shoal.types.columns import parse_type
 
+    ctype = parse_type(kind)
     rows = typed_pass(kind, values)
     assert rows is not None and not rows.bad
     array, flags, present = rows.typed["c"]
-    assert array.type == ColumnType(kind).arrow() and len(array) == len(values)
+    assert array.type == ctype.arrow() and len(array) == len(values)
     assert present.all()
     got = (array.cast("int64") if kind == "timestamp" else array).to_pylist()
     for i, text in enumerate(values):
@@ -299,7 +306,7 @@ def check_typed(kind: str, values: list[str]) -> None:
             assert got[i] is None and not flags[i], text
             continue
         try:
-            want = convert(ColumnType(kind), raw)
+            want = convert(ctype, raw)
         except ValueProblem:
             assert flags[i] and got[i] is None, (kind, text, got[i])  # the per-line path words it
             continue
@@ -339,3 +346,14 @@ def test_property_reals_are_correctly_rounded(values: list[str]) -> None:
 def test_property_strings_unescape_as_msgspec_does(texts: list[str], ascii_only: bool) -> None:
     check_typed("string", [json.dumps(t, ensure_ascii=ascii_only) for t in texts])
 
+
+
+@needs_scanner
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(allow_nan=False, allow_infinity=False).map(repr)
+                         | st.integers(-2**130, 2**130).map(str), min_size=2, max_size=4),
+                min_size=1, max_size=10))
+def test_property_vectors_round_as_numpy(vectors: list[list[str]]) -> None:
+    """Components past float32's range flagged, the rest rounded to float32 exactly as
+    numpy rounds Python's float(); a wrong count flagged (the column is vector(3))."""
+    check_typed("vector(3)", ["[" + ", ".join(v) + "]" for v in vectors])

@@ -334,7 +334,7 @@ def raw_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: It
     Keeps the raw values of `wanted` (declared) keys and, if `keep`, of every unknown key
     it declares. With `keep=False` only `discovered` is filled (the evolve pre-scan).
     The C scanner does the pass when it is built and sure of every line; else msgspec.
-    `types`: wanted keys of a type in `SCANNER_KINDS` the scanner may convert itself
+    `types`: wanted keys of a type `scanner_converts` the scanner may convert itself
     (`RawRows.typed`); msgspec keeps their raw values like the others'.
     """
     known = list(known)
@@ -364,9 +364,16 @@ def msgspec_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *,
 
 
 SCAN_OK, SCAN_INVALID, SCAN_SLOW, SCAN_UNSURE = 0, 1, 2, 3
-# The scanner's `kept` codes: 0 skip, 1 raw, else the column type it converts (see _scan.c).
+# The scanner's `kept` codes: 0 skip, 1 raw, else the column type it converts (see _scan.c;
+# a vector(N) is -N).
 _TYPE_CODES = {"string": 2, "int": 3, "long": 4, "real": 5, "bool": 6, "timestamp": 7}
-SCANNER_KINDS = frozenset(_TYPE_CODES)
+_MAX_VECTOR_DIM = 1 << 16
+
+
+def scanner_converts(ctype: ColumnType) -> bool:
+    """Whether the scanner can convert values of this type itself (`raw_pass`'s `types`)."""
+    return ctype.kind in _TYPE_CODES or (ctype.kind == "vector" and ctype.dim is not None
+                                         and ctype.dim <= _MAX_VECTOR_DIM)
 
 
 def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: list[str],
@@ -429,7 +436,12 @@ def _code(name: str, wanted: set[str], types: dict[str, ColumnType]) -> int:
     if name not in wanted:
         return 0
     ctype = types.get(name)
-    return 1 if ctype is None else _TYPE_CODES[ctype.kind]
+    if ctype is None:
+        return 1
+    if ctype.kind == "vector":
+        assert ctype.dim is not None
+        return -ctype.dim
+    return _TYPE_CODES[ctype.kind]
 
 
 def _typed_array(ctype: ColumnType, n: int, offsets: bytes | None, data: bytes,
@@ -440,6 +452,11 @@ def _typed_array(ctype: ColumnType, n: int, offsets: bytes | None, data: bytes,
                 else pa.py_buffer(np.packbits(valid, bitorder="little")))
     if ctype.kind == "bool":
         return pa.array(np.frombuffer(data, np.bool_), pa.bool_(), mask=~valid)
+    if ctype.kind == "vector":
+        assert ctype.dim is not None
+        values = pa.Array.from_buffers(pa.float32(), n * ctype.dim, [None, pa.py_buffer(data)])
+        return pa.Array.from_buffers(ctype.arrow(), n, [validity], null_count=n - n_valid,
+                                     children=[values])
     buffers = [validity, pa.py_buffer(data)]
     if offsets is not None:
         buffers.insert(1, pa.py_buffer(offsets))

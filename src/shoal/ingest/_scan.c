@@ -14,8 +14,8 @@
  *   lines     int64 buffer: the lines to scan (indexes into starts/ends), ascending
  *   declared  list of bytes: the keys the pass knows (UTF-8), in declaration order
  *   kept      list of int, one per declared key: 0 skip it, 1 keep its raw values, or a
- *             typed column (2 string, 3 int, 4 long, 5 real, 6 bool, 7 timestamp) whose
- *             values the pass converts itself (see "Typed columns" below)
+ *             typed column (2 string, 3 int, 4 long, 5 real, 6 bool, 7 timestamp, -N
+ *             vector(N)) whose values the pass converts itself (see "Typed columns" below)
  *   discover  bool: record the keys outside `declared` (else they are skipped)
  *   keep_unknown bool: keep the raw values of the first `max_unknown` discovered keys
  *   max_unknown int
@@ -66,6 +66,9 @@
  *   bool       `true` / `false`: one uint8 per row.
  *   timestamp  an integer literal in int64 (epoch nanoseconds), or a string without escapes
  *              that `rfc3339` (below) accepts: int64 values.
+ *   vector(N)  an array of exactly N numbers, each by strtod as `real` then rounded to the
+ *              nearest float32 (as numpy's float32() of Python's float()), none past
+ *              float32's range: N float32 values per row.
  * Fixed-width values of rows that are not valid are 0; a string row that is not valid is
  * empty.
  *
@@ -85,7 +88,11 @@
 
 enum { ST_OK = 0, ST_INVALID = 1, ST_SLOW = 2, ST_UNSURE = 3 };
 enum { T_SKIP = 0, T_RAW = 1, T_STRING = 2, T_INT = 3, T_LONG = 4, T_REAL = 5, T_BOOL = 6,
-       T_TIMESTAMP = 7, T_LAST = 7 };
+       T_TIMESTAMP = 7, T_LAST = 7, T_VECTOR = 8 /* `kept` says -N */ };
+#define MAX_VECTOR_DIM (1 << 16)
+/* The smallest double that rounds to infinity as a float32: FLT_MAX plus half its ulp (a tie
+ * rounds to even, away from FLT_MAX's odd mantissa). */
+#define F32_OVERFLOW 0x1.ffffffp+127
 #define MAX_NUMBER_CHARS 100  /* shoal.types.jsonlimits.MAX_NUMBER_CHARS */
 #define INT_MAX_CHARS 20      /* "-9223372036854775808": longer is out of every range */
 #define REAL_MAX_CHARS 63     /* longer literals go the per-line path */
@@ -198,6 +205,7 @@ static Py_ssize_t keyset_add(KeySet *ks, const char *p, Py_ssize_t n, uint64_t h
 typedef struct {
     Py_ssize_t key;     /* index into the key set */
     int type;           /* T_RAW or a typed column */
+    int dim;            /* T_VECTOR: components per row */
     int32_t *offsets;   /* n + 1 (raw and string columns) */
     uint8_t *present;   /* n */
     uint8_t *valid;     /* n (typed columns) */
@@ -208,8 +216,9 @@ typedef struct {
     Py_ssize_t span_len;
 } Col;
 
-static size_t type_width(int type) {
+static size_t type_width(int type, int dim) {
     switch (type) {
+    case T_VECTOR: return 4 * (size_t)dim;
     case T_INT: return 4;
     case T_LONG: case T_REAL: case T_TIMESTAMP: return 8;
     case T_BOOL: return 1;
@@ -223,7 +232,7 @@ typedef struct {
     Py_ssize_t rows;    /* lines per column */
 } Cols;
 
-static int cols_add(Cols *cs, Py_ssize_t key, int type) {
+static int cols_add(Cols *cs, Py_ssize_t key, int type, int dim) {
     if (cs->n == cs->cap) {
         int cap = cs->cap ? cs->cap * 2 : 16;
         Col *cols = realloc(cs->cols, sizeof(Col) * (size_t)cap);
@@ -235,7 +244,8 @@ static int cols_add(Cols *cs, Py_ssize_t key, int type) {
     memset(c, 0, sizeof(Col));
     c->key = key;
     c->type = type;
-    size_t rows = (size_t)cs->rows ? (size_t)cs->rows : 1, width = type_width(type);
+    c->dim = dim;
+    size_t rows = (size_t)cs->rows ? (size_t)cs->rows : 1, width = type_width(type, dim);
     c->present = calloc(rows, 1);   /* rows not reached yet stay absent */
     int ok = c->present != NULL;
     if (width) {
@@ -377,6 +387,40 @@ static int integer_of(const unsigned char *v, Py_ssize_t n, __int128 *out) {
     return 1;
 }
 
+/* A number literal (valid JSON) at p, its length through *n: its double by strtod in the C
+ * locale; 0 if longer than REAL_MAX_CHARS. */
+static int real_of(const unsigned char *p, Py_ssize_t n, double *out) {
+    if (n > REAL_MAX_CHARS) return 0;
+    char text[REAL_MAX_CHARS + 1];
+    memcpy(text, p, (size_t)n);
+    text[n] = 0;
+    *out = strtod_l(text, NULL, c_locale);
+    return 1;
+}
+
+/* A vector(N) value: `[` N numbers `]` (valid JSON) into the row's N float32 slots. */
+static int vector_of(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t n) {
+    float *out = (float *)c->data + (size_t)row * (size_t)c->dim;
+    const unsigned char *p = v + 1, *end = v + n - 1;  /* inside the brackets */
+    int count = 0;
+    for (;;) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+        if (p >= end || count == c->dim) break;
+        if (!(*p == '-' || (*p >= '0' && *p <= '9'))) return 0;
+        const unsigned char *q = p;
+        while (q < end && ((*q >= '0' && *q <= '9') || *q == '-' || *q == '+' || *q == '.'
+                           || *q == 'e' || *q == 'E'))
+            q++;
+        double d;
+        if (!real_of(p, q - p, &d) || !(fabs(d) < F32_OVERFLOW)) return 0;
+        out[count++] = (float)d;
+        p = q;
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+        if (p < end && *p == ',') p++;
+    }
+    return count == c->dim && p >= end;
+}
+
 /* Converts one present value of a typed column at `row`: 0, or -1 / -2 as `reserve`. */
 static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t n) {
     unsigned char first = v[0];
@@ -407,17 +451,18 @@ static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t 
             good = 1;
         }
         break;
-    case T_REAL:
-        if (number && n <= REAL_MAX_CHARS) {
-            char text[REAL_MAX_CHARS + 1];
-            memcpy(text, v, (size_t)n);
-            text[n] = 0;
-            double d = strtod_l(text, NULL, c_locale);
-            if (isfinite(d)) {
-                ((double *)c->data)[row] = d;
-                good = 1;
-            }
+    case T_REAL: {
+        double d;
+        if (number && real_of(v, n, &d) && isfinite(d)) {
+            ((double *)c->data)[row] = d;
+            good = 1;
         }
+        break;
+    }
+    case T_VECTOR:
+        good = first == '[' && vector_of(c, row, v, n);
+        if (!good) memset((float *)c->data + (size_t)row * (size_t)c->dim, 0,
+                          4 * (size_t)c->dim);
         break;
     case T_BOOL:
         if (first == 't' || first == 'f') {
@@ -751,7 +796,7 @@ static int run_pass(Pass *ps) {
                     } else {
                         ps->n_unknown_declared++;
                         if (ps->keep_unknown) {
-                            int c = cols_add(&ps->cols, k, T_RAW);
+                            int c = cols_add(&ps->cols, k, T_RAW, 0);
                             if (c < 0) { rc = -1; break; }
                             ps->keys.keys[k].col = c;
                         }
@@ -875,12 +920,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (k < 0) goto nomem;
         long want = PyLong_AsLong(PyList_GET_ITEM(kept, i));
         if (want == -1 && PyErr_Occurred()) goto done;
-        if (want < T_SKIP || want > T_LAST) {
+        if (want > T_LAST || want < -MAX_VECTOR_DIM) {
             PyErr_SetString(PyExc_ValueError, "scan: a kept code out of range");
             goto done;
         }
         if (want && ps.keys.keys[k].col < 0) {
-            int c = cols_add(&ps.cols, k, (int)want);
+            int c = want < 0 ? cols_add(&ps.cols, k, T_VECTOR, (int)-want)
+                             : cols_add(&ps.cols, k, (int)want, 0);
             if (c < 0) goto nomem;
             ps.keys.keys[k].col = c;
         }

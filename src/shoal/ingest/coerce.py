@@ -19,12 +19,12 @@ also unknown top-level fields, then the unknown fields); any other non-null valu
 under the key "props" of the new object. Without unknown fields `props` is stored as sent.
 
 How it is fast (the common case never runs Python per field):
-0. Where shoal's C scanner is built (the usual case), one pass of it does everything but
-   `vector` columns: it validates every line, converts the `bool`, `int`, `long`, `real`,
-   `string` and `timestamp` values it is sure of to Arrow buffers, picks out the raw text of
-   `dynamic`, `bytes`, header and unknown fields, and flags the values it leaves to the
-   per-line path (see `_scan.c`); the body is parsed once, with the GIL released. Arrow's
-   reader then reads only `vector` columns, if any (steps 1-2 for them alone). A body the
+0. Where shoal's C scanner is built (the usual case), one pass of it does everything: it
+   validates every line, converts the `bool`, `int`, `long`, `real`, `string`, `timestamp`
+   and `vector` values it is sure of to Arrow buffers, picks out the raw text of `dynamic`,
+   `bytes`, header and unknown fields, and flags the values it leaves to the per-line path
+   (see `_scan.c`); the body is parsed once, with the GIL released. Arrow's reader is not
+   used (but for a vector past 65,536 components: steps 1-2 for it alone). A body the
    scanner defers to msgspec (a key written with an escape, nesting past 128 levels) has
    those columns converted from their raw texts by `_columns.from_raw` instead.
 1. Without the scanner, Arrow's JSON reader (in a worker thread, it releases the GIL) reads
@@ -74,8 +74,8 @@ import pyarrow.json as pj
 from shoal.errors import LineError
 from shoal.ingest._columns import (Converted, valid_mask, from_arrow, from_raw, minify_array,
                                    read_type)
-from shoal.ingest._lines import (BAD, BLANK, OBJECT, SCANNER_KINDS, FieldSet, LineIndex,
-                                 RawRows, decode_line_dict, raw_pass, scanner_built)
+from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRows,
+                                 decode_line_dict, raw_pass, scanner_built, scanner_converts)
 from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
                                   rows_to_arrays)
 from shoal.types.jsonlimits import exceeding
@@ -312,9 +312,9 @@ class _FastPath:
         arrow_cols = [c for c in schema.columns
                       if c.header is None and c.type.kind in _ARROW_KINDS]
         # The C scanner converts these columns itself in its pass (no second parse of the
-        # body by Arrow's reader); Arrow's reader keeps the rest (`vector`), or all of them
-        # where the scanner is not built.
-        self.scanned = ({c.name for c in arrow_cols if c.type.kind in SCANNER_KINDS}
+        # body by Arrow's reader); Arrow's reader keeps the rest (a vector past 65,536
+        # components), or all of them where the scanner is not built.
+        self.scanned = ({c.name for c in arrow_cols if scanner_converts(c.type)}
                         if scanner_built() else set())
         self.arrow_cols = [c for c in arrow_cols if c.name not in self.scanned]
         self.demoted: set[str] = set()
