@@ -14,8 +14,9 @@ appearance (lines top to bottom, keys left to right). Two implementations, same 
 - the C scanner (`_scan.c`, built by setup): one pass with the GIL released, writing the
   picked texts straight into Arrow binary buffers, and converting the values of the typed
   columns it is given (`types`) itself, so that the body is parsed once. It decides
-  only what it is sure of: a line it finds invalid is checked with msgspec, and a key with an
-  escape or nesting past 128 levels hands the whole pass to msgspec;
+  only what it is sure of: a line it finds invalid is checked with msgspec, and nesting past
+  128 levels or a key that unescapes to a quote, backslash or control character hands the
+  whole pass to msgspec (other escaped keys it matches by their unescaped text);
 - `msgspec_pass()`: a msgspec Struct whose fields are `msgspec.Raw` (the value's JSON text,
   borrowed from the body, without building Python values); unknown keys are added as fields.
 msgspec is the JSON syntax authority of shoal (strict RFC 8259: no NaN, no trailing data);
@@ -380,8 +381,8 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
                wanted: list[str], keep: bool, types: dict[str, ColumnType] | None = None
                ) -> RawRows | None:
     """`raw_pass` by the C scanner (`_scan.c`, the GIL released), or None where msgspec must
-    decide: the scanner is not built, a line it is unsure of (a key with an escape, deep
-    nesting), a line it finds invalid that msgspec reads, a column it cannot declare, keys
+    decide: the scanner is not built, a line it is unsure of (deep nesting, a key that
+    unescapes to a quote, backslash or control character), a line it finds invalid that msgspec reads, a column it cannot declare, keys
     that collide in its (unkeyed) hash table past a bound."""
     if _scan is None or len(lines) == 0:
         return None

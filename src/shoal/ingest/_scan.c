@@ -24,8 +24,11 @@
  * to msgspec, whose dicts hash with a secret key.
  *   status    bytes, one per scanned line: 0 ok, 1 invalid (not one valid JSON object by
  *             RFC 8259), 2 slow (valid, but holds a discovered key past `max_unknown`),
- *             3 unsure (this scanner does not decide: a key with an escape, nesting deeper
- *             than MAX_DEPTH); the caller asks msgspec about 1 and 3.
+ *             3 unsure (this scanner does not decide: nesting deeper than MAX_DEPTH, a
+ *             key that holds a quote, a backslash or a control character once unescaped);
+ *             the caller asks msgspec about 1 and 3. Other keys written with escapes
+ *             (`"gr\u00f6\u00dfe"`, what Python's json.dumps writes by default) are
+ *             matched by their unescaped text, as msgspec matches them.
  *   columns   list of (name, offsets, present, data, valid, flags) per kept key: declared
  *             kept keys in declaration order, then discovered kept keys in discovery order;
  *             offsets int32 (n+1) or None, present uint8 (n: the key was there, `null`
@@ -328,13 +331,11 @@ static unsigned hex4(const unsigned char *p) {
 }
 
 /* The text of a JSON string (validated by skip_string: escapes well formed, surrogates
- * paired) unescaped into the column's data. `v` is at the opening quote, `n` counts both
+ * paired) unescaped at `o`; returns its length. `v` is at the opening quote, `n` counts both
  * quotes. The unescaped text is never longer than the escaped one. */
-static int put_string(Col *c, const unsigned char *v, Py_ssize_t n) {
-    int rc = reserve(c, (size_t)n);
-    if (rc) return rc;
+static size_t unescape(const unsigned char *v, Py_ssize_t n, char *o) {
+    char *start = o;
     const unsigned char *p = v + 1, *end = v + n - 1;
-    char *o = c->data + c->len;
     while (p < end) {
         const unsigned char *q = memchr(p, '\\', (size_t)(end - p));
         if (!q) q = end;
@@ -361,7 +362,13 @@ static int put_string(Col *c, const unsigned char *v, Py_ssize_t n) {
         default: *o++ = (char)q[1]; break;  /* " \ / */
         }
     }
-    c->len = (size_t)(o - c->data);
+    return (size_t)(o - start);
+}
+
+static int put_string(Col *c, const unsigned char *v, Py_ssize_t n) {
+    int rc = reserve(c, (size_t)n);
+    if (rc) return rc;
+    c->len += unescape(v, n, c->data + c->len);
     return 0;
 }
 
@@ -505,11 +512,17 @@ static int cols_commit(Cols *cs, Py_ssize_t row, int ok) {
 /* -- JSON ------------------------------------------------------------------------------ */
 
 typedef struct {
-    const char *key;
+    const char *key;    /* in the body; NULL for an escaped key, which is in the arena */
     Py_ssize_t key_len;
+    size_t key_off;     /* escaped key: its unescaped text's offset in the arena */
     const char *val;
     Py_ssize_t val_len;
 } Field;
+
+typedef struct {       /* the unescaped keys of one line */
+    char *buf;
+    size_t len, cap;
+} Arena;
 
 typedef struct {
     const unsigned char *p, *end;
@@ -689,11 +702,36 @@ static int skip_value(Parser *ps) {
     }
 }
 
+/* A key written with escapes, unescaped into the arena: 0, -1 (no memory), or 1 when it
+ * holds a quote, a backslash or a control character once unescaped (msgspec cannot name
+ * such a key as a field: the line is left to it). */
+static int arena_key(Arena *a, const unsigned char *k, Py_ssize_t n, Field *f) {
+    if (a->len + (size_t)n > a->cap) {
+        size_t cap = a->cap ? a->cap : 256;
+        while (cap < a->len + (size_t)n) cap *= 2;
+        char *buf = realloc(a->buf, cap);
+        if (!buf) return -1;
+        a->buf = buf;
+        a->cap = cap;
+    }
+    size_t len = unescape(k, n, a->buf + a->len);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)a->buf[a->len + i];
+        if (ch < 0x20 || ch == '"' || ch == '\\') return 1;
+    }
+    f->key = NULL;
+    f->key_off = a->len;
+    f->key_len = (Py_ssize_t)len;
+    a->len += len;
+    return 0;
+}
+
 /* One line: its top-level fields into `fields` (grown as needed). Returns a status. */
 static int parse_line(const unsigned char *s, const unsigned char *e, Field **fields,
-                      Py_ssize_t *n_fields, Py_ssize_t *cap) {
+                      Py_ssize_t *n_fields, Py_ssize_t *cap, Arena *arena) {
     Parser ps = {s, e, 0, 0};
     *n_fields = 0;
+    arena->len = 0;
     skip_ws(&ps);
     if (ps.p >= ps.end || *ps.p != '{') return ST_INVALID;
     ps.p++;
@@ -714,7 +752,6 @@ static int parse_line(const unsigned char *s, const unsigned char *e, Field **fi
             skip_ws(&ps);
             const unsigned char *v = ps.p;
             if (skip_value(&ps) < 0) return ps.unsure ? ST_UNSURE : ST_INVALID;
-            if (escaped) ps.unsure = 1;  /* msgspec matches the unescaped key: not ours */
             if (*n_fields == *cap) {
                 Py_ssize_t c = *cap * 2;
                 Field *f = realloc(*fields, sizeof(Field) * (size_t)c);
@@ -722,8 +759,13 @@ static int parse_line(const unsigned char *s, const unsigned char *e, Field **fi
                 *fields = f;
                 *cap = c;
             }
-            (*fields)[(*n_fields)++] = (Field){(const char *)k, k_end - k, (const char *)v,
-                                               ps.p - v};
+            Field *f = &(*fields)[(*n_fields)++];
+            *f = (Field){(const char *)k, k_end - k, 0, (const char *)v, ps.p - v};
+            if (escaped) {  /* matched as msgspec matches it: by its unescaped text */
+                int rc = arena_key(arena, k - 1, k_end - k + 2, f);
+                if (rc < 0) return -1;
+                if (rc > 0) ps.unsure = 1;
+            }
             skip_ws(&ps);
             if (ps.p >= ps.end) return ST_INVALID;
             if (*ps.p == ',') {
@@ -765,17 +807,19 @@ static int run_pass(Pass *ps) {
     Py_ssize_t cap = 64, n_fields = 0;
     Field *fields = malloc(sizeof(Field) * (size_t)cap);
     if (!fields) return -1;
+    Arena arena = {NULL, 0, 0};
     int rc = 0;
     for (Py_ssize_t r = 0; r < ps->n_lines; r++) {
         int64_t li = ps->lines[r];
         if (li < 0 || li >= ps->n_index) { rc = -3; break; }
         int64_t s = ps->starts[li], e = ps->ends[li];
         if (s < 0 || e < s || e > ps->body_len) { rc = -3; break; }
-        int st = parse_line(ps->body + s, ps->body + e, &fields, &n_fields, &cap);
+        int st = parse_line(ps->body + s, ps->body + e, &fields, &n_fields, &cap, &arena);
         if (st < 0) { rc = -1; break; }
         if (st == ST_OK) {
             for (Py_ssize_t i = 0; i < n_fields; i++) {
                 Field *f = &fields[i];
+                if (!f->key) f->key = arena.buf + f->key_off;  /* the arena has stopped moving */
                 uint64_t h = hash_bytes(f->key, f->key_len);
                 Py_ssize_t k = keyset_find(&ps->keys, f->key, f->key_len, h);
                 if (k == -2) { rc = -4; break; }
@@ -817,6 +861,7 @@ static int run_pass(Pass *ps) {
         if (rc) break;
     }
     free(fields);
+    free(arena.buf);
     return rc;
 }
 

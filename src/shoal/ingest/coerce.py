@@ -25,8 +25,9 @@ How it is fast (the common case never runs Python per field):
    `bytes`, header and unknown fields, and flags the values it leaves to the per-line path
    (see `_scan.c`); the body is parsed once, with the GIL released. Arrow's reader is not
    used (but for a vector past 65,536 components: steps 1-2 for it alone). A body the
-   scanner defers to msgspec (a key written with an escape, nesting past 128 levels) has
-   those columns converted from their raw texts by `_columns.from_raw` instead.
+   scanner defers to msgspec (nesting past 128 levels, a key that unescapes to a quote,
+   backslash or control character) has those columns converted from their raw texts by
+   `_columns.from_raw` instead.
 1. Without the scanner, Arrow's JSON reader (in a worker thread, it releases the GIL) reads
    the typed columns; meanwhile the main thread indexes the lines (`_lines.LineIndex`) and
    runs the msgspec pass that validates every line and picks out the raw text of `dynamic`,
