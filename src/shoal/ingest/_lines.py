@@ -382,8 +382,9 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
                ) -> RawRows | None:
     """`raw_pass` by the C scanner (`_scan.c`, the GIL released), or None where msgspec must
     decide: the scanner is not built, a line it is unsure of (deep nesting, a key that
-    unescapes to a quote, backslash or control character), a line it finds invalid that msgspec reads, a column it cannot declare, keys
-    that collide in its (unkeyed) hash table past a bound."""
+    unescapes to a quote, backslash or control character), a line it finds invalid that
+    msgspec reads, a column it cannot declare, keys that collide in its (unkeyed) hash
+    table past a bound."""
     if _scan is None or len(lines) == 0:
         return None
     types = types or {}
