@@ -40,7 +40,7 @@ import shoal  # noqa: E402
 from bench.bench_ingest import COLUMNS, generate, generate_typed  # noqa: E402
 from shoal.format.stats import ExtentStatsBuilder  # noqa: E402
 from shoal.format.tlm import TlmWriter  # noqa: E402
-from shoal.ingest.chunks import iter_chunks  # noqa: E402
+from shoal.ingest.chunks import iter_file_chunks  # noqa: E402
 from shoal.ingest.coerce import coerce_ndjson  # noqa: E402
 from shoal.storage.local import LocalObjectStore  # noqa: E402
 
@@ -132,7 +132,8 @@ def main() -> int:
 
     with open(path, "rb") as f:
         c0, t0 = cpu(), time.perf_counter()
-        chunks = [chunk for chunk, _ in iter_chunks(f, args.chunk_mb << 20)]
+        # as `shoal ingest` reads a regular file (os.pread, the GIL released while copying)
+        chunks = [chunk for chunk, _ in iter_file_chunks(f.fileno(), args.chunk_mb << 20)]
         c_read, t_read = cpu() - c0, time.perf_counter() - t0
     n = len(chunks)
     row(f"reading + cutting the file ({path.stat().st_size / 2**20:.0f} MB) into {n} chunks, "
