@@ -5,13 +5,9 @@ which `shoal --help` imports, takes it from here."""
 
 from __future__ import annotations
 
-import importlib
-import logging
 from typing import Any
 
-try:
-    scan: Any = importlib.import_module("shoal.ingest._scan")
-except ImportError:
-    scan = None
-    logging.getLogger(__name__).warning(
-        "shoal.ingest._scan is not built: coercion uses its slower msgspec and numpy forms")
+from shoal.native import optional_extension
+
+scan: Any = optional_extension("shoal.ingest._scan",
+                               "coercion uses its slower msgspec and numpy forms")
