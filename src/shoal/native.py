@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from typing import Any
 
 
@@ -22,3 +23,35 @@ def optional_extension(name: str, without: str) -> Any:
         logging.getLogger(name.rpartition(".")[0] + "._ext").warning(
             "%s is not built: %s", name, without)
         return None
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory(up_to: int) -> bool:
+    """Have glibc's malloc keep freed blocks of up to `up_to` bytes for reuse, instead of
+    handing each back to the kernel (blocks past 128 KB-32 MB are mmap'd and unmapped one by
+    one, and the heap's top is trimmed past 128 KB); True when it took. For a process that
+    allocates and frees the same large buffers over and over (`shoal ingest`: every chunk's
+    body, scan results and Arrow columns): each fresh mapping costs a page fault per 4 KB
+    touched, measured (2026-11-27, 538 MB through `shoal ingest`) 270k faults and ~0.8 s of
+    system time, a third of the command's CPU, down to 90k and ~0.4 s. The process keeps its
+    peak instead of shrinking between chunks: for a command that exits, not for a server.
+    False (nothing changed) off glibc."""
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION"):
+            return False
+    except (ValueError, OSError):
+        return False    # not glibc: its allocator has no such knobs
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError) as e:
+        logging.getLogger(__name__).warning("glibc without mallopt (%s): freed memory is "
+                                            "unmapped as usual", e)
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, up_to)) and bool(mallopt(_M_TRIM_THRESHOLD,
+                                                                    2 * up_to))
