@@ -64,6 +64,29 @@ def test_ingest_imports_only_what_it_needs(tmp_path: Path, data: Path) -> None:
     assert _heavy(got["exit_modules"], "rich") == []
 
 
+def test_the_command_runs_numpys_blas_on_one_thread(tmp_path: Path, data: Path) -> None:
+    """numpy's import starts an OpenBLAS thread per core that spins, CPU taken from the
+    ingest (shoal.native.one_blas_thread); the command keeps it to one, a user's own
+    OPENBLAS_NUM_THREADS still wins."""
+    src = tmp_path / "one.ndjson"
+    src.write_bytes(b'{"service": "a", "n": 1}\n')
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+
+    def threads(extra_env: dict[str, str]) -> int:
+        report = tmp_path / "report.json"
+        out = subprocess.run([sys.executable, str(PROBE), str(report), "--data-dir", str(data),
+                              "ingest", str(src), "--table", "logs"], capture_output=True,
+                             text=True, timeout=300, cwd=tmp_path, env={**env, **extra_env})
+        assert out.returncode == 0, out.stderr
+        got = json.loads(report.read_text())["blas_threads"]
+        assert got is not None, "no OpenBLAS in the process: the probe cannot tell"
+        return int(got)
+
+    assert threads({}) == 1
+    if (os.cpu_count() or 1) > 1:
+        assert threads({"OPENBLAS_NUM_THREADS": "2"}) == 2
+
+
 def test_help_does_not_load_arrow_or_the_client() -> None:
     code = ("import sys, runpy; sys.argv = ['shoal', '--help']\n"
             "try:\n    runpy.run_module('shoal', run_name='__main__')\n"

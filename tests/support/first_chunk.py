@@ -4,8 +4,8 @@ the write path (the start-up of `shoal ingest`), and which modules it had at exi
     python tests/support/first_chunk.py REPORT.json [shoal arguments...]
 
 REPORT.json gets `{"first_chunk_at": <time.time()>, "first_chunk_cpu": <CPU seconds of the
-process so far>, "first_chunk_modules": [...], "exit_modules": [...]}` (the first three are
-null when no chunk was sent). The command itself
+process so far>, "first_chunk_modules": [...], "blas_threads": <threads of numpy's OpenBLAS>,
+"exit_modules": [...]}` (all but the last null when no chunk was sent). The command itself
 runs unchanged: `shoal.ingest.write_path` is wrapped as it is imported, so nothing is
 imported earlier than the command imports it. Used by tests/cli/test_ingest_startup.py and
 bench/bench_cli_start.py (the parent takes `time.time()` just before starting this process).
@@ -25,7 +25,22 @@ from typing import Any
 
 TARGET = "shoal.ingest.write_path"
 report: dict[str, Any] = {"first_chunk_at": None, "first_chunk_cpu": None,
-                          "first_chunk_modules": None}
+                          "first_chunk_modules": None, "blas_threads": None}
+
+
+def blas_threads() -> int | None:
+    """The threads numpy's OpenBLAS runs with in this process (None: no OpenBLAS loaded)."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                     "openblas_get_num_threads"):
+            if hasattr(lib, name):
+                return int(getattr(lib, name)())
+    return None
 
 
 def _wrap(cls: Any) -> None:
@@ -37,6 +52,7 @@ def _wrap(cls: Any) -> None:
             report["first_chunk_at"] = time.time()
             report["first_chunk_cpu"] = time.process_time()
             report["first_chunk_modules"] = sorted(sys.modules)
+            report["blas_threads"] = blas_threads()
         return original(*args, **kwargs)
 
     cls.ingest_ndjson = ingest_ndjson

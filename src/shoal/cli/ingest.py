@@ -242,8 +242,8 @@ def ingest_command(
             fail(f"--idempotency-key with {len(items)} inputs: the per-input keys "
                  f"(KEY#<absolute path>#i) would be longer than {MAX_IDEMPOTENCY_KEY} characters; "
                  "use a shorter key")
-    from shoal.ingest.nopandas import forgo_pandas, own_cli_process
-    from shoal.native import keep_freed_memory
+    from shoal.ingest.nopandas import forgo_pandas
+    from shoal.native import keep_freed_memory, own_cli_process
 
     if own_cli_process():
         forgo_pandas()

@@ -41,6 +41,10 @@ def load_configuration(
 ) -> None:
     """shoal: telemetry and event lakehouse"""
     from shoal.config import load_config
+    from shoal.native import one_blas_thread, own_cli_process
+
+    if own_cli_process():
+        one_blas_thread()   # before any command imports numpy
 
     try:
         ctx.obj = load_config(config_file=config, data_dir=data_dir)

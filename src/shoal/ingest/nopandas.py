@@ -13,7 +13,6 @@ pandas users may follow.
 from __future__ import annotations
 
 import importlib.abc
-import os
 import sys
 from typing import Any
 
@@ -29,11 +28,3 @@ def forgo_pandas() -> None:
     """Answer `import pandas` with ImportError in this process, unless pandas is imported."""
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
-
-
-def own_cli_process() -> bool:
-    """Whether this process is the `shoal` command itself (the script or `python -m shoal`),
-    not a host that runs its code (pytest's CliRunner, an embedding application)."""
-    main = sys.argv[0] if sys.argv else ""
-    return os.path.basename(main) == "shoal" or main.endswith(os.path.join("shoal",
-                                                                           "__main__.py"))
