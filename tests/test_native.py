@@ -1,4 +1,4 @@
-"""shoal.native: the allocator setting `shoal ingest` runs with."""
+"""shoal.native: the allocator settings `shoal ingest` and `shoal serve` run with."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 PROBE = """
 import resource, sys
 from shoal.native import keep_freed_memory
-took = keep_freed_memory(1 << 30) if sys.argv[1] == "keep" else None
+took = keep_freed_memory(1 << 30, 2 << 30) if sys.argv[1] == "keep" else None
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 b = b"x" * (48 << 20); del b
 f0 = faults()
@@ -47,3 +47,33 @@ def test_freed_buffers_are_reused_without_page_faults() -> None:
     assert default > pages // 2
     # Kept: the freed buffer is the next one, already mapped.
     assert kept < pages // 20
+
+
+# tune_allocators in a process of its own, then the pool pyarrow allocates from.
+TUNE = """
+import os, sys
+from shoal.native import LONG_RUNNING, tune_allocators
+if sys.argv[1] == "late":
+    import pyarrow
+took = tune_allocators(*LONG_RUNNING)
+import pyarrow as pa
+print(took, pa.default_memory_pool().backend_name)
+"""
+
+
+def tune(mode: str, **env: str) -> tuple[list[str], str]:
+    base = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run([sys.executable, "-c", TUNE, mode], capture_output=True, text=True,
+                         check=True, env={**base, **env})
+    return out.stdout.split(), out.stderr
+
+
+@pytest.mark.skipif(not glibc(), reason="the setting is glibc's (elsewhere it does nothing)")
+def test_arrow_allocates_from_the_tuned_malloc_unless_told_otherwise() -> None:
+    assert tune("early")[0] == ["True", "system"]
+    # The user's choice wins.
+    assert tune("early", ARROW_DEFAULT_MEMORY_POOL="jemalloc")[0] == ["True", "jemalloc"]
+    # Too late once pyarrow is imported: nothing changes, and it says so.
+    (took, pool), err = tune("late")
+    assert took == "False" and pool != "system"   # pyarrow's own default (mimalloc in 26)
+    assert "pyarrow is imported already" in err

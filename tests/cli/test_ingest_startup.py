@@ -64,27 +64,41 @@ def test_ingest_imports_only_what_it_needs(tmp_path: Path, data: Path) -> None:
     assert _heavy(got["exit_modules"], "rich") == []
 
 
-def test_the_command_runs_numpys_blas_on_one_thread(tmp_path: Path, data: Path) -> None:
+def test_the_command_tunes_blas_and_arrows_allocator(tmp_path: Path, data: Path) -> None:
     """numpy's import starts an OpenBLAS thread per core that spins, CPU taken from the
-    ingest (shoal.native.one_blas_thread); the command keeps it to one, a user's own
-    OPENBLAS_NUM_THREADS still wins."""
+    ingest (shoal.native.one_blas_thread): the command keeps it to one. Arrow allocates from
+    glibc's malloc, which the command tunes to keep freed blocks (shoal.native
+    .tune_allocators). A user's own OPENBLAS_NUM_THREADS / ARROW_DEFAULT_MEMORY_POOL win."""
     src = tmp_path / "one.ndjson"
     src.write_bytes(b'{"service": "a", "n": 1}\n')
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "ARROW_DEFAULT_MEMORY_POOL")}
 
-    def threads(extra_env: dict[str, str]) -> int:
+    def settings(extra_env: dict[str, str]) -> tuple[int, str]:
         report = tmp_path / "report.json"
         out = subprocess.run([sys.executable, str(PROBE), str(report), "--data-dir", str(data),
                               "ingest", str(src), "--table", "logs"], capture_output=True,
                              text=True, timeout=300, cwd=tmp_path, env={**env, **extra_env})
         assert out.returncode == 0, out.stderr
-        got = json.loads(report.read_text())["blas_threads"]
-        assert got is not None, "no OpenBLAS in the process: the probe cannot tell"
-        return int(got)
+        assert "stays as it is" not in out.stderr   # tuned before pyarrow was imported
+        got = json.loads(report.read_text())
+        assert got["blas_threads"] is not None, "no OpenBLAS in the process: cannot tell"
+        return int(got["blas_threads"]), got["arrow_pool"]
 
-    assert threads({}) == 1
+    blas, pool = settings({})
+    assert blas == 1
+    if glibc():
+        assert pool == "system"
     if (os.cpu_count() or 1) > 1:
-        assert threads({"OPENBLAS_NUM_THREADS": "2"}) == 2
+        assert settings({"OPENBLAS_NUM_THREADS": "2", "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+                        ) == (2, "jemalloc")
+
+
+def glibc() -> bool:
+    try:
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):
+        return False
 
 
 def test_help_does_not_load_arrow_or_the_client() -> None:

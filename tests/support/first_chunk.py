@@ -5,7 +5,8 @@ the write path (the start-up of `shoal ingest`), and which modules it had at exi
 
 REPORT.json gets `{"first_chunk_at": <time.time()>, "first_chunk_cpu": <CPU seconds of the
 process so far>, "first_chunk_modules": [...], "blas_threads": <threads of numpy's OpenBLAS>,
-"exit_modules": [...]}` (all but the last null when no chunk was sent). The command itself
+"arrow_pool": <pyarrow's default memory pool>, "exit_modules": [...]}` (all but the last null
+when no chunk was sent). The command itself
 runs unchanged: `shoal.ingest.write_path` is wrapped as it is imported, so nothing is
 imported earlier than the command imports it. Used by tests/cli/test_ingest_startup.py and
 bench/bench_cli_start.py (the parent takes `time.time()` just before starting this process).
@@ -25,7 +26,8 @@ from typing import Any
 
 TARGET = "shoal.ingest.write_path"
 report: dict[str, Any] = {"first_chunk_at": None, "first_chunk_cpu": None,
-                          "first_chunk_modules": None, "blas_threads": None}
+                          "first_chunk_modules": None, "blas_threads": None,
+                          "arrow_pool": None}
 
 
 def blas_threads() -> int | None:
@@ -53,6 +55,9 @@ def _wrap(cls: Any) -> None:
             report["first_chunk_cpu"] = time.process_time()
             report["first_chunk_modules"] = sorted(sys.modules)
             report["blas_threads"] = blas_threads()
+            import pyarrow
+
+            report["arrow_pool"] = pyarrow.default_memory_pool().backend_name
         return original(*args, **kwargs)
 
     cls.ingest_ndjson = ingest_ndjson

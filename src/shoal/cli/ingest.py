@@ -61,9 +61,10 @@ STDIN = "-"
 CHUNKS_ALIVE = IN_FLIGHT + 1
 CHUNK_FACTOR = 5
 BASE_MB = 280
-# Freed blocks up to this size stay in the process for the next chunk (shoal.native): the
-# chunks' buffers are the same sizes over and over, and unmapping them cost a page fault per
-# 4 KB on every chunk. Only for the command's own process (it exits; a host may not want it).
+# Freed blocks up to this size (and free memory up to twice it at a heap's top) stay in the
+# process for the next chunk, Arrow's buffers included (shoal.native.tune_allocators): the
+# chunks' buffers are the same sizes over and over, and handing them back cost a page fault
+# per 4 KB on every chunk. Only for the command's own process (it exits; a host may not).
 KEEP_FREED = 1 << 30
 MEMORY_BOUND_HELP = (f"Peak memory stays under {BASE_MB} MB + {CHUNKS_ALIVE * CHUNK_FACTOR} x "
                      "--chunk-mb, whatever the size or number of inputs.")
@@ -243,11 +244,11 @@ def ingest_command(
                  f"(KEY#<absolute path>#i) would be longer than {MAX_IDEMPOTENCY_KEY} characters; "
                  "use a shorter key")
     from shoal.ingest.nopandas import forgo_pandas
-    from shoal.native import keep_freed_memory, own_cli_process
+    from shoal.native import own_cli_process, tune_allocators
 
     if own_cli_process():
         forgo_pandas()
-        keep_freed_memory(KEEP_FREED)
+        tune_allocators(KEEP_FREED, 2 * KEEP_FREED)
     db = connect_or_exit(ctx)
     t0 = time.perf_counter()
     tally = _Tally()

@@ -61,6 +61,10 @@ def serve_command(ctx: typer.Context,
                    "in the server process)")] = None,
           ) -> None:
     """Run the HTTP server (ingest, query, tables, health, metrics)."""
+    from shoal.native import LONG_RUNNING, own_cli_process, tune_allocators
+
+    if own_cli_process():
+        tune_allocators(*LONG_RUNNING)  # before pyarrow is imported; workers inherit the pool
     import uvicorn
 
     from shoal.client import Shoal

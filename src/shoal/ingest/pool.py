@@ -348,8 +348,12 @@ def serve_worker(fd: int) -> None:
     import traceback
 
     from shoal.ingest.nopandas import forgo_pandas
+    from shoal.native import LONG_RUNNING, keep_freed_memory
 
     forgo_pandas()  # a worker process only coerces
+    # Its bodies' buffers reused, not faulted in afresh (Arrow's pool: `shoal serve` set it
+    # for its children before this module imported pyarrow).
+    keep_freed_memory(*LONG_RUNNING)
     from shoal.ingest.coerce import coerce_ndjson, warm_up
 
     # A Ctrl-C or a service manager's SIGTERM reaches the whole process group: the server
