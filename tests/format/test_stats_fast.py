@@ -9,12 +9,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import shoal.format.jsonpaths as jsonpaths
+from shoal.format._buffers import string_buffers
 from shoal.format.jsonpaths import (DynamicColumn, digit_classes, exact_json_paths,
-                                    grouped_skeleton_classes, json_skeletons, paths_of,
-                                    skeleton_classes)
+                                    grouped_skeleton_classes, json_skeletons,
+                                    numpy_digit_classes, paths_of, skeleton_classes)
 import shoal.format.stats as stats_module
 from shoal.format.stats import ExtentStatsBuilder
 from shoal.format.tokens import tokenize, tokenize_array
@@ -136,3 +139,74 @@ def test_overflow_without_unique_equals_unique_first(seed: int, rows: int, befor
     finally:
         stats_module._OVERFLOW_PROBE = old_probe
     assert fast == slow
+
+
+# -- digit classes: the C kernel against its numpy reference -----------------------------------
+
+# Bytes next to the digits on both sides, and bytes whose low seven bits are a digit's.
+CLASS_BYTES = st.sampled_from([0x2F, 0x30, 0x31, 0x35, 0x39, 0x3A, 0x61, 0x22, 0x00, 0x7F,
+                               0x80, 0xB0, 0xB9, 0xFF])
+CLASS_VALUES = st.lists(st.binary(max_size=0) | st.lists(CLASS_BYTES, max_size=19).map(bytes),
+                        max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(CLASS_VALUES, st.data())
+def test_the_c_digit_classes_are_the_numpy_ones(values: list[bytes], data: st.DataObject
+                                                ) -> None:
+    arr = pa.array(values + values[::-1], pa.binary())   # every class seen twice at least
+    if len(arr):
+        lo = data.draw(st.integers(0, len(arr) - 1))
+        arr = arr.slice(lo, data.draw(st.integers(0, len(arr) - lo)))
+    codes, first = digit_classes(arr)
+    want_codes, want_first = numpy_digit_classes(arr)
+    assert codes.tolist() == want_codes.tolist()
+    assert first.tolist() == want_first.tolist()
+
+
+def test_digit_classes_by_hand() -> None:
+    values = pa.array([b"", b"a1", b"a9", b"\xb1", b"\xb2", b"12345678901", b"98765432109",
+                       b"12345678a01", b""], pa.binary())
+    codes, first = digit_classes(values)
+    # "" | a1 = a9 | \xb1 (high bit: no digit) | \xb2 | the 11 digits | digits and a letter
+    assert codes.tolist() == [0, 1, 1, 2, 3, 4, 4, 5, 0]
+    assert first.tolist() == [0, 1, 3, 4, 5, 7]
+
+
+def _canon_hash(value: bytes) -> int:
+    """`canon_hash` of _kernels.c in Python (to choose values that collide in its table)."""
+    m = (1 << 64) - 1
+
+    def canon(chunk: bytes) -> int:
+        return int.from_bytes(bytes(0x30 if 0x30 <= b <= 0x39 else b for b in chunk), "little")
+
+    def mix64(z: int) -> int:
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        return z ^ (z >> 31)
+
+    h = (len(value) * 0x9E3779B97F4A7C15) & m
+    full = len(value) // 8 * 8
+    for i in range(0, full, 8):
+        h = ((h ^ canon(value[i:i + 8])) * 0xBF58476D1CE4E5B9) & m
+        h ^= h >> 29
+    if full < len(value):
+        h = ((h ^ canon(value[full:])) * 0x94D049BB133111EB) & m
+    return mix64(h)
+
+
+@pytest.mark.skipif(jsonpaths._kernels is None, reason="the C kernels are not built")
+def test_values_chosen_to_collide_go_to_numpy() -> None:
+    """Values whose classes share one slot of the kernel's table: past a bounded number of
+    probes the kernel gives up and numpy finds the classes (no quadratic time), same ones."""
+    colliding = [v for v in (f"v{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}"
+                             f"{chr(97 + i // 676 % 26)}{chr(97 + i // 17576)}".encode()
+                             for i in range(26 ** 4))
+                 if _canon_hash(v) & 1023 == 5][:200]
+    assert len(colliding) == 200
+    arr = pa.array(colliding, pa.binary())
+    offsets, data = string_buffers(arr)
+    assert jsonpaths._kernels.digit_classes(offsets, data,
+                                            np.empty(len(arr), dtype=np.int32)) is None
+    codes, first = digit_classes(arr)
+    assert codes.tolist() == list(range(200)) and first.tolist() == list(range(200))

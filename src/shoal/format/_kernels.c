@@ -18,6 +18,16 @@
  *   there) into h1 and h2 (writable uint64 buffers of n). membership.py's numpy form is the
  *   reference.
  *
+ * digit_classes(offsets, data, codes) -> first (bytes: int64 values) or None
+ *   Classes of the values data[offsets[i]:offsets[i+1]] that are equal once every ASCII digit
+ *   byte ('0'-'9') reads as '0' (jsonpaths.py: `digit_classes`; its numpy form,
+ *   `numpy_digit_classes`, stays the reference and is tested equal to this): `codes` (a
+ *   writable buffer of n int32) gets each value's class, numbered in order of first
+ *   occurrence, as Arrow's dictionary_encode numbers them; the result holds the index of
+ *   each class's first value, ascending. One pass, eight bytes at a time, with a hash table
+ *   of the classes, the GIL released. None when values collide past MAX_PROBES slots (they
+ *   can be chosen to: the hash is not keyed): the caller takes its numpy path.
+ *
  * bloom_insert(bits, m, k, h1, h2, scaled) -> None
  *   Sets the k probes of each (h1, h2) in `bits` (a writable buffer of ceil(m/8) bytes, bit j
  *   in byte j >> 3, mask 1 << (j & 7)): g_i = h1 + i*h2 (mod 2^64), bit ((g_i >> 32) * m)
@@ -266,6 +276,159 @@ done:
     return result;
 }
 
+/* -- digit classes ------------------------------------------------------------------------- */
+
+/* The eight bytes of `w` with each ASCII digit byte made '0' (SWAR: a byte's low seven bits
+ * plus 0x50 or 0x46 never carry into the next byte; a byte with its high bit set is no
+ * digit). */
+static inline uint64_t canon_word(uint64_t w) {
+    const uint64_t high = 0x8080808080808080ULL;
+    uint64_t low7 = w & 0x7F7F7F7F7F7F7F7FULL;
+    uint64_t ge_0 = (low7 + 0x5050505050505050ULL) & high;     /* low7 >= 0x30 */
+    uint64_t ge_colon = (low7 + 0x4646464646464646ULL) & high; /* low7 >= 0x3A */
+    uint64_t digit = ge_0 & ~ge_colon & ~w & high;
+    uint64_t mask = (digit >> 7) * 0xFF;
+    return (w & ~mask) | (0x3030303030303030ULL & mask);
+}
+
+static inline uint64_t load_word(const unsigned char *p, int64_t k) {
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)k);       /* k <= 8; the rest stays 0, which is no digit */
+    return w;
+}
+
+static uint64_t canon_hash(const unsigned char *p, int64_t len) {
+    uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15ULL;
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        h = (h ^ canon_word(load_word(p + i, 8))) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 29;
+    }
+    if (i < len) h = (h ^ canon_word(load_word(p + i, len - i))) * 0x94D049BB133111EBULL;
+    return mix64(h);
+}
+
+static int canon_equal(const unsigned char *a, const unsigned char *b, int64_t len) {
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8)
+        if (canon_word(load_word(a + i, 8)) != canon_word(load_word(b + i, 8))) return 0;
+    return i == len || canon_word(load_word(a + i, len - i)) == canon_word(load_word(b + i,
+                                                                                    len - i));
+}
+
+typedef struct {
+    uint64_t hash;
+    int64_t head;    /* index of the class's first value; -1: empty */
+    int32_t code;
+} ClassSlot;
+
+/* 0 ok, -1 no memory, -2 over 2^31 classes, -4 past MAX_PROBES slots. */
+static int run_digit_classes(const int64_t *off, Py_ssize_t n, const unsigned char *d,
+                             int32_t *codes, int64_t **first_out, size_t *n_first) {
+    size_t mask = 1023, used = 0, first_cap = 1024;
+    ClassSlot *slots = malloc(sizeof(ClassSlot) * (mask + 1));
+    int64_t *first = malloc(sizeof(int64_t) * first_cap);
+    int rc = 0;
+    if (!slots || !first) rc = -1;
+    else for (size_t j = 0; j <= mask; j++) slots[j].head = -1;
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        const unsigned char *v = d + off[i];
+        int64_t len = off[i + 1] - off[i];
+        uint64_t h = canon_hash(v, len);
+        size_t j = h & mask;
+        int probes = 0;
+        for (; slots[j].head >= 0; probes++) {
+            ClassSlot *s = &slots[j];
+            int64_t head = s->head;
+            if (s->hash == h && off[head + 1] - off[head] == len
+                && canon_equal(d + off[head], v, len))
+                break;
+            if (probes >= MAX_PROBES) {
+                rc = -4;
+                break;
+            }
+            j = (j + 1) & mask;
+        }
+        if (rc) break;
+        if (slots[j].head >= 0) {
+            codes[i] = slots[j].code;
+            continue;
+        }
+        if (used >= (size_t)INT32_MAX) {
+            rc = -2;
+            break;
+        }
+        if (used == first_cap) {
+            int64_t *f = realloc(first, sizeof(int64_t) * first_cap * 2);
+            if (!f) {
+                rc = -1;
+                break;
+            }
+            first = f;
+            first_cap *= 2;
+        }
+        slots[j] = (ClassSlot){h, (int64_t)i, (int32_t)used};
+        codes[i] = (int32_t)used;
+        first[used++] = (int64_t)i;
+        if (2 * used > mask + 1) {      /* grow: rehash every class */
+            size_t size = (mask + 1) * 2;
+            ClassSlot *grown = malloc(sizeof(ClassSlot) * size);
+            if (!grown) {
+                rc = -1;
+                break;
+            }
+            for (size_t k = 0; k < size; k++) grown[k].head = -1;
+            for (size_t k = 0; k <= mask; k++) {
+                if (slots[k].head < 0) continue;
+                size_t t = slots[k].hash & (size - 1);
+                while (grown[t].head >= 0) t = (t + 1) & (size - 1);
+                grown[t] = slots[k];
+            }
+            free(slots);
+            slots = grown;
+            mask = size - 1;
+        }
+    }
+    free(slots);
+    *first_out = first;
+    *n_first = used;
+    return rc;
+}
+
+static PyObject *digit_classes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer offsets, data, codes;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &offsets, &data, &codes)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = strings_ok(&offsets, &data, "digit_classes");
+    if (n < 0) goto done;
+    if (codes.len != 4 * n) {
+        PyErr_SetString(PyExc_ValueError, "digit_classes: codes must hold n int32");
+        goto done;
+    }
+    int64_t *first = NULL;
+    size_t n_first = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = run_digit_classes(offsets.buf, n, data.buf, codes.buf, &first, &n_first);
+    Py_END_ALLOW_THREADS
+    if (rc == -1) PyErr_NoMemory();
+    else if (rc == -2) PyErr_SetString(PyExc_OverflowError, "digit_classes: over 2^31 classes");
+    else if (rc == -4) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    else
+        result = PyBytes_FromStringAndSize((const char *)first,
+                                           (Py_ssize_t)(sizeof(int64_t) * n_first));
+    free(first);
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&codes);
+    return result;
+}
+
 static PyObject *bloom_insert(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bits, h1, h2;
@@ -315,6 +478,8 @@ static PyMethodDef methods[] = {
     {"tokens", tokens, METH_VARARGS, "The distinct tokens of string values (see _kernels.c)."},
     {"string_hashes", string_hashes, METH_VARARGS,
      "Membership hashes (version 2) of string values (see _kernels.c)."},
+    {"digit_classes", digit_classes, METH_VARARGS,
+     "Classes of values equal with every ASCII digit read as 0 (see _kernels.c)."},
     {"bloom_insert", bloom_insert, METH_VARARGS,
      "Set the probes of hashed values in a bloom filter's bits (see _kernels.c)."},
     {NULL, NULL, 0, NULL},

@@ -11,6 +11,7 @@ on nothing else. `DynamicColumn` folds in one block at a time for `ExtentStatsBu
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from shoal.format._buffers import string_buffers as _string_buffers
+from shoal.format._ext import kernels as _kernels
+
+logger = logging.getLogger(__name__)
 
 _SMALL_JSON_SET = 512      # at most this many distinct JSON values: json.loads each
 
@@ -295,7 +299,21 @@ def _first_occurrences(codes: np.ndarray) -> np.ndarray:
 
 def digit_classes(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(class code of each value, index of the first value of each class) of a binary array
-    without nulls, values being in one class when equal with every ASCII digit read as 0."""
+    without nulls, values being in one class when equal with every ASCII digit read as 0.
+    Codes are numbered in order of first occurrence. One pass of the C kernel where it is
+    built (`digit_classes` in _kernels.c), else `numpy_digit_classes`."""
+    if _kernels is not None:
+        offsets, data = _string_buffers(values)
+        codes = np.empty(len(values), dtype=np.int32)
+        first = _kernels.digit_classes(offsets, data, codes)
+        if first is not None:
+            return codes, np.frombuffer(first, dtype=np.int64)
+        logger.info("values collide in the C kernel's class table: numpy finds the classes")
+    return numpy_digit_classes(values)
+
+
+def numpy_digit_classes(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """`digit_classes` by numpy and Arrow (the reference the C kernel is tested against)."""
     offsets, data = _string_buffers(values)
     canon = data.copy()
     canon[(data - np.uint8(48)) < 10] = 48
