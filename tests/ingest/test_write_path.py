@@ -78,6 +78,22 @@ def test_group_commit_many_clients_few_extents(wp):
     assert path.buffer.stats.requests == requests
 
 
+@pytest.mark.timeout(120)   # a hang guard: the bug this catches waits out an hour's debounce
+def test_a_request_that_is_an_extent_by_itself_does_not_wait_for_company(wp):
+    """A request holding a quarter of the buffer's `max_rows` (`shoal ingest`'s 32 MB chunks
+    against the default 200k) is written at once: the debounce only gathers small ones (the
+    test above: 3-row requests still wait for a full group of 192 rows)."""
+    wp_default, catalog, store = wp
+    path = WritePath(catalog, wp_default.buffer.coordinator, buffer=StagingBuffer(
+        catalog, wp_default.buffer.coordinator, max_rows=12, debounce_s=3600))
+    try:
+        ack = path.ingest_ndjson("t", body(1, 1, n=3))
+    finally:
+        path.close()
+    assert ack.rows == 3 and len(ack.extent_ids) == 1
+    assert catalog.load_table("t").current_snapshot_id == ack.snapshot_id
+
+
 def test_idempotent_replay(wp):
     path, catalog, store = wp
     first = path.ingest_ndjson("t", body(1, 1), idempotency_key="k1")

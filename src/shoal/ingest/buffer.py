@@ -4,7 +4,10 @@ Requests `submit()` coerced Arrow batches and block until the snapshot holding t
 committed. One flusher thread per table collects what is pending until it holds `max_rows`
 rows or `max_bytes` bytes, or `debounce_s` has passed since the oldest pending request, then
 writes ONE extent for the whole group and commits it in one snapshot together with every
-request's idempotency-ledger row. So many small writers produce few healthy extents.
+request's idempotency-ledger row. So many small writers produce few healthy extents. A
+request that holds a quarter of `max_rows` or `max_bytes` by itself (`shoal ingest`'s 32 MB
+chunks: ~100k rows) is a healthy extent alone and does not wait out the debounce for company:
+that only left the flusher idle between chunks.
 
 - Batches of one group may come from different schema versions (a request coerced just
   before an evolution landed); they are upgraded to the newest version in the group, so an
@@ -103,8 +106,10 @@ class _TableQueue:
                     rows = sum(p.batch.num_rows for p in self.pending)
                     size = sum(p.nbytes for p in self.pending)
                     age = time.monotonic() - self.pending[0].since
+                    alone = (4 * self.pending[0].batch.num_rows >= o.max_rows
+                             or 4 * self.pending[0].nbytes >= o.max_bytes)
                     if (self.flush_requested or self.closed or rows >= o.max_rows
-                            or size >= o.max_bytes or age >= o.debounce_s):
+                            or size >= o.max_bytes or age >= o.debounce_s or alone):
                         group: list[_Pending] = []
                         taken_rows = taken_bytes = 0
                         while self.pending and (not group or (
