@@ -180,6 +180,18 @@ static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
     return rc;
 }
 
+/* What a kernel run that did not finish returns: -1 MemoryError, -2 OverflowError(`too_big`)
+ * (both NULL with the exception set), -4 (past MAX_PROBES slots) None, for the caller's numpy
+ * path. */
+static PyObject *failed_run(int rc, const char *too_big) {
+    if (rc == -1) return PyErr_NoMemory();
+    if (rc == -2) {
+        PyErr_SetString(PyExc_OverflowError, too_big);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *tokens(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer offsets, data;
@@ -198,12 +210,8 @@ static PyObject *tokens(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     rc = run_tokens(&ts, offsets.buf, n, data.buf, cap);
     Py_END_ALLOW_THREADS
-    if (rc == -1) PyErr_NoMemory();
-    else if (rc == -2) PyErr_SetString(PyExc_OverflowError, "tokens: over 2 GiB of tokens");
-    else if (rc == -4) {
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
+    if (rc)
+        result = failed_run(rc, "tokens: over 2 GiB of tokens");
     else
         result = Py_BuildValue("(y#y#)", (const char *)ts.offsets,
                                (Py_ssize_t)(sizeof(int32_t) * (ts.n + 1)),
@@ -412,12 +420,8 @@ static PyObject *digit_classes(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     rc = run_digit_classes(offsets.buf, n, data.buf, codes.buf, &first, &n_first);
     Py_END_ALLOW_THREADS
-    if (rc == -1) PyErr_NoMemory();
-    else if (rc == -2) PyErr_SetString(PyExc_OverflowError, "digit_classes: over 2^31 classes");
-    else if (rc == -4) {
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
+    if (rc)
+        result = failed_run(rc, "digit_classes: over 2^31 classes");
     else
         result = PyBytes_FromStringAndSize((const char *)first,
                                            (Py_ssize_t)(sizeof(int64_t) * n_first));
