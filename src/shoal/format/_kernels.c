@@ -42,6 +42,7 @@ typedef struct {
     int64_t start;   /* offset of the token in `out` */
     int32_t len;
     uint64_t hash;
+    uint64_t head;   /* its first (up to) 8 bytes, lower-cased, little-endian, zero-padded */
 } Slot;
 
 typedef struct {
@@ -101,18 +102,30 @@ static int set_grow(TokenSet *ts) {
 
 #define MAX_PROBES 128  /* set slots one token may visit */
 
-/* Adds the lower-cased token `tok` (len bytes) if new. 0 ok, -1 no memory, -2 too big, -4
- * past MAX_PROBES slots. */
-static int set_add(TokenSet *ts, const char *tok, int32_t len, uint64_t h) {
+/* Whether the token at `src` (len bytes, as in the data) lower-cases to the `len` bytes at
+ * `lower`. */
+static int lower_equal(const char *lower, const unsigned char *src, int64_t len) {
+    for (int64_t k = 0; k < len; k++)
+        if ((unsigned char)lower[k] != TOKEN_LOWER[src[k]]) return 0;
+    return 1;
+}
+
+/* Adds the token at `src` (len bytes as in the data; `h` and `head` already of its
+ * lower-cased bytes) if new, lower-cased. A token already in the set costs a probe and a
+ * comparison of `head` (and of the bytes past the eighth): nothing is copied. 0 ok, -1 no
+ * memory, -2 too big, -4 past MAX_PROBES slots. */
+static int set_add(TokenSet *ts, const unsigned char *src, int64_t len, uint64_t h,
+                   uint64_t head) {
     size_t j = h & ts->mask;
     for (int probes = 0; ts->slots[j].len >= 0; probes++) {
         Slot *s = &ts->slots[j];
-        if (s->hash == h && s->len == len && memcmp(ts->out + s->start, tok, (size_t)len) == 0)
+        if (s->hash == h && s->head == head && s->len == len
+            && (len <= 8 || lower_equal(ts->out + s->start + 8, src + 8, len - 8)))
             return 0;
         if (probes >= MAX_PROBES) return -4;
         j = (j + 1) & ts->mask;
     }
-    if (ts->out_len + (size_t)len > (size_t)INT32_MAX) return -2;
+    if (len > INT32_MAX || ts->out_len + (size_t)len > (size_t)INT32_MAX) return -2;
     if (ts->out_len + (size_t)len > ts->out_cap) {
         size_t cap = ts->out_cap ? ts->out_cap * 2 : 4096;
         while (cap < ts->out_len + (size_t)len) cap *= 2;
@@ -127,8 +140,8 @@ static int set_add(TokenSet *ts, const char *tok, int32_t len, uint64_t h) {
         ts->offsets = o;
         ts->n_offsets_cap *= 2;
     }
-    memcpy(ts->out + ts->out_len, tok, (size_t)len);
-    ts->slots[j] = (Slot){(int64_t)ts->out_len, len, h};
+    for (int64_t k = 0; k < len; k++) ts->out[ts->out_len + (size_t)k] = (char)TOKEN_LOWER[src[k]];
+    ts->slots[j] = (Slot){(int64_t)ts->out_len, (int32_t)len, h, head};
     ts->out_len += (size_t)len;
     ts->offsets[++ts->n] = (int32_t)ts->out_len;
     if (2 * ts->n > ts->mask + 1) return set_grow(ts);
@@ -137,46 +150,26 @@ static int set_add(TokenSet *ts, const char *tok, int32_t len, uint64_t h) {
 
 static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
                       const unsigned char *data, Py_ssize_t cap) {
-    char buf[256];
-    char *tok = buf;
-    size_t tok_cap = sizeof(buf);
     int rc = 0;
     for (Py_ssize_t i = 0; i < n && !rc && (Py_ssize_t)ts->n <= cap; i++) {
         int64_t p = offsets[i], e = offsets[i + 1];
         while (p < e && !rc) {
             while (p < e && !TOKEN_LOWER[data[p]]) p++;
             int64_t q = p;
-            uint64_t h = 1469598103934665603ULL;
-            while (q < e && TOKEN_LOWER[data[q]]) {
-                h = (h ^ TOKEN_LOWER[data[q]]) * 1099511628211ULL;
+            uint64_t h = 1469598103934665603ULL, head = 0;
+            unsigned char c;
+            while (q < e && (c = TOKEN_LOWER[data[q]])) {
+                h = (h ^ c) * 1099511628211ULL;
+                if (q - p < 8) head |= (uint64_t)c << (8 * (q - p));
                 q++;
             }
-            int64_t len = q - p;
-            if (len >= 2) {
-                if (len > INT32_MAX) {
-                    rc = -2;
-                    break;
-                }
-                if ((size_t)len > tok_cap) {
-                    size_t cap = tok_cap * 2;
-                    while (cap < (size_t)len) cap *= 2;
-                    char *t = malloc(cap);
-                    if (!t) {
-                        rc = -1;
-                        break;
-                    }
-                    if (tok != buf) free(tok);
-                    tok = t;
-                    tok_cap = cap;
-                }
-                for (int64_t k = 0; k < len; k++) tok[k] = (char)TOKEN_LOWER[data[p + k]];
+            if (q - p >= 2) {
                 h ^= h >> 29;  /* spread the high bits into the low ones the mask keeps */
-                rc = set_add(ts, tok, (int32_t)len, h);
+                rc = set_add(ts, data + p, q - p, h, head);
             }
             p = q;
         }
     }
-    if (tok != buf) free(tok);
     return rc;
 }
 
