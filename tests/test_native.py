@@ -77,3 +77,34 @@ def test_arrow_allocates_from_the_tuned_malloc_unless_told_otherwise() -> None:
     (took, pool), err = tune("late")
     assert took == "False" and pool != "system"   # pyarrow's own default (mimalloc in 26)
     assert "pyarrow is imported already" in err
+
+
+# exit_now in a process of its own; stdout is a pipe (block-buffered: nothing is written
+# until a flush).
+EXIT = """
+import atexit, sys, threading
+from shoal.native import exit_now
+atexit.register(lambda: print(" atexit ran", end=""))
+print("out", end="")
+if sys.argv[1] == "busy":
+    done = threading.Event()
+    worker = threading.Thread(target=done.wait)
+    worker.start()
+    exit_now(3)
+    print(" returned", end="")
+    done.set()
+    worker.join()
+    sys.exit(4)
+exit_now(3)
+print(" not reached", end="")
+"""
+
+
+def test_exit_now_runs_atexit_flushes_and_ends_with_the_code() -> None:
+    out = subprocess.run([sys.executable, "-c", EXIT, "idle"], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (3, "out atexit ran")
+
+
+def test_exit_now_leaves_a_process_with_threads_to_its_normal_exit() -> None:
+    out = subprocess.run([sys.executable, "-c", EXIT, "busy"], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (4, "out returned atexit ran")

@@ -8,10 +8,12 @@ instead. Light on purpose (no numpy, no pyarrow): `shoal --help` imports it."""
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
 import sys
+import threading
 from typing import Any
 
 
@@ -105,3 +107,22 @@ def one_blas_thread() -> None:
     ingest` (0.42 -> 0.29 s), ~4% of a 538 MB one, taken from the work on a small machine.
     The command's child processes (coercion workers, Spark's Python workers) inherit it."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def exit_now(code: int = 0) -> None:
+    """End the `shoal` command's own process now, when nothing but its main thread runs: the
+    atexit handlers run (logging's flush among them), stdio is flushed, and `os._exit` skips
+    the interpreter's teardown (freeing every object and module one by one, the C++ static
+    destructors of pyarrow and its thread pools): measured 0.08-0.12 s (2026-11-27), a tenth
+    of `shoal ingest` of a 157 MB file. Returns (for a normal exit) when another non-daemon
+    thread is still alive, which a normal exit would wait for."""
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120     # what Python's own exit gives when stdout cannot flush
+    os._exit(code)

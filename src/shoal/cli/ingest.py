@@ -244,7 +244,7 @@ def ingest_command(
                  f"(KEY#<absolute path>#i) would be longer than {MAX_IDEMPOTENCY_KEY} characters; "
                  "use a shorter key")
     from shoal.ingest.nopandas import forgo_pandas
-    from shoal.native import own_cli_process, tune_allocators
+    from shoal.native import exit_now, own_cli_process, tune_allocators
 
     if own_cli_process():
         forgo_pandas()
@@ -276,6 +276,8 @@ def ingest_command(
     files = f" from {len(items)} inputs" if len(items) > 1 else ""
     typer.echo(f"ingested {tally.rows} rows into {table} in {tally.chunks} chunk(s){files}: "
                f"snapshot {tally.last_snapshot}, {tally.read_bytes / dt / 1e6:.1f} MB/s{extra}")
+    if own_cli_process():
+        exit_now(0)     # everything is committed and closed: skip the interpreter's teardown
 
 
 def _landed_so_far(tally: _Tally) -> None:
