@@ -19,6 +19,13 @@ WORDY = st.text(alphabet=st.sampled_from(list("abcXYZ019 -_.:=/éüß\u212a\u013
                                               "\u00a0\u2003")), max_size=40)
 
 
+# The edges of the C kernel's eight-bytes-at-a-time classes: the ASCII neighbours of the
+# letters and digits, and non-ASCII characters whose UTF-8 bytes read as letters or digits
+# once their high bit is dropped ("ñ" = C3 B1, "°" = C2 B0, "á" = C3 A1).
+EDGES = st.text(alphabet=st.sampled_from(list("@AZ[`az{/09:aaaa00 \xf1\xb0\xe1\xc1")),
+                max_size=40)
+
+
 def test_examples() -> None:
     assert tokenize("Connection-FAILED: timeout42 ü x") == {"connection", "failed", "timeout42"}
     assert tokenize("") == set()
@@ -62,6 +69,17 @@ def test_vectorised_agrees_with_reference(values: list[str | None], cut: int,
     assert set(tokenize_array(chunked).to_pylist()) == _reference(values)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(EDGES, max_size=25), st.integers(0, 7))
+def test_the_kernel_at_the_edges_of_its_byte_classes(values: list[str], cut: int) -> None:
+    assert set(tokenize_array(pa.array(values, pa.string())).to_pylist()) == \
+        _reference(values)
+    # Other alignments of the values against the kernel's eight-byte words.
+    shifted = ["x" * cut + v for v in values]
+    assert set(tokenize_array(pa.array(shifted, pa.string())).to_pylist()) == \
+        _reference(shifted)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.one_of(st.none(), TEXT, WORDY), max_size=25))
 def test_the_numpy_form_agrees_with_reference(values: list[str | None]) -> None:
@@ -92,7 +110,7 @@ def test_the_c_kernel_is_built() -> None:
 def test_tokens_chosen_to_collide_go_to_numpy() -> None:
     """Tokens that collide in the C kernel's hash set: past a bounded number of probes the
     kernel gives up and numpy tokenizes (no quadratic time), same set."""
-    words = colliding(200, 10, mix=True, prefix="w")
+    words = colliding(200, 10, token=True, prefix="w")
     values = [" ".join(words[i:i + 20]) for i in range(0, 200, 20)]
     data = "".join(values).encode()
     offsets = np.cumsum([0] + [len(v) for v in values]).astype(np.int64)

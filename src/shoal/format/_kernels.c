@@ -148,6 +148,75 @@ static int set_add(TokenSet *ts, const unsigned char *src, int64_t len, uint64_t
     return 0;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Eight bytes at a time (SWAR; the byte at p + i is byte i of a little-endian word). */
+
+/* The k <= 8 bytes at p as a word, the rest 0 (a separator). `end`: the end of the data,
+ * which a whole 8-byte load must not pass. */
+static inline uint64_t token_word(const unsigned char *p, int64_t k, const unsigned char *end) {
+    uint64_t w = 0;
+    if (end - p >= 8) {
+        memcpy(&w, p, 8);           /* one load; bytes past k masked off */
+        return k >= 8 ? w : w & ((1ULL << (8 * k)) - 1);
+    }
+    memcpy(&w, p, (size_t)k);
+    return w;
+}
+
+/* The high bit of each byte of `w` that is an ASCII letter or digit (a token byte). A
+ * byte's low seven bits plus at most 0x50 never carry into the next byte. */
+static inline uint64_t token_bits(uint64_t w) {
+    uint64_t low7 = w & 0x7F7F7F7F7F7F7F7FULL;
+    uint64_t digit = (low7 + 0x5050505050505050ULL) & ~(low7 + 0x4646464646464646ULL);
+    uint64_t l = low7 | 0x2020202020202020ULL;                     /* letters lower-cased */
+    uint64_t alpha = (l + 0x1F1F1F1F1F1F1F1FULL) & ~(l + 0x0505050505050505ULL);
+    return (digit | alpha) & ~w & 0x8080808080808080ULL;
+}
+
+/* The token data[s:s + len] (letters and digits only): its hash and `head`, from its
+ * lower-cased bytes 8 at a time (a letter or digit lower-cases by setting bit 0x20). */
+static int add_token(TokenSet *ts, const unsigned char *data, int64_t s, int64_t len,
+                     const unsigned char *end) {
+    uint64_t head = token_word(data + s, len < 8 ? len : 8, end) | 0x2020202020202020ULL;
+    if (len < 8) head &= (1ULL << (8 * len)) - 1;
+    uint64_t h = (head ^ ((uint64_t)len * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
+    for (int64_t at = 8; at < len; at += 8) {
+        int64_t k = len - at < 8 ? len - at : 8;
+        uint64_t w = token_word(data + s + at, k, end) | 0x2020202020202020ULL;
+        if (k < 8) w &= (1ULL << (8 * k)) - 1;
+        h = ((h ^ (h >> 29)) ^ w) * 0x94D049BB133111EBULL;
+    }
+    h ^= h >> 31;
+    return set_add(ts, data + s, len, h, head);
+}
+
+static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
+                      const unsigned char *data, Py_ssize_t cap) {
+    int rc = 0;
+    const unsigned char *end = data + offsets[n];
+    for (Py_ssize_t i = 0; i < n && !rc && (Py_ssize_t)ts->n <= cap; i++) {
+        int64_t p = offsets[i], e = offsets[i + 1], start = p;
+        uint64_t before = 0;    /* 0x80: the byte before this word is a token byte */
+        for (; p < e && !rc; p += 8) {
+            int64_t k = e - p < 8 ? e - p : 8;
+            uint64_t m = token_bits(token_word(data + p, k, end));
+            /* Where a byte differs from the one before it: a token starts or ends there. */
+            uint64_t edges = m ^ ((m << 8) | before);
+            while (edges && !rc) {
+                int64_t at = p + (__builtin_ctzll(edges) >> 3);
+                if ((m >> (__builtin_ctzll(edges))) & 1) start = at;
+                else if (at - start >= 2) rc = add_token(ts, data, start, at - start, end);
+                edges &= edges - 1;
+            }
+            before = (m >> 56) & 0x80;
+        }
+        if (before && e - start >= 2 && !rc) rc = add_token(ts, data, start, e - start, end);
+    }
+    return rc;
+}
+
+#else   /* a byte at a time */
+
 static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
                       const unsigned char *data, Py_ssize_t cap) {
     int rc = 0;
@@ -172,6 +241,7 @@ static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
     }
     return rc;
 }
+#endif
 
 /* What a kernel run that did not finish returns: -1 MemoryError, -2 OverflowError(`too_big`)
  * (both NULL with the exception set), -4 (past MAX_PROBES slots) None, for the caller's numpy
