@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from shoal.native import glibc
+
 # In a process of its own (the setting is for the whole process): allocate and free a 48 MB
 # buffer ten times (past the 32 MB up to which glibc adapts by itself) and count the page
 # faults of the last nine rounds.
@@ -28,13 +30,6 @@ def probe(mode: str) -> tuple[str, int]:
     out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
                          check=True).stdout.split()
     return out[0], int(out[1])
-
-
-def glibc() -> bool:
-    try:
-        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (ValueError, OSError):
-        return False
 
 
 def huge_pages_always() -> bool:

@@ -44,7 +44,7 @@ def keep_freed_memory(blocks_up_to: int, heap_top: int) -> bool:
     buffers over and over (every chunk's or body's bytes, scan results, Arrow columns) then
     pays a page fault per 4 KB touched, each time. The process keeps its high-water mark
     instead of shrinking after a burst."""
-    if not _glibc():
+    if not glibc():
         return False
     import ctypes
 
@@ -84,7 +84,8 @@ def tune_allocators(blocks_up_to: int, heap_top: int) -> bool:
     return True
 
 
-def _glibc() -> bool:
+def glibc() -> bool:
+    """Whether this process runs on glibc (whose malloc `keep_freed_memory` tunes)."""
     try:
         return bool(os.confstr("CS_GNU_LIBC_VERSION"))
     except (ValueError, OSError):

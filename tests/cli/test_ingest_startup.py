@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import shoal
+from shoal.native import glibc
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "tests" / "support" / "first_chunk.py"
@@ -92,13 +93,6 @@ def test_the_command_tunes_blas_and_arrows_allocator(tmp_path: Path, data: Path)
     if (os.cpu_count() or 1) > 1:
         assert settings({"OPENBLAS_NUM_THREADS": "2", "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
                         ) == (2, "jemalloc")
-
-
-def glibc() -> bool:
-    try:
-        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (ValueError, OSError):
-        return False
 
 
 def test_help_does_not_load_arrow_or_the_client() -> None:
