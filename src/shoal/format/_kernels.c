@@ -56,6 +56,23 @@ typedef struct {
 
 static unsigned char TOKEN_LOWER[256];  /* lower-cased token byte, 0 for a separator */
 
+/* The k <= 8 bytes at p as a word, the rest 0 (as memcpy places them: on a little-endian
+ * machine byte i of the bytes is byte i of the word). `end`: the end of the data, which a
+ * whole 8-byte load must not pass. */
+static inline uint64_t load_bytes(const unsigned char *p, int64_t k, const unsigned char *end) {
+    uint64_t w = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (end - p >= 8) {
+        memcpy(&w, p, 8);           /* one load; the bytes past k masked off */
+        return k >= 8 ? w : w & ((1ULL << (8 * k)) - 1);
+    }
+#else
+    (void)end;
+#endif
+    memcpy(&w, p, (size_t)k);
+    return w;
+}
+
 static void init_table(void) {
     for (int c = 0; c < 256; c++) {
         if (c >= '0' && c <= '9') TOKEN_LOWER[c] = (unsigned char)c;
@@ -151,18 +168,6 @@ static int set_add(TokenSet *ts, const unsigned char *src, int64_t len, uint64_t
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 /* Eight bytes at a time (SWAR; the byte at p + i is byte i of a little-endian word). */
 
-/* The k <= 8 bytes at p as a word, the rest 0 (a separator). `end`: the end of the data,
- * which a whole 8-byte load must not pass. */
-static inline uint64_t token_word(const unsigned char *p, int64_t k, const unsigned char *end) {
-    uint64_t w = 0;
-    if (end - p >= 8) {
-        memcpy(&w, p, 8);           /* one load; bytes past k masked off */
-        return k >= 8 ? w : w & ((1ULL << (8 * k)) - 1);
-    }
-    memcpy(&w, p, (size_t)k);
-    return w;
-}
-
 /* The high bit of each byte of `w` that is an ASCII letter or digit (a token byte). A
  * byte's low seven bits plus at most 0x50 never carry into the next byte. */
 static inline uint64_t token_bits(uint64_t w) {
@@ -177,12 +182,12 @@ static inline uint64_t token_bits(uint64_t w) {
  * lower-cased bytes 8 at a time (a letter or digit lower-cases by setting bit 0x20). */
 static int add_token(TokenSet *ts, const unsigned char *data, int64_t s, int64_t len,
                      const unsigned char *end) {
-    uint64_t head = token_word(data + s, len < 8 ? len : 8, end) | 0x2020202020202020ULL;
+    uint64_t head = load_bytes(data + s, len < 8 ? len : 8, end) | 0x2020202020202020ULL;
     if (len < 8) head &= (1ULL << (8 * len)) - 1;
     uint64_t h = (head ^ ((uint64_t)len * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
     for (int64_t at = 8; at < len; at += 8) {
         int64_t k = len - at < 8 ? len - at : 8;
-        uint64_t w = token_word(data + s + at, k, end) | 0x2020202020202020ULL;
+        uint64_t w = load_bytes(data + s + at, k, end) | 0x2020202020202020ULL;
         if (k < 8) w &= (1ULL << (8 * k)) - 1;
         h = ((h ^ (h >> 29)) ^ w) * 0x94D049BB133111EBULL;
     }
@@ -199,7 +204,7 @@ static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
         uint64_t before = 0;    /* 0x80: the byte before this word is a token byte */
         for (; p < e && !rc; p += 8) {
             int64_t k = e - p < 8 ? e - p : 8;
-            uint64_t m = token_bits(token_word(data + p, k, end));
+            uint64_t m = token_bits(load_bytes(data + p, k, end));
             /* Where a byte differs from the one before it: a token starts or ends there. */
             uint64_t edges = m ^ ((m << 8) | before);
             while (edges && !rc) {
@@ -362,29 +367,26 @@ static inline uint64_t canon_word(uint64_t w) {
     return (w & ~mask) | (0x3030303030303030ULL & mask);
 }
 
-static inline uint64_t load_word(const unsigned char *p, int64_t k) {
-    uint64_t w = 0;
-    memcpy(&w, p, (size_t)k);       /* k <= 8; the rest stays 0, which is no digit */
-    return w;
-}
-
-static uint64_t canon_hash(const unsigned char *p, int64_t len) {
+/* Words of a value, the last one zero-padded (0 is no digit). */
+static uint64_t canon_hash(const unsigned char *p, int64_t len, const unsigned char *end) {
     uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15ULL;
     int64_t i = 0;
     for (; i + 8 <= len; i += 8) {
-        h = (h ^ canon_word(load_word(p + i, 8))) * 0xBF58476D1CE4E5B9ULL;
+        h = (h ^ canon_word(load_bytes(p + i, 8, end))) * 0xBF58476D1CE4E5B9ULL;
         h ^= h >> 29;
     }
-    if (i < len) h = (h ^ canon_word(load_word(p + i, len - i))) * 0x94D049BB133111EBULL;
+    if (i < len) h = (h ^ canon_word(load_bytes(p + i, len - i, end))) * 0x94D049BB133111EBULL;
     return mix64(h);
 }
 
-static int canon_equal(const unsigned char *a, const unsigned char *b, int64_t len) {
+static int canon_equal(const unsigned char *a, const unsigned char *b, int64_t len,
+                       const unsigned char *end) {
     int64_t i = 0;
     for (; i + 8 <= len; i += 8)
-        if (canon_word(load_word(a + i, 8)) != canon_word(load_word(b + i, 8))) return 0;
-    return i == len || canon_word(load_word(a + i, len - i)) == canon_word(load_word(b + i,
-                                                                                    len - i));
+        if (canon_word(load_bytes(a + i, 8, end)) != canon_word(load_bytes(b + i, 8, end)))
+            return 0;
+    return i == len || canon_word(load_bytes(a + i, len - i, end))
+                       == canon_word(load_bytes(b + i, len - i, end));
 }
 
 typedef struct {
@@ -397,6 +399,7 @@ typedef struct {
 static int run_digit_classes(const int64_t *off, Py_ssize_t n, const unsigned char *d,
                              int32_t *codes, int64_t **first_out, size_t *n_first) {
     size_t mask = 1023, used = 0, first_cap = 1024;
+    const unsigned char *end = d + off[n];
     ClassSlot *slots = malloc(sizeof(ClassSlot) * (mask + 1));
     int64_t *first = malloc(sizeof(int64_t) * first_cap);
     int rc = 0;
@@ -405,14 +408,14 @@ static int run_digit_classes(const int64_t *off, Py_ssize_t n, const unsigned ch
     for (Py_ssize_t i = 0; i < n && !rc; i++) {
         const unsigned char *v = d + off[i];
         int64_t len = off[i + 1] - off[i];
-        uint64_t h = canon_hash(v, len);
+        uint64_t h = canon_hash(v, len, end);
         size_t j = h & mask;
         int probes = 0;
         for (; slots[j].head >= 0; probes++) {
             ClassSlot *s = &slots[j];
             int64_t head = s->head;
             if (s->hash == h && off[head + 1] - off[head] == len
-                && canon_equal(d + off[head], v, len))
+                && canon_equal(d + off[head], v, len, end))
                 break;
             if (probes >= MAX_PROBES) {
                 rc = -4;
