@@ -246,7 +246,8 @@ def ingest_command(
     from shoal.ingest.nopandas import forgo_pandas
     from shoal.native import exit_now, own_cli_process, tune_allocators
 
-    if own_cli_process():
+    own_process = own_cli_process()
+    if own_process:
         forgo_pandas()
         tune_allocators(KEEP_FREED, 2 * KEEP_FREED)
     db = connect_or_exit(ctx)
@@ -276,7 +277,7 @@ def ingest_command(
     files = f" from {len(items)} inputs" if len(items) > 1 else ""
     typer.echo(f"ingested {tally.rows} rows into {table} in {tally.chunks} chunk(s){files}: "
                f"snapshot {tally.last_snapshot}, {tally.read_bytes / dt / 1e6:.1f} MB/s{extra}")
-    if own_cli_process():
+    if own_process:
         exit_now(0)     # everything is committed and closed: skip the interpreter's teardown
 
 
