@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -210,3 +211,55 @@ def test_values_chosen_to_collide_go_to_numpy() -> None:
                                             np.empty(len(arr), dtype=np.int32)) is None
     codes, first = digit_classes(arr)
     assert codes.tolist() == list(range(200)) and first.tolist() == list(range(200))
+
+
+# -- string bounds: the C kernel against Arrow's min_max ---------------------------------------
+
+# Prefixes of each other, NUL and the bytes around it, multi-byte characters (UTF-8 orders as
+# code points do), values about 8 bytes long (the kernel compares 8-byte keys first) and past
+# the 256-byte cap.
+BOUND_TEXT = st.one_of(
+    st.lists(st.sampled_from(["a", "b", "\x00", "\x01", "\x7f", "\u00e9", "\u212a",
+                              "\U0001f600", "aaaaaaaa"]), max_size=8).map("".join),
+    st.integers(250, 260).map(lambda n: "y" * n))
+
+
+@pytest.mark.skipif(stats_module._kernels is None, reason="the C kernels are not built")
+@settings(max_examples=400, deadline=None)
+@given(st.lists(BOUND_TEXT, min_size=1, max_size=30), st.data())
+def test_string_bounds_are_arrows_min_max(values: list[str], data: st.DataObject) -> None:
+    arr = pa.array(values, pa.string())
+    lo = data.draw(st.integers(0, len(arr) - 1))
+    arr = arr.slice(lo, data.draw(st.integers(1, len(arr) - lo)))
+    kept = values[lo:lo + len(arr)]
+    got = stats_module.string_bounds(arr)
+    if max(len(v.encode()) for v in kept) > stats_module.STRING_MINMAX_CAP:
+        assert got == {"min": None, "max": None}
+    else:
+        mm = pc.min_max(arr)
+        assert got == {"min": mm["min"].as_py(), "max": mm["max"].as_py()}
+        assert got == {"min": min(kept), "max": max(kept)}
+    # the block stat takes the kernel without nulls and Arrow with them: the same answer
+    with_null = pa.concat_arrays([arr, pa.array([None], pa.string())])
+    assert stats_module.column_block_stat(with_null, "str") == dict(
+        stats_module.column_block_stat(arr, "str"), nulls=1)
+
+
+def test_a_dynamic_block_probed_distinct_still_finds_every_path() -> None:
+    """A block whose first 4,096 values are all distinct skips `unique` (the probe), and a
+    key that shows up only near its end, and only in repeated values, is still found: the
+    same paths as with `unique` first."""
+    values = [json.dumps({"user": {"id": i}}).encode() for i in range(9000)]
+    values += [b'{"late":{"key":1}}'] * 500
+    arr = pa.array(values, pa.binary())
+    probed = DynamicColumn()
+    probed.add(arr)
+    assert probed.mostly_distinct           # the probe found the block mostly distinct
+    old = jsonpaths._DISTINCT_PROBE
+    jsonpaths._DISTINCT_PROBE = 10**9       # never probe: `unique` first
+    try:
+        plain = DynamicColumn()
+        plain.add(arr)
+    finally:
+        jsonpaths._DISTINCT_PROBE = old
+    assert probed.paths == plain.paths == {"user", "user.id", "late", "late.key"}

@@ -28,6 +28,13 @@
  *   of the classes, the GIL released. None when values collide past MAX_PROBES slots (they
  *   can be chosen to: the hash is not keyed): the caller takes its numpy path.
  *
+ * string_bounds(offsets, data, cap) -> (min index, max index) or None
+ *   The indexes of the first smallest and the first largest of n >= 1 string values (bytes
+ *   compared as unsigned, a prefix before what it prefixes: Arrow's `min_max` order, and
+ *   Python's for the UTF-8 strings decoded), or None when a value is longer than `cap` bytes
+ *   (stats.py's STRING_MINMAX_CAP rule: such a block has no string bounds). The GIL
+ *   released. stats.py's Arrow path (`pc.min_max`) stays the reference.
+ *
  * bloom_insert(bits, m, k, h1, h2, scaled) -> None
  *   Sets the k probes of each (h1, h2) in `bits` (a writable buffer of ceil(m/8) bytes, bit j
  *   in byte j >> 3, mask 1 << (j & 7)): g_i = h1 + i*h2 (mod 2^64), bit ((g_i >> 32) * m)
@@ -127,12 +134,16 @@ static int lower_equal(const char *lower, const unsigned char *src, int64_t len)
     return 1;
 }
 
+static int set_insert(TokenSet *ts, size_t j, const unsigned char *src, int64_t len,
+                      uint64_t h, uint64_t head);
+
 /* Adds the token at `src` (len bytes as in the data; `h` and `head` already of its
  * lower-cased bytes) if new, lower-cased. A token already in the set costs a probe and a
- * comparison of `head` (and of the bytes past the eighth): nothing is copied. 0 ok, -1 no
- * memory, -2 too big, -4 past MAX_PROBES slots. */
-static int set_add(TokenSet *ts, const unsigned char *src, int64_t len, uint64_t h,
-                   uint64_t head) {
+ * comparison of `head` (and of the bytes past the eighth): nothing is copied, no call made
+ * (inlined into the scan; a new token, rare, is `set_insert`'s). 0 ok, -1 no memory, -2 too
+ * big, -4 past MAX_PROBES slots. */
+static inline __attribute__((always_inline)) int set_add(
+        TokenSet *ts, const unsigned char *src, int64_t len, uint64_t h, uint64_t head) {
     size_t j = h & ts->mask;
     for (int probes = 0; ts->slots[j].len >= 0; probes++) {
         Slot *s = &ts->slots[j];
@@ -142,6 +153,13 @@ static int set_add(TokenSet *ts, const unsigned char *src, int64_t len, uint64_t
         if (probes >= MAX_PROBES) return -4;
         j = (j + 1) & ts->mask;
     }
+    return set_insert(ts, j, src, len, h, head);
+}
+
+/* Puts a new token into the empty slot j. */
+static __attribute__((noinline)) int set_insert(TokenSet *ts, size_t j,
+                                                const unsigned char *src, int64_t len,
+                                                uint64_t h, uint64_t head) {
     if (len > INT32_MAX || ts->out_len + (size_t)len > (size_t)INT32_MAX) return -2;
     if (ts->out_len + (size_t)len > ts->out_cap) {
         size_t cap = ts->out_cap ? ts->out_cap * 2 : 4096;
@@ -180,8 +198,9 @@ static inline uint64_t token_bits(uint64_t w) {
 
 /* The token data[s:s + len] (letters and digits only): its hash and `head`, from its
  * lower-cased bytes 8 at a time (a letter or digit lower-cases by setting bit 0x20). */
-static int add_token(TokenSet *ts, const unsigned char *data, int64_t s, int64_t len,
-                     const unsigned char *end) {
+static inline __attribute__((always_inline)) int add_token(
+        TokenSet *ts, const unsigned char *data, int64_t s, int64_t len,
+        const unsigned char *end) {
     uint64_t head = load_bytes(data + s, len < 8 ? len : 8, end) | 0x2020202020202020ULL;
     if (len < 8) head &= (1ULL << (8 * len)) - 1;
     uint64_t h = (head ^ ((uint64_t)len * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
@@ -499,6 +518,82 @@ done:
     return result;
 }
 
+/* The first 8 bytes at p (fewer: zero-padded) as a number that orders as the bytes do. */
+static inline uint64_t order_key(const unsigned char *p, int64_t len, const unsigned char *end) {
+    uint64_t w = load_bytes(p, len < 8 ? len : 8, end);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* <0, 0, >0 as a orders before, with, after b. */
+static int compare_strings(const unsigned char *a, int64_t la, uint64_t ka,
+                           const unsigned char *b, int64_t lb, uint64_t kb) {
+    if (ka != kb) return ka < kb ? -1 : 1;      /* zero padding: a prefix keys <= */
+    int64_t common = la < lb ? la : lb;
+    if (common > 8) {
+        int c = memcmp(a + 8, b + 8, (size_t)(common - 8));
+        if (c) return c;
+    }
+    return la < lb ? -1 : la > lb ? 1 : 0;
+}
+
+/* 0 with *lo, *hi set; 1 when a value is longer than cap. */
+static int run_string_bounds(const int64_t *off, Py_ssize_t n, const unsigned char *d,
+                             int64_t cap, Py_ssize_t *lo, Py_ssize_t *hi) {
+    const unsigned char *end = d + off[n];
+    Py_ssize_t imin = 0, imax = 0;
+    int64_t lmin = off[1] - off[0], lmax = lmin;
+    if (lmin > cap) return 1;
+    uint64_t kmin = order_key(d + off[0], lmin, end), kmax = kmin;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        const unsigned char *p = d + off[i];
+        int64_t len = off[i + 1] - off[i];
+        if (len > cap) return 1;
+        uint64_t k = order_key(p, len, end);
+        /* Most values fall strictly between the bounds on their first 8 bytes alone. */
+        if (k > kmin && k < kmax) continue;
+        if (compare_strings(p, len, k, d + off[imin], lmin, kmin) < 0) {
+            imin = i, lmin = len, kmin = k;
+        } else if (compare_strings(p, len, k, d + off[imax], lmax, kmax) > 0) {
+            imax = i, lmax = len, kmax = k;
+        }
+    }
+    *lo = imin;
+    *hi = imax;
+    return 0;
+}
+
+static PyObject *string_bounds(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer offsets, data;
+    long long cap;
+    if (!PyArg_ParseTuple(args, "y*y*L", &offsets, &data, &cap)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = strings_ok(&offsets, &data, "string_bounds");
+    if (n < 0) goto done;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "string_bounds: no values");
+        goto done;
+    }
+    Py_ssize_t lo = 0, hi = 0;
+    int over;
+    Py_BEGIN_ALLOW_THREADS
+    over = run_string_bounds(offsets.buf, n, data.buf, (int64_t)cap, &lo, &hi);
+    Py_END_ALLOW_THREADS
+    if (over) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    } else {
+        result = Py_BuildValue("(nn)", lo, hi);
+    }
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyObject *bloom_insert(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bits, h1, h2;
@@ -550,6 +645,8 @@ static PyMethodDef methods[] = {
      "Membership hashes (version 2) of string values (see _kernels.c)."},
     {"digit_classes", digit_classes, METH_VARARGS,
      "Classes of values equal with every ASCII digit read as 0 (see _kernels.c)."},
+    {"string_bounds", string_bounds, METH_VARARGS,
+     "Indexes of the smallest and the largest string value (see _kernels.c)."},
     {"bloom_insert", bloom_insert, METH_VARARGS,
      "Set the probes of hashed values in a bloom filter's bits (see _kernels.c)."},
     {NULL, NULL, 0, NULL},

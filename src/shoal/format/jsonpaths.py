@@ -387,18 +387,20 @@ def _json_paths(values: pa.Array) -> set[str]:
 
 
 _SEEN_SKELETONS_CAP = 100_000
+_DISTINCT_PROBE = 4096      # a block's first values that show it to be mostly distinct
 
 
 @dataclass
 class DynamicColumn:
     """Present paths of one dynamic column (None: unknown), fed block by block.
 
-    A block's distinct values are taken first (`pc.unique`) unless the previous block showed
-    them to be mostly distinct; they are grouped by key skeleton, and one value per skeleton
-    not seen in an earlier block is parsed. The skeletons are found by lexing one value per
-    digit class (`grouped_skeleton_classes`) until a block shows its values to differ in more
-    than digits, then by lexing every value. A column whose skeletons are mostly distinct
-    (keys that are ids) stops paying for the grouping: its later blocks are parsed whole.
+    A block's distinct values are taken first (`pc.unique`) unless the previous block, or the
+    block's own first `_DISTINCT_PROBE` values, showed them to be mostly distinct; they are
+    grouped by key skeleton, and one value per skeleton not seen in an earlier block is
+    parsed. The skeletons are found by lexing one value per digit class
+    (`grouped_skeleton_classes`) until a block shows its values to differ in more than
+    digits, then by lexing every value. A column whose skeletons are mostly distinct (keys
+    that are ids) stops paying for the grouping: its later blocks are parsed whole.
     """
 
     paths: set[str] | None = field(default_factory=set)
@@ -416,8 +418,14 @@ class DynamicColumn:
         if values == 0:
             return
         if not self.mostly_distinct:
-            arr = pc.unique(arr)
-            self.mostly_distinct = len(arr) > values // 2
+            if (values > 2 * _DISTINCT_PROBE
+                    and 2 * len(pc.unique(arr.slice(0, _DISTINCT_PROBE))) > _DISTINCT_PROBE):
+                # Its first values are mostly distinct already: `unique` of the block would
+                # cost more than it saves (the paths are the same either way).
+                self.mostly_distinct = True
+            else:
+                arr = pc.unique(arr)
+                self.mostly_distinct = len(arr) > values // 2
         if self.grouping:
             if self.digit_grouping:
                 grouped = grouped_skeleton_classes(arr)

@@ -44,10 +44,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
+from shoal.format._ext import kernels as _kernels
 from shoal.format.blockfilters import BLOCK_FP_RATE
 from shoal.format.jsonpaths import DynamicColumn
 from shoal.format.membership import (DEFAULT_FP_RATE, BloomFilter, DistinctCounter,
-                                     hash_array)
+                                     count_distinct_hashes, hash_array)
 from shoal.format.tokens import tokenize_array
 from shoal.types.columns import FIELD_TYPE_KEY
 from shoal.types.schema import TIMESTAMP_COLUMN
@@ -84,12 +85,25 @@ def column_block_stat(arr: pa.Array, kind: str) -> dict[str, Any]:
     nulls = arr.null_count
     lo = hi = None
     if nulls < len(arr):
+        if kind == "str" and nulls == 0 and _kernels is not None:
+            return {"min": lo, "max": hi, "nulls": nulls} | string_bounds(arr)
         if kind == "ts":
             arr = arr.view(pa.int64())
         if kind != "str" or pc.max(pc.binary_length(arr)).as_py() <= STRING_MINMAX_CAP:
             mm = pc.min_max(arr)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
     return {"min": lo, "max": hi, "nulls": nulls}
+
+
+def string_bounds(arr: pa.Array) -> dict[str, Any]:
+    """{"min", "max"} of a string array without nulls, both None when a value is longer
+    than `STRING_MINMAX_CAP` bytes: one pass of the C kernel (`string_bounds` in
+    _kernels.c), what `pc.min_max` gives."""
+    offsets, data = _string_buffers(arr)
+    found = _kernels.string_bounds(offsets, data, STRING_MINMAX_CAP)
+    if found is None:
+        return {"min": None, "max": None}
+    return {"min": arr[found[0]].as_py(), "max": arr[found[1]].as_py()}
 
 
 def block_stats(batch: pa.RecordBatch) -> dict[str, Any]:
@@ -127,7 +141,7 @@ def has_whitespace(arr: pa.Array) -> bool:
     _, data = _string_buffers(arr)
     # Free text answers within its first bytes: look there first, then at the rest.
     for part in (data[:_WHITESPACE_PROBE], data[_WHITESPACE_PROBE:]):
-        if part.size and (part <= 32).any() and bool(
+        if part.size and part.min() <= 32 and bool(
                 np.any((part == 32) | ((part - np.uint8(9)) < 5))):
             return True
     return False
@@ -148,7 +162,9 @@ class _IndexedColumn:
     as soon as a value with whitespace shows up (free text, not identifiers).
     `per_block`: keep each block's hashes (`blocks`, None for a block without values) for
     its block filter; they are the arrays the extent filter is fed whenever it is hashed
-    anyway, so only blocks seen before the distinct set overflowed are hashed twice.
+    anyway, so only blocks seen before the distinct set overflowed are hashed twice. Each
+    comes with the number of values its filter is sized for: the block's distinct values
+    where they were counted, else its values.
     """
 
     name: str
@@ -162,8 +178,8 @@ class _IndexedColumn:
     mostly_distinct: bool = False
     token_step: int = 4096
     per_block: bool = False
-    blocks: list[tuple[np.ndarray, np.ndarray] | None] = field(default_factory=list)
-    _block: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    blocks: list[tuple[np.ndarray, np.ndarray, int] | None] = field(default_factory=list)
+    _block: tuple[np.ndarray, np.ndarray, int] | None = field(default=None, repr=False)
     ranges: list[tuple[Any, Any]] = field(default_factory=list)   # (min, max) per block
 
     def __post_init__(self) -> None:
@@ -178,7 +194,7 @@ class _IndexedColumn:
         uniq = self._add(arr)
         if self.per_block:
             if self.filters and self._block is None and uniq is not None and len(uniq):
-                self._block = hash_array(uniq)
+                self._block = (*hash_array(uniq), len(uniq))
             self.blocks.append(self._block if self.filters else None)
         return uniq
 
@@ -218,7 +234,7 @@ class _IndexedColumn:
                 hashed = self._overflow(pa.concat_arrays(
                     [pa.array(list(self.distinct), type=uniq.type), uniq]))
                 if hashed is not None:      # hashes are per value: the block's are the tail
-                    self._block = (hashed[0][before:], hashed[1][before:])
+                    self._block = (hashed[0][before:], hashed[1][before:], len(uniq))
         elif self.filters:
             self._block = self._hash(uniq)
         self.mostly_distinct = len(uniq) > values // 2
@@ -227,10 +243,12 @@ class _IndexedColumn:
         return uniq
 
     def _add_tokens(self, values: pa.Array) -> None:
-        """Tokenize in growing chunks, so a column of free text overflows the token cap
-        after a few thousand values rather than after a whole block. The chunks keep growing
-        across blocks: a column whose tokens fit the cap so far is tokenized in few calls."""
-        start, step = 0, self.token_step
+        """Tokenize so that a column of free text overflows the token cap after a few
+        thousand values rather than after a whole block: the C kernel stops by itself once
+        its tokens pass the cap, so it takes the values in one call; the numpy form in
+        growing chunks (they keep growing across blocks: a column whose tokens fit the cap
+        so far is tokenized in few calls)."""
+        start, step = 0, self.token_step if _kernels is None else max(1, len(values))
         while start < len(values) and self.tokens is not None:
             toks = tokenize_array(values.slice(start, step), cap=TOKEN_SET_CAP)
             if len(toks) > TOKEN_SET_CAP:
@@ -241,7 +259,8 @@ class _IndexedColumn:
                 self.tokens = None
             start += step
             step = min(2 * step, 1 << 20)
-        self.token_step = step
+        if _kernels is None:
+            self.token_step = step
 
     def _overflow(self, seen: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
         self.distinct = None
@@ -249,12 +268,12 @@ class _IndexedColumn:
 
     def _overflow_without_unique(self, arr: pa.Array, values: int) -> None:
         """What `_add` does for a string block that overflows the distinct set (its first
-        `_OVERFLOW_PROBE` values already do), without `unique` of the whole block: the
-        block's distinct values are found as distinct hashes of all its values (`np.unique`
-        on h1; the hash of a string is a function of 64 bits of it, so only two values of
-        the block with equal hashes would count once where `unique` counts two), and the
-        tokens are taken from the values themselves (same set: the tokenizer dedups). The
-        same hashes, counts and filters as `unique` first, in another order."""
+        `_OVERFLOW_PROBE` values already do), without `unique` of the whole block: every
+        value is hashed, the block's distinct values are counted as distinct h1 (the hash of
+        a string is a function of 64 bits of it, so only two values of the block with equal
+        hashes would count once where `unique` counts two), and the tokens are taken from
+        the values themselves (same set: the tokenizer dedups). The same filter bits, counts
+        and sizes as `unique` first: a repeated value sets the same bits again."""
         prev = pa.array(list(self.distinct or ()), type=arr.type)
         self.distinct = None
         if arr.null_count:
@@ -264,15 +283,17 @@ class _IndexedColumn:
             self.hashes = []
             self.blocks = [None] * len(self.blocks)
         if self.filters:
+            # Every value's hashes go into the filters (a repeated value sets the same bits
+            # again); the block's distinct ones are only counted, by a sort of h1, which is
+            # far cheaper than finding them (`np.unique` with indices sorts stably).
             b1, b2 = hash_array(arr)
-            b1, first = np.unique(b1, return_index=True)
-            b2 = b2[first]
+            distinct = count_distinct_hashes(b1)
             p1, p2 = hash_array(prev)
             h1, h2 = np.concatenate([p1, b1]), np.concatenate([p2, b2])
             self.hashes.append((h1, h2))
             self.counter.add(h1)
-            self._block = (b1, b2)
-            self.mostly_distinct = b1.size > values // 2
+            self._block = (b1, b2, distinct)
+            self.mostly_distinct = distinct > values // 2
         else:
             # Without filters this only picks the cheaper way for later blocks (tokens are
             # the same either way): the probe's share of distinct values says enough.
@@ -280,7 +301,7 @@ class _IndexedColumn:
         if self.tokens is not None:
             self._add_tokens(arr)
 
-    def _hash(self, arr: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    def _hash(self, arr: pa.Array) -> tuple[np.ndarray, np.ndarray, int] | None:
         if arr.null_count:
             arr = pc.drop_null(arr)
         if self.auto and has_whitespace(arr):
@@ -291,7 +312,7 @@ class _IndexedColumn:
         h1, h2 = hash_array(arr)
         self.hashes.append((h1, h2))
         self.counter.add(h1)
-        return h1, h2
+        return h1, h2, len(h1)
 
     def column_stat(self) -> dict[str, Any]:
         return {"distinct": None if self.distinct is None else sorted(self.distinct),
@@ -305,9 +326,10 @@ class _IndexedColumn:
 
     def block_filters(self, fp_rate: float) -> list[bytes | None]:
         """One filter per block (None for a block without values), each sized to the
-        block's hashed values (an upper bound of its distinct ones)."""
+        block's distinct values where they were counted, else to its values (an upper
+        bound of its distinct ones)."""
         return [None if part is None else
-                BloomFilter.from_hashes(part[0], part[1], n_distinct=len(part[0]),
+                BloomFilter.from_hashes(part[0], part[1], n_distinct=part[2],
                                         fp_rate=fp_rate).to_bytes()
                 for part in self.blocks]
 
