@@ -262,7 +262,7 @@ class _IndexedColumn:
         if _kernels is None:
             self.token_step = step
 
-    def _overflow(self, seen: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    def _overflow(self, seen: pa.Array) -> tuple[np.ndarray, np.ndarray, int] | None:
         self.distinct = None
         return self._hash(seen) if self.filters else None
 
