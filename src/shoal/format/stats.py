@@ -86,7 +86,7 @@ def column_block_stat(arr: pa.Array, kind: str) -> dict[str, Any]:
     lo = hi = None
     if nulls < len(arr):
         if kind == "str" and nulls == 0 and _kernels is not None:
-            return {"min": lo, "max": hi, "nulls": nulls} | string_bounds(arr)
+            return {**string_bounds(arr), "nulls": nulls}
         if kind == "ts":
             arr = arr.view(pa.int64())
         if kind != "str" or pc.max(pc.binary_length(arr)).as_py() <= STRING_MINMAX_CAP:
