@@ -1,7 +1,7 @@
 """REST ingest on every core: `shoal serve` + concurrent clients posting 1 MB NDJSON bodies.
 
     .venv/bin/python bench/bench_rest_ingest.py [--bodies 128] [--clients 8]
-        [--workers 0,1,2] [--repeat 3] [--body-kb 1024]
+        [--workers 0,1,2] [--repeat 3] [--body-kb 1024] [--servers 1]
 
 Bodies are cut at line boundaries from bench/out/logs_512mb.ndjson (`bench_ingest.py`
 generates it; same table: seven typed columns + `attrs` as `dynamic`). For each
@@ -13,7 +13,9 @@ round by wall time: MB/s, p50/p99 request latency, CPU seconds of the server and
 worker processes (from /proc, so the clients' own CPU is not counted), extents produced (distinct
 `extent_ids` in the acks), and the ratio to the parse limit: `pyarrow.json.read_json` of
 the same bytes (all bodies concatenated, schema inferred, both cores), measured in the same
-run. `uptime` load is printed before each round: the machine may be shared.
+run. `uptime` load is printed before each round: the machine may be shared. `--servers N`
+runs N `shoal serve` processes on the one data directory and spreads the clients over them
+(several write paths whose group commits meet in the catalog's compare-and-swap).
 """
 
 from __future__ import annotations
@@ -109,7 +111,11 @@ class Round:
     load: str
 
 
-def one_round(bodies: list[bytes], workers: int, clients: int, work: Path) -> Round:
+def one_round(bodies: list[bytes], workers: int, clients: int, work: Path,
+              servers: int = 1) -> Round:
+    """`servers` > 1: that many `shoal serve` processes on one data directory (one SQLite
+    catalog, one store: their group commits meet in the catalog's compare-and-swap), the
+    clients spread over them in turn."""
     import http.client
 
     import httpx
@@ -117,8 +123,16 @@ def one_round(bodies: list[bytes], workers: int, clients: int, work: Path) -> Ro
     from tests.support.server import start_server
 
     ddir = Path(tempfile.mkdtemp(prefix=f"rest-w{workers}-", dir=work))
-    server = start_server(ddir, extra_args=["--lazy-spark", "--coerce-workers", str(workers),
-                                            "--log-level", "warning"])
+    started = []
+    try:
+        for _ in range(servers):
+            started.append(start_server(ddir, extra_args=[
+                "--lazy-spark", "--coerce-workers", str(workers), "--log-level", "warning"]))
+    except BaseException:
+        for s in started:
+            s.stop()
+        raise
+    server = started[0]
     latencies: list[float] = []
     extents: set[str] = set()
     failures: list[str] = []
@@ -130,11 +144,10 @@ def one_round(bodies: list[bytes], workers: int, clients: int, work: Path) -> Ro
         queue = list(range(len(bodies)))
         start = threading.Barrier(clients + 1)
 
-        host, port = server.url.removeprefix("http://").rsplit(":", 1)
-
-        def client() -> None:
+        def client(k: int) -> None:
             # http.client, not httpx: the clients share the two cores with the server, and
             # httpx spends several times more CPU per 1 MB body.
+            host, port = started[k % servers].url.removeprefix("http://").rsplit(":", 1)
             conn = http.client.HTTPConnection(host, int(port), timeout=300)
             conn.connect()              # the connection is open before the clock starts
             start.wait()
@@ -159,20 +172,22 @@ def one_round(bodies: list[bytes], workers: int, clients: int, work: Path) -> Ro
             finally:
                 conn.close()
 
-        threads = [threading.Thread(target=client) for _ in range(clients)]
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
         for t in threads:
             t.start()
         before = load()
-        cpu0 = tree_cpu_s(server.proc.pid)
+        cpu0 = [tree_cpu_s(s.proc.pid) for s in started]
         start.wait()
         t0 = time.perf_counter()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
-        cpu1 = tree_cpu_s(server.proc.pid)
-        cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
+        cpu1 = [tree_cpu_s(s.proc.pid) for s in started]
+        cpu = (sum(b[0] - a[0] for a, b in zip(cpu0, cpu1, strict=True)),
+               sum(b[1] - a[1] for a, b in zip(cpu0, cpu1, strict=True)))
     finally:
-        server.stop()
+        for s in started:
+            s.stop()
         shutil.rmtree(ddir, ignore_errors=True)
     if failures:
         raise SystemExit(f"{len(failures)} requests failed, e.g. {failures[0]}")
@@ -188,6 +203,9 @@ def main() -> int:
     ap.add_argument("--body-kb", type=int, default=1024)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--workers", default="0,2", help="comma-separated --coerce-workers values")
+    ap.add_argument("--servers", type=int, default=1,
+                    help="`shoal serve` processes on one data directory, clients spread over "
+                         "them")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     configs = [int(x) for x in args.workers.split(",")]
@@ -201,7 +219,7 @@ def main() -> int:
               f"CPU {parse_cpu:.2f} s); load {load()}", flush=True)
         for rep in range(args.repeat):
             for w in configs:
-                r = one_round(bodies, w, args.clients, work)
+                r = one_round(bodies, w, args.clients, work, servers=args.servers)
                 rounds.append(r)
                 print(f"round {rep + 1} workers={w}: {total_mb / r.wall_s:,.1f} MB/s, "
                       f"p50 {r.p50_ms:.0f} ms, p99 {r.p99_ms:.0f} ms, server CPU "
@@ -213,7 +231,8 @@ def main() -> int:
     parse_mbs = total_mb / parse_wall
     self_cpu = resource.getrusage(resource.RUSAGE_SELF)
     print(f"\n## REST ingest, {args.clients} clients x {len(bodies)} bodies of "
-          f"{args.body_kb} KB ({total_mb:,.0f} MB), best of {args.repeat}")
+          f"{args.body_kb} KB ({total_mb:,.0f} MB), {args.servers} server process(es), "
+          f"best of {args.repeat}")
     print("| --coerce-workers | MB/s (each round) | vs parse limit | p50 ms | p99 ms | "
           "CPU s: server + workers | extents |\n|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| parse limit (`read_json`) | {parse_mbs:,.1f} | 1.00x | | | "
