@@ -165,6 +165,61 @@ def test_the_c_digit_classes_are_the_numpy_ones(values: list[bytes], data: st.Da
     assert first.tolist() == want_first.tolist()
 
 
+# Long values: a few shapes of about the 512 bytes whose canonical words the kernel keeps
+# (over it, it lexes the class's first value again to compare), differing in digits or not.
+LONG_VALUES = st.lists(st.tuples(st.sampled_from([504, 511, 512, 513, 520, 1030]),
+                                 st.sampled_from([b"a1", b"a2", b"b1", b'"9']),
+                                 st.integers(0, 3)).map(
+    lambda t: (t[1] * (t[0] // 2 + 1))[:t[0] - 1] + bytes([0x30 + t[2]])), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(LONG_VALUES, CLASS_VALUES)
+def test_the_c_digit_classes_of_long_values_are_the_numpy_ones(long: list[bytes],
+                                                               short: list[bytes]) -> None:
+    arr = pa.array(long + short + long[::-1], pa.binary())
+    codes, first = digit_classes(arr)
+    want_codes, want_first = numpy_digit_classes(arr)
+    assert codes.tolist() == want_codes.tolist()
+    assert first.tolist() == want_first.tolist()
+
+
+def _canon_state(prefix: bytes, length: int) -> int:
+    """`canon_hash`'s state after the whole 8-byte words of `prefix`, for a value of
+    `length` bytes (a Python replica of _kernels.c, as `_canon_hash` below)."""
+    m = (1 << 64) - 1
+    h = (length * 0x9E3779B97F4A7C15) & m
+    for i in range(0, len(prefix), 8):
+        word = bytes(0x30 if 0x30 <= b <= 0x39 else b for b in prefix[i:i + 8])
+        h = ((h ^ int.from_bytes(word, "little")) * 0xBF58476D1CE4E5B9) & m
+        h ^= h >> 29
+    return h
+
+
+@pytest.mark.skipif(jsonpaths._kernels is None, reason="the C kernels are not built")
+@pytest.mark.parametrize("length", [16, 512, 528])
+def test_values_whose_hashes_are_equal_stay_in_their_classes(length: int) -> None:
+    """Pairs of values of other classes with the same 64-bit hash in the kernel (the last
+    word chosen to cancel the difference): only the exact comparison tells them apart, from
+    the kept canonical words (512 bytes and less) or by lexing again (longer)."""
+    values = []
+    for k in range(8):
+        one = bytes([0x41 + k]) + b"a" * (length - 9)
+        other = bytes([0x61 + k]) + b"a" * (length - 9)
+        target = _canon_state(one, length) ^ int.from_bytes(b"zzzzzzzz", "little") \
+            ^ _canon_state(other, length)
+        last = target.to_bytes(8, "little")
+        if any(0x30 <= b <= 0x39 for b in last):
+            continue                  # a digit would read as 0: not the word needed
+        values += [one + b"zzzzzzzz", other + last]
+        assert _canon_hash(values[-2]) == _canon_hash(values[-1])
+    assert len(values) >= 8
+    arr = pa.array(values + values[::-1], pa.binary())
+    codes, first = digit_classes(arr)
+    assert codes.tolist()[:len(values)] == list(range(len(values)))  # each its own class
+    assert codes.tolist() == numpy_digit_classes(arr)[0].tolist()
+
+
 def test_digit_classes_by_hand() -> None:
     values = pa.array([b"", b"a1", b"a9", b"\xb1", b"\xb2", b"12345678901", b"98765432109",
                        b"12345678a01", b""], pa.binary())

@@ -386,15 +386,26 @@ static inline uint64_t canon_word(uint64_t w) {
     return (w & ~mask) | (0x3030303030303030ULL & mask);
 }
 
-/* Words of a value, the last one zero-padded (0 is no digit). */
-static uint64_t canon_hash(const unsigned char *p, int64_t len, const unsigned char *end) {
+#define KEPT_WORDS 64   /* a value of up to 512 bytes keeps its canonical words */
+
+/* Words of a value, the last one zero-padded (0 is no digit). `words`: where its canonical
+ * words go when it has at most KEPT_WORDS of them, else NULL. */
+static uint64_t canon_hash(const unsigned char *p, int64_t len, const unsigned char *end,
+                           uint64_t *words) {
     uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15ULL;
     int64_t i = 0;
+    if (len > 8 * KEPT_WORDS) words = NULL;
     for (; i + 8 <= len; i += 8) {
-        h = (h ^ canon_word(load_bytes(p + i, 8, end))) * 0xBF58476D1CE4E5B9ULL;
+        uint64_t w = canon_word(load_bytes(p + i, 8, end));
+        if (words) words[i >> 3] = w;
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
         h ^= h >> 29;
     }
-    if (i < len) h = (h ^ canon_word(load_bytes(p + i, len - i, end))) * 0x94D049BB133111EBULL;
+    if (i < len) {
+        uint64_t w = canon_word(load_bytes(p + i, len - i, end));
+        if (words) words[i >> 3] = w;
+        h = (h ^ w) * 0x94D049BB133111EBULL;
+    }
     return mix64(h);
 }
 
@@ -411,30 +422,39 @@ static int canon_equal(const unsigned char *a, const unsigned char *b, int64_t l
 typedef struct {
     uint64_t hash;
     int64_t head;    /* index of the class's first value; -1: empty */
+    int64_t kept;    /* where its canonical words are in the kept store; -1: too long */
     int32_t code;
 } ClassSlot;
 
 /* 0 ok, -1 no memory, -2 over 2^31 classes, -4 past MAX_PROBES slots. */
 static int run_digit_classes(const int64_t *off, Py_ssize_t n, const unsigned char *d,
                              int32_t *codes, int64_t **first_out, size_t *n_first) {
-    size_t mask = 1023, used = 0, first_cap = 1024;
+    size_t mask = 1023, used = 0, first_cap = 1024, kept_len = 0, kept_cap = 4096;
     const unsigned char *end = d + off[n];
     ClassSlot *slots = malloc(sizeof(ClassSlot) * (mask + 1));
     int64_t *first = malloc(sizeof(int64_t) * first_cap);
+    /* The canonical words of each class's first value (up to KEPT_WORDS of them), back to
+     * back: a value of an existing class is compared with them, not lexed again. */
+    uint64_t *kept = malloc(sizeof(uint64_t) * kept_cap);
+    uint64_t words[KEPT_WORDS];
     int rc = 0;
-    if (!slots || !first) rc = -1;
+    if (!slots || !first || !kept) rc = -1;
     else for (size_t j = 0; j <= mask; j++) slots[j].head = -1;
     for (Py_ssize_t i = 0; i < n && !rc; i++) {
         const unsigned char *v = d + off[i];
         int64_t len = off[i + 1] - off[i];
-        uint64_t h = canon_hash(v, len, end);
+        size_t n_words = (size_t)(len + 7) / 8;
+        int has_words = len <= 8 * KEPT_WORDS;
+        uint64_t h = canon_hash(v, len, end, words);
         size_t j = h & mask;
         int probes = 0;
         for (; slots[j].head >= 0; probes++) {
             ClassSlot *s = &slots[j];
             int64_t head = s->head;
+            /* Equal lengths: both keep their words, or neither does. */
             if (s->hash == h && off[head + 1] - off[head] == len
-                && canon_equal(d + off[head], v, len, end))
+                && (has_words ? !memcmp(kept + s->kept, words, 8 * n_words)
+                              : canon_equal(d + off[head], v, len, end)))
                 break;
             if (probes >= MAX_PROBES) {
                 rc = -4;
@@ -460,7 +480,22 @@ static int run_digit_classes(const int64_t *off, Py_ssize_t n, const unsigned ch
             first = f;
             first_cap *= 2;
         }
-        slots[j] = (ClassSlot){h, (int64_t)i, (int32_t)used};
+        int64_t at = -1;
+        if (has_words) {
+            if (kept_len + n_words > kept_cap) {
+                while (kept_len + n_words > kept_cap) kept_cap *= 2;
+                uint64_t *k = realloc(kept, sizeof(uint64_t) * kept_cap);
+                if (!k) {
+                    rc = -1;
+                    break;
+                }
+                kept = k;
+            }
+            memcpy(kept + kept_len, words, 8 * n_words);
+            at = (int64_t)kept_len;
+            kept_len += n_words;
+        }
+        slots[j] = (ClassSlot){h, (int64_t)i, at, (int32_t)used};
         codes[i] = (int32_t)used;
         first[used++] = (int64_t)i;
         if (2 * used > mask + 1) {      /* grow: rehash every class */
@@ -483,6 +518,7 @@ static int run_digit_classes(const int64_t *off, Py_ssize_t n, const unsigned ch
         }
     }
     free(slots);
+    free(kept);
     *first_out = first;
     *n_first = used;
     return rc;
