@@ -25,8 +25,10 @@
  *   writable buffer of n int32) gets each value's class, numbered in order of first
  *   occurrence, as Arrow's dictionary_encode numbers them; the result holds the index of
  *   each class's first value, ascending. One pass, eight bytes at a time, with a hash table
- *   of the classes, the GIL released. None when values collide past MAX_PROBES slots (they
- *   can be chosen to: the hash is not keyed): the caller takes its numpy path.
+ *   of the classes (each keeps its first value's canonical words, up to 512 bytes of them,
+ *   so a value of a known class is compared, not lexed again), the GIL released. None
+ *   when values collide past MAX_PROBES slots (they can be chosen to: the hash is not
+ *   keyed): the caller takes its numpy path.
  *
  * string_bounds(offsets, data, cap) -> (min index, max index) or None
  *   The indexes of the first smallest and the first largest of n >= 1 string values (bytes
