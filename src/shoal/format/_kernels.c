@@ -226,14 +226,21 @@ static int run_tokens(TokenSet *ts, const int64_t *offsets, Py_ssize_t n,
         for (; p < e && !rc; p += 8) {
             int64_t k = e - p < 8 ? e - p : 8;
             uint64_t m = token_bits(load_bytes(data + p, k, end));
-            /* Where a byte differs from the one before it: a token starts or ends there. */
-            uint64_t edges = m ^ ((m << 8) | before);
-            while (edges && !rc) {
-                int64_t at = p + (__builtin_ctzll(edges) >> 3);
-                if ((m >> (__builtin_ctzll(edges))) & 1) start = at;
-                else if (at - start >= 2) rc = add_token(ts, data, start, at - start, end);
-                edges &= edges - 1;
+            /* A token starts at a token byte after one that is not, ends at a byte that is
+             * not after one that is: one turn per token end, its start the last start
+             * below it (in this word) or the one carried in. */
+            uint64_t prev = (m << 8) | before;
+            uint64_t starts = m & ~prev, ends = prev & ~m;
+            while (ends && !rc) {
+                int b = __builtin_ctzll(ends);
+                uint64_t below = starts & ((1ULL << b) - 1);
+                if (below) start = p + ((63 - __builtin_clzll(below)) >> 3);
+                starts &= ~below;
+                int64_t at = p + (b >> 3);
+                if (at - start >= 2) rc = add_token(ts, data, start, at - start, end);
+                ends &= ends - 1;
             }
+            if (starts) start = p + ((63 - __builtin_clzll(starts)) >> 3);
             before = (m >> 56) & 0x80;
         }
         if (before && e - start >= 2 && !rc) rc = add_token(ts, data, start, e - start, end);
