@@ -44,7 +44,8 @@
  *   newline excluded) of each line, and per line 0 blank (only space, tab, CR), 1 object (a
  *   `{` first and a `}` last once space, tab and CR are stripped, and valid UTF-8), 2 bad
  *   (not shaped as an object), 3 shaped as an object but not valid UTF-8.
- *   A newline ends a line; a body that ends with one has no empty line after it.
+ *   A newline ends a line; a body that ends with one has no empty line after it. One pass
+ *   (the arrays grow as lines are found), the GIL released.
  *
  * count_lines(body) -> int
  *   The number of newline bytes in `body` (memchr, the GIL released; `bytes.count` holds it).
@@ -217,6 +218,7 @@ typedef struct {
     size_t len, cap;
     const char *span;   /* this line's value (last one wins), NULL if absent */
     Py_ssize_t span_len;
+    int span_escaped;   /* the value is a string holding a backslash */
 } Col;
 
 static size_t type_width(int type, int dim) {
@@ -365,10 +367,16 @@ static size_t unescape(const unsigned char *v, Py_ssize_t n, char *o) {
     return (size_t)(o - start);
 }
 
-static int put_string(Col *c, const unsigned char *v, Py_ssize_t n) {
+/* A JSON string's text (`escaped`: it holds a backslash, as `skip_string` found). */
+static int put_string(Col *c, const unsigned char *v, Py_ssize_t n, int escaped) {
     int rc = reserve(c, (size_t)n);
     if (rc) return rc;
-    c->len += unescape(v, n, c->data + c->len);
+    if (escaped) {
+        c->len += unescape(v, n, c->data + c->len);
+    } else {
+        memcpy(c->data + c->len, v + 1, (size_t)(n - 2));
+        c->len += (size_t)(n - 2);
+    }
     return 0;
 }
 
@@ -428,8 +436,10 @@ static int vector_of(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t 
     return count == c->dim && p >= end;
 }
 
-/* Converts one present value of a typed column at `row`: 0, or -1 / -2 as `reserve`. */
-static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t n) {
+/* Converts one present value of a typed column at `row`: 0, or -1 / -2 as `reserve`.
+ * `escaped`: a string value holds a backslash. */
+static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t n,
+                     int escaped) {
     unsigned char first = v[0];
     if (first == 'n') return 0;  /* null: present, not valid */
     int number = first == '-' || (first >= '0' && first <= '9');
@@ -438,7 +448,7 @@ static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t 
     switch (c->type) {
     case T_STRING: {
         int rc = 0;
-        if (first == '"') rc = put_string(c, v, n);
+        if (first == '"') rc = put_string(c, v, n, escaped);
         else if ((number && n <= MAX_NUMBER_CHARS) || first == 't' || first == 'f')
             rc = put_raw(c, (const char *)v, n);
         else break;
@@ -481,7 +491,7 @@ static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t 
         if (number) {
             good = integer_of(v, n, &x) && x >= INT64_MIN && x <= INT64_MAX;
             if (good) ((int64_t *)c->data)[row] = (int64_t)x;
-        } else if (first == '"' && !memchr(v + 1, '\\', (size_t)(n - 2))) {
+        } else if (first == '"' && !escaped) {
             int64_t ns;
             good = one_rfc3339(v + 1, n - 2, &ns);
             if (good) ((int64_t *)c->data)[row] = ns;
@@ -499,7 +509,8 @@ static int cols_commit(Cols *cs, Py_ssize_t row, int ok) {
         Col *c = &cs->cols[i];
         if (ok && c->span) {
             int rc = c->type == T_RAW ? put_raw(c, c->span, c->span_len)
-                     : put_typed(c, row, (const unsigned char *)c->span, c->span_len);
+                     : put_typed(c, row, (const unsigned char *)c->span, c->span_len,
+                                 c->span_escaped);
             if (rc) return rc;
             c->present[row] = 1;
         }
@@ -517,6 +528,7 @@ typedef struct {
     size_t key_off;     /* escaped key: its unescaped text's offset in the arena */
     const char *val;
     Py_ssize_t val_len;
+    int val_escaped;    /* the value is a string holding a backslash */
 } Field;
 
 typedef struct {       /* the unescaped keys of one line */
@@ -751,7 +763,10 @@ static int parse_line(const unsigned char *s, const unsigned char *e, Field **fi
             ps.p++;
             skip_ws(&ps);
             const unsigned char *v = ps.p;
-            if (skip_value(&ps) < 0) return ps.unsure ? ST_UNSURE : ST_INVALID;
+            int val_escaped = 0;    /* a string value tells (its columns skip a search) */
+            if ((v < ps.end && *v == '"' ? skip_string(&ps, &val_escaped)
+                                         : skip_value(&ps)) < 0)
+                return ps.unsure ? ST_UNSURE : ST_INVALID;
             if (*n_fields == *cap) {
                 Py_ssize_t c = *cap * 2;
                 Field *f = realloc(*fields, sizeof(Field) * (size_t)c);
@@ -760,7 +775,8 @@ static int parse_line(const unsigned char *s, const unsigned char *e, Field **fi
                 *cap = c;
             }
             Field *f = &(*fields)[(*n_fields)++];
-            *f = (Field){(const char *)k, k_end - k, 0, (const char *)v, ps.p - v};
+            *f = (Field){(const char *)k, k_end - k, 0, (const char *)v, ps.p - v,
+                         val_escaped};
             if (escaped) {  /* matched as msgspec matches it: by its unescaped text */
                 int rc = arena_key(arena, k - 1, k_end - k + 2, f);
                 if (rc < 0) return -1;
@@ -852,6 +868,7 @@ static int run_pass(Pass *ps) {
                     Col *c = &ps->cols.cols[key->col];
                     c->span = f->val;
                     c->span_len = f->val_len;
+                    c->span_escaped = f->val_escaped;
                 }
             }
             if (rc) break;
@@ -1097,36 +1114,44 @@ static PyObject *index_lines(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     int64_t *starts = NULL, *ends = NULL;
     uint8_t *kind = NULL;
+    /* One pass: the arrays start at a guess of 128 bytes a line and double when full. */
+    size_t cap = (size_t)body.len / 128 + 16;
+    int grown = 1;
     Py_BEGIN_ALLOW_THREADS
-    const unsigned char *p = b;
-    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-        n++;
-        p++;
+    const unsigned char *s = b;
+    while (s < end) {
+        if ((size_t)n == cap || !starts) {
+            if (starts) cap *= 2;
+            int64_t *st = realloc(starts, sizeof(int64_t) * cap);
+            if (st) starts = st;
+            int64_t *en = realloc(ends, sizeof(int64_t) * cap);
+            if (en) ends = en;
+            uint8_t *kd = realloc(kind, cap);
+            if (kd) kind = kd;
+            if (!st || !en || !kd) {
+                grown = 0;
+                break;
+            }
+        }
+        const unsigned char *nl = memchr(s, '\n', (size_t)(end - s));
+        const unsigned char *e = nl ? nl : end;    /* a last line without its newline */
+        starts[n] = s - b;
+        ends[n] = e - b;
+        uint8_t k = line_kind(s, e);
+        if (k == 1 && !valid_utf8(s, e)) k = 3;
+        kind[n++] = k;
+        if (!nl) break;
+        s = nl + 1;
     }
-    if (body.len && b[body.len - 1] != '\n') n++;  /* a last line without its newline */
     Py_END_ALLOW_THREADS
-    starts = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    ends = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    kind = malloc((size_t)(n ? n : 1));
-    if (!starts || !ends || !kind) {
+    if (!grown) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_BEGIN_ALLOW_THREADS
-    const unsigned char *s = b;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const unsigned char *nl = memchr(s, '\n', (size_t)(end - s));
-        const unsigned char *e = nl ? nl : end;
-        starts[i] = s - b;
-        ends[i] = e - b;
-        uint8_t k = line_kind(s, e);
-        if (k == 1 && !valid_utf8(s, e)) k = 3;
-        kind[i] = k;
-        s = e + 1;
-    }
-    Py_END_ALLOW_THREADS
-    result = Py_BuildValue("(y#y#y#)", (const char *)starts, (Py_ssize_t)(8 * n),
-                           (const char *)ends, (Py_ssize_t)(8 * n), (const char *)kind, n);
+    static const char none[1] = "";   /* no lines: empty bytes, not None */
+    result = Py_BuildValue("(y#y#y#)", starts ? (const char *)starts : none,
+                           (Py_ssize_t)(8 * n), ends ? (const char *)ends : none,
+                           (Py_ssize_t)(8 * n), kind ? (const char *)kind : none, n);
 done:
     free(starts);
     free(ends);
