@@ -142,55 +142,6 @@ def encode_v2(ipc_file: bytes | pa.Buffer, stats: list[dict[str, Any]]) -> bytes
     return b"".join([MAGIC_V2, ipc_file, encode_footer(stats)])
 
 
-class _OffsetSink:
-    """A writable file for `pa.PythonFile` that appends to `sink` but reports positions
-    relative to where it started, so the Arrow IPC file written through it is self-contained
-    although it lands after the leading magic."""
-
-    def __init__(self, sink: pa.BufferOutputStream) -> None:
-        self._sink = sink
-        self._base = sink.tell()
-        self._held: list[bytes] | None = None
-        self._held_len = 0
-        self.closed = False
-
-    def hold(self) -> None:
-        """Keep further writes in memory (positions still count them) until `release`."""
-        self._held, self._held_len = [], 0
-
-    def release(self) -> bytes:
-        held, self._held = b"".join(self._held or []), None
-        self._held_len = 0
-        return held
-
-    def write(self, data: bytes | pa.Buffer) -> int:
-        n = data.size if isinstance(data, pa.Buffer) else len(data)
-        if self._held is not None:
-            self._held.append(data.to_pybytes() if isinstance(data, pa.Buffer) else bytes(data))
-            self._held_len += n
-        else:
-            self._sink.write(data)
-        return n
-
-    def tell(self) -> int:
-        return self._sink.tell() - self._base + self._held_len
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:        # closing the IPC file leaves the framing sink open
-        self.closed = True
-
-    def writable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return False
-
-    def seekable(self) -> bool:
-        return False
-
-
 # ---- writer -------------------------------------------------------------------------------
 
 class TlmWriter:
@@ -215,10 +166,10 @@ class TlmWriter:
         self._block_stats: list[dict[str, Any]] = []
         self._stats = ExtentStatsBuilder(schema, membership_filters=membership_filters,
                                          fp_rate=fp_rate, block_filters=block_filters)
+        # Arrow writes the IPC file into a stream of its own (native: no Python call per
+        # buffer, so the serialising thread never waits for the GIL); `finish` frames it.
         self._sink = pa.BufferOutputStream()
-        self._sink.write(MAGIC_V2)
-        self._ipc_sink = _OffsetSink(self._sink)
-        self._ipc = pa.ipc.new_file(pa.PythonFile(self._ipc_sink, mode="w"), schema,
+        self._ipc = pa.ipc.new_file(self._sink, schema,
                                     options=pa.ipc.IpcWriteOptions(compression=compression))
         self._pool: ThreadPoolExecutor | None = None
         self._last_write: Future[None] | None = None
@@ -243,13 +194,8 @@ class TlmWriter:
             stats = self._stats.finish()        # overlaps the last blocks' serialisation
             if self._last_write is not None:
                 self._last_write.result()
-            if stats.block_filters:
-                self._ipc_sink.hold()
             self._ipc.close()
-            if stats.block_filters:
-                self._close_with_filters(stats.block_filters)
-            self._sink.write(encode_footer(self._block_stats))
-            data = self._sink.getvalue()
+            data = self._frame(self._sink.getvalue(), stats.block_filters)
             self._store.put(self.object_path, data)
         except BaseException:
             self.abort()
@@ -291,25 +237,35 @@ class TlmWriter:
                 raise ValueError(f'column "{g.name}" is {f.type}, the extent schema has {g.type}')
         return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
-    def _close_with_filters(self, block_filters: list[dict[str, tuple[str, bytes]]]) -> None:
-        """Write what Arrow wrote on close (held back) with the filter section before
-        Arrow's footer, and point the block stats at the filters."""
-        tail = self._ipc_sink.release()
-        footer_len = int.from_bytes(tail[-10:-6], "little", signed=True) if len(tail) >= 10 \
-            else -1
-        cut = len(tail) - 10 - footer_len
-        if tail[-6:] != _ARROW_MAGIC or footer_len <= 0 or cut < 0:
-            raise ValueError("Arrow's IPC file does not end in its footer, length and magic")
-        self._sink.write(tail[:cut])
-        section, refs = layout_section(block_filters, self._sink.tell())
-        if len(refs) != len(self._block_stats):
-            raise ValueError(f"{len(refs)} blocks of filters for {len(self._block_stats)} "
-                             "blocks")
-        self._sink.write(section)
-        self._sink.write(tail[cut:])
-        for entry, ref in zip(self._block_stats, refs, strict=True):
-            if ref:
-                entry[FILTERS_KEY] = ref
+    def _frame(self, ipc: pa.Buffer,
+               block_filters: list[dict[str, tuple[str, bytes]]]) -> pa.Buffer:
+        """The extent: the magic, Arrow's IPC file (with the filter section, if any, before
+        Arrow's footer, the block stats pointing at it), the block stats, their length and
+        the magic again."""
+        out = pa.BufferOutputStream()
+        out.write(MAGIC_V2)
+        if block_filters:
+            tail = ipc.slice(max(0, ipc.size - 10)).to_pybytes()
+            footer_len = int.from_bytes(tail[-10:-6], "little", signed=True) \
+                if len(tail) >= 10 else -1
+            cut = ipc.size - 10 - footer_len
+            if tail[-6:] != _ARROW_MAGIC or footer_len <= 0 or cut < 0:
+                raise ValueError("Arrow's IPC file does not end in its footer, length and "
+                                 "magic")
+            out.write(ipc.slice(0, cut))
+            section, refs = layout_section(block_filters, out.tell())
+            if len(refs) != len(self._block_stats):
+                raise ValueError(f"{len(refs)} blocks of filters for "
+                                 f"{len(self._block_stats)} blocks")
+            out.write(section)
+            out.write(ipc.slice(cut))
+            for entry, ref in zip(self._block_stats, refs, strict=True):
+                if ref:
+                    entry[FILTERS_KEY] = ref
+        else:
+            out.write(ipc)
+        out.write(encode_footer(self._block_stats))
+        return out.getvalue()
 
     def _take(self, n: int) -> pa.RecordBatch:
         """Remove the first n pending rows as one batch."""
