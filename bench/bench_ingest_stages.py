@@ -39,12 +39,12 @@ import pyarrow.json as pj  # noqa: E402
 import shoal  # noqa: E402
 from bench.bench_ingest import COLUMNS, generate, generate_typed  # noqa: E402
 from shoal.format.stats import ExtentStatsBuilder  # noqa: E402
-from shoal.format.tlm import TlmWriter  # noqa: E402
+from shoal.format.tlm import DEFAULT_BLOCK_ROWS, TlmWriter  # noqa: E402
 from shoal.ingest.chunks import iter_file_chunks  # noqa: E402
 from shoal.ingest.coerce import coerce_ndjson  # noqa: E402
 from shoal.storage.local import LocalObjectStore  # noqa: E402
 
-BLOCK_ROWS = 8192
+BLOCK_ROWS = DEFAULT_BLOCK_ROWS   # the writer's blocks (the stats and IPC rows cut the same)
 
 
 def cpu() -> float:
