@@ -137,9 +137,12 @@ def encode_footer(stats: list[dict[str, Any]]) -> bytes:
     return b"".join([footer, _STATS_LEN.pack(len(footer)), MAGIC_V2])
 
 
-def encode_v2(ipc_file: bytes | pa.Buffer, stats: list[dict[str, Any]]) -> bytes:
-    """Frame an Arrow IPC file and its block stats as a v2 extent."""
-    return b"".join([MAGIC_V2, ipc_file, encode_footer(stats)])
+def encode_v2(ipc_file: bytes | pa.Buffer | Sequence[bytes | pa.Buffer],
+              stats: list[dict[str, Any]]) -> bytes:
+    """Frame an Arrow IPC file (or the pieces it is written in, back to back) and its block
+    stats as a v2 extent."""
+    pieces = [ipc_file] if isinstance(ipc_file, bytes | pa.Buffer) else list(ipc_file)
+    return b"".join([MAGIC_V2, *pieces, encode_footer(stats)])
 
 
 # ---- writer -------------------------------------------------------------------------------
@@ -203,7 +206,7 @@ class TlmWriter:
         self._state = "finished"
         self._shutdown()
         return ExtentWriteResult(
-            extent_id=self.extent_id, object_path=self.object_path, byte_size=data.size,
+            extent_id=self.extent_id, object_path=self.object_path, byte_size=len(data),
             row_count=self._rows, block_count=len(self._block_stats),
             min_ts=stats.min_ts, max_ts=stats.max_ts, present_paths=stats.present_paths,
             column_stats=stats.column_stats, membership_filters=stats.membership_filters)
@@ -238,34 +241,25 @@ class TlmWriter:
         return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
     def _frame(self, ipc: pa.Buffer,
-               block_filters: list[dict[str, tuple[str, bytes]]]) -> pa.Buffer:
-        """The extent: the magic, Arrow's IPC file (with the filter section, if any, before
-        Arrow's footer, the block stats pointing at it), the block stats, their length and
-        the magic again."""
-        out = pa.BufferOutputStream()
-        out.write(MAGIC_V2)
-        if block_filters:
-            tail = ipc.slice(max(0, ipc.size - 10)).to_pybytes()
-            footer_len = int.from_bytes(tail[-10:-6], "little", signed=True) \
-                if len(tail) >= 10 else -1
-            cut = ipc.size - 10 - footer_len
-            if tail[-6:] != _ARROW_MAGIC or footer_len <= 0 or cut < 0:
-                raise ValueError("Arrow's IPC file does not end in its footer, length and "
-                                 "magic")
-            out.write(ipc.slice(0, cut))
-            section, refs = layout_section(block_filters, out.tell())
-            if len(refs) != len(self._block_stats):
-                raise ValueError(f"{len(refs)} blocks of filters for "
-                                 f"{len(self._block_stats)} blocks")
-            out.write(section)
-            out.write(ipc.slice(cut))
-            for entry, ref in zip(self._block_stats, refs, strict=True):
-                if ref:
-                    entry[FILTERS_KEY] = ref
-        else:
-            out.write(ipc)
-        out.write(encode_footer(self._block_stats))
-        return out.getvalue()
+               block_filters: list[dict[str, tuple[str, bytes]]]) -> bytes:
+        """The extent (`encode_v2`): Arrow's IPC file, with the filter section, if any,
+        before Arrow's footer and the block stats pointing at it."""
+        if not block_filters:
+            return encode_v2(ipc, self._block_stats)
+        tail = ipc.slice(max(0, ipc.size - 10)).to_pybytes()
+        footer_len = int.from_bytes(tail[-10:-6], "little", signed=True) if len(tail) >= 10 \
+            else -1
+        cut = ipc.size - 10 - footer_len
+        if tail[-6:] != _ARROW_MAGIC or footer_len <= 0 or cut < 0:
+            raise ValueError("Arrow's IPC file does not end in its footer, length and magic")
+        section, refs = layout_section(block_filters, len(MAGIC_V2) + cut)
+        if len(refs) != len(self._block_stats):
+            raise ValueError(f"{len(refs)} blocks of filters for {len(self._block_stats)} "
+                             "blocks")
+        for entry, ref in zip(self._block_stats, refs, strict=True):
+            if ref:
+                entry[FILTERS_KEY] = ref
+        return encode_v2([ipc.slice(0, cut), section, ipc.slice(cut)], self._block_stats)
 
     def _take(self, n: int) -> pa.RecordBatch:
         """Remove the first n pending rows as one batch."""
