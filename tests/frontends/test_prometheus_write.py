@@ -257,9 +257,10 @@ def test_not_accepting_is_503_with_retry_after(live):
 def test_full_staging_buffer_is_429_with_retry_after_and_the_retry_lands(tmp_path):
     db = shoal.connect(data_dir=str(tmp_path))
     # Test-only wiring (as tests/server/test_ops_http.py): a buffer that holds one request
-    # at a time until the test flushes it; the long debounce is only a hang guard.
+    # at a time until the test flushes it (a plain debounce timer, not ended early when no
+    # other request is arriving); the long debounce is only a hang guard.
     buffer = StagingBuffer(db.catalog, db.coordinator, max_pending_bytes=1, debounce_s=120,
-                           retry_after_s=2.5)
+                           retry_after_s=2.5, early_flush=False)
     db._write_path = WritePath(db.catalog, db.coordinator, buffer=buffer)
     app = create_app(db, config=db.config, sweep_ledger=False)
     try:

@@ -17,13 +17,14 @@ import pytest
 
 from shoal.catalog import open_catalog
 from shoal.commit import CommitCoordinator, LedgerSweeper
-from shoal.errors import PayloadError
+from shoal.errors import PayloadError, TableNotFoundError
 from shoal.format.tlm import TlmFormat
 from shoal.ingest.buffer import StagingBuffer
 from shoal.ingest.write_path import WritePath
 from shoal.query.scan import read_table
 from shoal.storage import open_store
 from shoal.types import INT, STRING, Column, Schema
+from tests.support.waiting import eventually
 
 SCHEMA = Schema.create([Column("client", INT), Column("req", INT), Column("msg", STRING)])
 
@@ -53,11 +54,14 @@ def rows(catalog, store, table="t"):
 def test_group_commit_many_clients_few_extents(wp):
     """64 clients, 20 requests each: a group closes when it holds one request of every
     client (`max_rows`), so each round of requests is one extent and one snapshot, however
-    the threads are scheduled. The debounce is only a hang guard here."""
+    the threads are scheduled. The debounce is only a hang guard here, a plain timer: ended
+    early when no request is arriving (the default), a group would close whenever the
+    clients just acked had not started their next request yet."""
     wp_default, catalog, store = wp
     clients, per_client = 64, 20
     path = WritePath(catalog, wp_default.buffer.coordinator, buffer=StagingBuffer(
-        catalog, wp_default.buffer.coordinator, max_rows=clients * 3, debounce_s=120))
+        catalog, wp_default.buffer.coordinator, max_rows=clients * 3, debounce_s=120,
+        early_flush=False))
 
     def client(c: int) -> list[int]:
         return [path.ingest_ndjson("t", body(c, r)).snapshot_id for r in range(per_client)]
@@ -92,6 +96,78 @@ def test_a_request_that_is_an_extent_by_itself_does_not_wait_for_company(wp):
         path.close()
     assert ack.rows == 3 and len(ack.extent_ids) == 1
     assert catalog.load_table("t").current_snapshot_id == ack.snapshot_id
+
+
+def _hour_debounce(wp, **options) -> WritePath:
+    _, catalog, _ = wp
+    coord = wp[0].buffer.coordinator
+    return WritePath(catalog, coord, buffer=StagingBuffer(catalog, coord, debounce_s=3600,
+                                                          **options))
+
+
+@pytest.mark.timeout(120)   # a hang guard: the bug this catches waits out an hour's debounce
+def test_a_lone_request_does_not_wait_out_the_debounce(wp):
+    """No other request is on its way: the debounce could only add latency (a closed-loop
+    client paid all of it on every request), so the group of one is written at once."""
+    _, catalog, _ = wp
+    path = _hour_debounce(wp)
+    try:
+        acks = [path.ingest_ndjson("t", body(1, r)) for r in range(3)]
+    finally:
+        path.close()
+    assert [a.rows for a in acks] == [3, 3, 3]
+    assert len({a.snapshot_id for a in acks}) == 3
+    assert catalog.load_table("t").current_snapshot_id == acks[-1].snapshot_id
+
+
+@pytest.mark.timeout(120)
+def test_a_group_waits_for_a_request_still_arriving(wp):
+    """A request announced before its body is read (`arrive`, what the REST route does)
+    holds a waiting group open: both land in one extent and one snapshot."""
+    _, catalog, store = wp
+    path = _hour_debounce(wp)
+    try:
+        coming = path.arrive("t")              # e.g. its body still on the wire
+        first: list = []
+        t = threading.Thread(target=lambda: first.append(path.ingest_ndjson("t", body(1, 1))))
+        t.start()
+        eventually(lambda: path.buffer.pending_bytes, "the first request to be pending")
+        assert path.buffer.arriving("t") == 1
+        second = path.ingest_ndjson("t", body(2, 1), arrival=coming)
+        t.join()
+    finally:
+        path.close()
+    (first_ack,) = first
+    assert first_ack.snapshot_id == second.snapshot_id
+    assert first_ack.extent_ids == second.extent_ids and len(second.extent_ids) == 1
+    assert len(catalog.manifests("t")) == 1
+    assert rows(catalog, store).num_rows == 6
+    assert path.buffer.arriving("t") == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_request_that_fails_or_replays_stops_arriving(wp):
+    """Every way out of a request ends its announcement, else the next group would wait the
+    whole debounce for a request that is never coming."""
+    _, catalog, _ = wp
+    path = _hour_debounce(wp)
+    try:
+        first = path.ingest_ndjson("t", body(1, 1), idempotency_key="k-arrive")
+        with pytest.raises(PayloadError):
+            path.ingest_ndjson("t", b'{"client": "not a number"}\n', arrival=path.arrive("t"))
+        assert path.ingest_ndjson("t", body(1, 1), idempotency_key="k-arrive",
+                                  arrival=path.arrive("t")).replayed
+        with pytest.raises(TableNotFoundError):
+            path.ingest_ndjson("nope", body(1, 1), arrival=path.arrive("nope"))
+        never_used = path.arrive("t")        # e.g. a body that was too large (413)
+        never_used.close()
+        never_used.close()                   # closing twice counts once
+        assert path.buffer.arriving("t") == 0 and path.buffer.arriving("nope") == 0
+        last = path.ingest_ndjson("t", body(1, 2))      # written at once: nobody is coming
+    finally:
+        path.close()
+    assert last.snapshot_id > first.snapshot_id
+    assert catalog.load_table("t").current_snapshot_id == last.snapshot_id
 
 
 def test_idempotent_replay(wp):

@@ -111,9 +111,10 @@ def test_full_staging_buffer_is_429_with_retry_after(tmp_path):
     db = shoal.connect(data_dir=str(tmp_path))
     db.create_table("t", [shoal.Column("n", shoal.LONG)])
     # Test-only wiring: a buffer that holds one request at a time, until the test flushes it
-    # (the debounce is only a hang guard).
+    # (a plain debounce timer, not ended early when no other request is arriving; the
+    # debounce is only a hang guard).
     buffer = StagingBuffer(db.catalog, db.coordinator, max_pending_bytes=1, debounce_s=120,
-                           retry_after_s=2.5)
+                           retry_after_s=2.5, early_flush=False)
     db._write_path = WritePath(db.catalog, db.coordinator, buffer=buffer)
     app = create_app(db, config=db.config)
     try:

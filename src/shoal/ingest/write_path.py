@@ -32,7 +32,7 @@ from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord, TableInfo
 from shoal.commit import CommitCoordinator
 from shoal.errors import (IdempotencyKeyConflictError, LineError, PayloadError,
                           TableAlreadyExistsError, TableNotFoundError)
-from shoal.ingest.buffer import StagingBuffer
+from shoal.ingest.buffer import Arrival, StagingBuffer
 from shoal.types.schema import Schema, SchemaMode
 
 if TYPE_CHECKING:
@@ -100,8 +100,22 @@ class WritePath:
         self.evolution_cap = evolution_cap
         self.max_errors = max_errors
 
+    def arrive(self, table: str) -> Arrival:
+        """Announce a request for `table` before its body is even read (the REST route):
+        pass it as `arrival=` to `ingest_ndjson`/`ingest_arrow`, and close it if the request
+        never gets there. See `shoal.ingest.buffer` (the debounce waits only for arrivals)."""
+        return self.buffer.arrive(table)
+
     def ingest_ndjson(self, table: str, body: bytes, *, mode: SchemaMode | None = None,
-                      partial: bool = False, idempotency_key: str | None = None) -> IngestAck:
+                      partial: bool = False, idempotency_key: str | None = None,
+                      arrival: Arrival | None = None) -> IngestAck:
+        with arrival or self.buffer.arrive(table) as coming:
+            return self._ingest_ndjson(table, body, mode=mode, partial=partial,
+                                       idempotency_key=idempotency_key, arrival=coming)
+
+    def _ingest_ndjson(self, table: str, body: bytes, *, mode: SchemaMode | None,
+                       partial: bool, idempotency_key: str | None,
+                       arrival: Arrival) -> IngestAck:
         from shoal.ingest.coerce import coerce_ndjson
         from shoal.ingest.evolve import plan_evolution
 
@@ -133,13 +147,14 @@ class WritePath:
             raise PayloadError(coerced.errors, total_errors=coerced.rejected_count)
         return self._submit(info, coerced.batch, new_columns=new_columns,
                             rejected=coerced.errors, rejected_count=coerced.rejected_count,
-                            idempotency_key=idempotency_key)
+                            idempotency_key=idempotency_key, arrival=arrival)
 
     # ---- Arrow input (frontends that decode to Arrow themselves, e.g. OTLP) -------------------
     def ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
                      mode: SchemaMode | None = None, idempotency_key: str | None = None,
                      rejected: Sequence[LineError] = (),
-                     create: Schema | None = None) -> IngestAck:
+                     create: Schema | None = None,
+                     arrival: Arrival | None = None) -> IngestAck:
         """Arrow rows through the same evolve -> ledger -> buffer -> commit as NDJSON.
 
         Columns are matched by name and shaped to the table (`shoal.ingest.arrow_input`);
@@ -152,13 +167,21 @@ class WritePath:
         schema in mode `drop` when `table` does not exist; a concurrent first request that
         made it meanwhile is harmless (the table is there either way).
         """
-        if create is not None:
-            try:
-                return self.ingest_arrow(table, data, mode=mode,
-                                         idempotency_key=idempotency_key, rejected=rejected)
-            except TableNotFoundError:
-                with contextlib.suppress(TableAlreadyExistsError):
-                    self.catalog.create_table(table, create, mode="drop")
+        with arrival or self.buffer.arrive(table) as coming:
+            if create is not None:
+                try:
+                    return self._ingest_arrow(table, data, mode=mode,
+                                              idempotency_key=idempotency_key,
+                                              rejected=rejected, arrival=coming)
+                except TableNotFoundError:
+                    with contextlib.suppress(TableAlreadyExistsError):
+                        self.catalog.create_table(table, create, mode="drop")
+            return self._ingest_arrow(table, data, mode=mode, idempotency_key=idempotency_key,
+                                      rejected=rejected, arrival=coming)
+
+    def _ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
+                      mode: SchemaMode | None, idempotency_key: str | None,
+                      rejected: Sequence[LineError], arrival: Arrival) -> IngestAck:
         from shoal.ingest.arrow_input import (as_batch, plan_arrow_evolution, reject_unknown,
                                               shape_batch, unknown_columns)
 
@@ -178,7 +201,7 @@ class WritePath:
                 new_columns = [c.name for c in adds]
         shaped = shape_batch(batch, info.schema, table=table, ingest_time_ns=time.time_ns())
         return self._submit(info, shaped, new_columns=new_columns, rejected=list(rejected),
-                            idempotency_key=idempotency_key)
+                            idempotency_key=idempotency_key, arrival=arrival)
 
     def _replay(self, table: str, idempotency_key: str | None) -> IngestAck | None:
         """The original ack of a key applied to `table` (marked replayed), else None;
@@ -190,7 +213,7 @@ class WritePath:
 
     def _submit(self, info: TableInfo, batch: pa.RecordBatch, *, new_columns: list[str],
                 rejected: list[LineError], idempotency_key: str | None,
-                rejected_count: int | None = None) -> IngestAck:
+                arrival: Arrival, rejected_count: int | None = None) -> IngestAck:
         """Buffer `batch` (with its ledger row) and wait for the commit holding it; a key that
         landed meanwhile (a concurrent request) answers that request's ack."""
         draft = IngestAck(table=info.name, snapshot_id=0, rows=batch.num_rows,
@@ -202,7 +225,8 @@ class WritePath:
             return replace(draft, snapshot_id=info.current_snapshot_id)
         ledger = ([LedgerEntry(idempotency_key, draft.ledger_ack())]
                   if idempotency_key is not None else [])
-        result = self.buffer.submit(info.name, info.schema, batch, ledger=ledger)
+        result = self.buffer.submit(info.name, info.schema, batch, ledger=ledger,
+                                    arrival=arrival)
         if result.replayed is not None:  # the key landed meanwhile: here, or elsewhere
             assert idempotency_key is not None
             return _replay_of(result.replayed, info.name)

@@ -1,9 +1,10 @@
 """`POST /v1/ingest/{table}`: NDJSON in, an ack out once the rows are committed (SPEC §7.1).
 
 Order of work, so a refused request never costs more than it must and never writes:
-authentication (dependency) -> readiness -> `Content-Encoding` -> body read under the cap
-(on the event loop, streaming) -> gzip decode under the same cap + `WritePath.ingest_ndjson`
-(in a worker thread: both are CPU work and the write path blocks until the group commit).
+authentication (dependency) -> readiness -> `Content-Encoding` -> announced to the staging
+buffer (`WritePath.arrive`: a group waits for it) -> body read under the cap (on the event
+loop, streaming) -> gzip decode under the same cap + `WritePath.ingest_ndjson` (in a worker
+thread: both are CPU work and the write path blocks until the group commit).
 
 The ack is `IngestAck.to_json()`: `{table, snapshot_id, rows, replayed, new_columns,
 rejected, rejected_count, extent_ids}` (`rejected`: the first 100 line errors;
@@ -54,15 +55,18 @@ async def ingest(
     state.check_accepting()
     key = _check_key(idempotency_key)
     encoding = content_encoding(request.headers.get("content-encoding"))
-    wire = await read_body(request, limit=state.max_body_bytes)
+    # Announced before the body is read: a group already waiting in the staging buffer
+    # waits (up to its debounce) for this request instead of being written without it.
+    with state.db.write_path.arrive(table) as arrival:
+        wire = await read_body(request, limit=state.max_body_bytes)
 
-    def work() -> tuple[int, IngestAck]:
-        body = gunzip(wire, limit=state.max_body_bytes) if encoding == "gzip" else wire
-        ack = state.db.ingest_ndjson(table, body, mode=mode, partial=partial,
-                                     idempotency_key=key)
-        return len(body), ack
+        def work() -> tuple[int, IngestAck]:
+            body = gunzip(wire, limit=state.max_body_bytes) if encoding == "gzip" else wire
+            ack = state.db.ingest_ndjson(table, body, mode=mode, partial=partial,
+                                         idempotency_key=key, arrival=arrival)
+            return len(body), ack
 
-    nbytes, ack = await anyio.to_thread.run_sync(work)
+        nbytes, ack = await anyio.to_thread.run_sync(work)
     state.metrics.observe_ingest(table, rows=ack.rows, nbytes=nbytes, wire_bytes=len(wire),
                                  rejected=ack.rejected_count or 0, replayed=ack.replayed,
                                  path="rest")
