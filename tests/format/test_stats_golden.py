@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import shoal.format.stats as stats_module
 from shoal.format.stats import ExtentStats, ExtentStatsBuilder
 from shoal.types import DYNAMIC, INT, LONG, STRING, TIMESTAMP, Column, Schema
 
@@ -162,6 +164,35 @@ def digest(case: dict[str, Any]) -> dict[str, Any]:
 def test_stats_equal_those_of_the_code_before_issue_18(name: str) -> None:
     golden = json.loads(GOLDEN.read_text())
     assert digest(CASES[name]) == golden[name]
+
+
+@pytest.mark.parametrize("parallel_from", [0, 10**9])
+@pytest.mark.parametrize("name", ["tiny_blocks", "writer_sized_blocks",
+                                  "overflow_in_a_later_block", "big_one_block"])
+def test_stats_do_not_depend_on_the_column_threads(name: str, parallel_from: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every block's columns folded in on the column threads, or none: the same bytes."""
+    monkeypatch.setattr(stats_module, "PARALLEL_MIN_ROWS", parallel_from)
+    golden = json.loads(GOLDEN.read_text())
+    assert digest(CASES[name]) == golden[name]
+
+
+def test_column_threads_end_every_call_and_raise_the_first_failure() -> None:
+    ended: list[int] = []
+
+    def call(k: int) -> Callable[[], int]:
+        def run() -> int:
+            ended.append(k)
+            if k in (2, 4):
+                raise ValueError(f"column {k}")
+            return k * k
+        return run
+
+    assert stats_module._run_all([call(k) for k in (0, 1, 3)], [5, 9, 1]) == [0, 1, 9]
+    ended.clear()
+    with pytest.raises(ValueError, match="column 2"):
+        stats_module._run_all([call(k) for k in range(6)], [1, 2, 3, 4, 5, 6])
+    assert sorted(ended) == list(range(6))
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:

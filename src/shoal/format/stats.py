@@ -34,8 +34,13 @@ column from its distinct values when it has them (same result as `block_stats`).
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Collection
+import os
+import threading
+from collections.abc import Callable, Collection
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -347,6 +352,61 @@ def _min_max_suffice(ranges: list[tuple[Any, Any]]) -> bool:
     return all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(bounded))
 
 
+PARALLEL_MIN_ROWS = 8192      # a block at least this long folds its columns in on threads
+_COLUMN_THREADS = max(1, min(4, os.cpu_count() or 1))
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _column_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_COLUMN_THREADS - 1,
+                                       thread_name_prefix="shoal-stats")
+        return _pool
+
+
+def _forget_pool() -> None:
+    """In a forked child (a Spark worker): the parent's pool threads did not come along, and
+    its lock may have been held at the fork."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _run_all(calls: list[Callable[[], Any]], sizes: list[int] | None) -> list[Any]:
+    """`[c() for c in calls]`; with `sizes` (and more than one thread), the calls are drawn
+    largest first by this thread and the column pool's until none is left. Every call has
+    ended when this returns or raises (the first failure in call order)."""
+    if sizes is None or len(calls) < 2 or _COLUMN_THREADS < 2:
+        return [c() for c in calls]
+    todo = deque(sorted(range(len(calls)), key=lambda k: -sizes[k]))
+    results: list[Any] = [None] * len(calls)
+    failures: dict[int, BaseException] = {}
+
+    def drain() -> None:
+        while True:
+            try:
+                k = todo.popleft()
+            except IndexError:
+                return
+            try:
+                results[k] = calls[k]()
+            except BaseException as e:  # noqa: BLE001 - raised by `_run_all`, below
+                failures[k] = e
+
+    pool = _column_pool()
+    helpers = [pool.submit(drain) for _ in range(min(_COLUMN_THREADS, len(calls)) - 1)]
+    drain()
+    wait(helpers)
+    if failures:
+        raise failures[min(failures)]
+    return results
+
+
 class ExtentStatsBuilder:
     """Accumulates extent stats block by block; `finish()` gives the totals."""
 
@@ -381,11 +441,22 @@ class ExtentStatsBuilder:
     def add_block(self, batch: pa.RecordBatch,
                   stat: dict[str, Any] | None = None) -> dict[str, Any]:
         """Fold in one block; returns its `block_stats()` entry (computed here when not
-        given, reusing the distinct values the column stats need)."""
+        given, reusing the distinct values the column stats need).
+
+        Each column's state is its own, so a block of `PARALLEL_MIN_ROWS` rows or more has
+        its columns folded in on `_COLUMN_THREADS` threads (this one included): the kernels
+        release the GIL, and the group commit of REST waits for these stats (the extent of
+        8 x 1 MB bodies: ~8.5 ms on one thread). The result does not depend on it."""
         uniques: dict[int, pa.Array] = {}
         self._blocks += 1
-        for i, col in self._indexed.items():
-            uniq = col.add(batch.column(i))
+        indexed = list(self._indexed.items())
+        calls: list[Callable[[], Any]] = [functools.partial(col.add, batch.column(i))
+                                          for i, col in indexed]
+        calls += [functools.partial(dyn.add, batch.column(i)) for i, dyn in self._dynamic.items()]
+        sizes = [batch.column(i).nbytes for i, _ in indexed]
+        sizes += [batch.column(i).nbytes for i in self._dynamic]
+        results = _run_all(calls, sizes if batch.num_rows >= PARALLEL_MIN_ROWS else None)
+        for (i, _), uniq in zip(indexed, results, strict=False):
             if uniq is not None:
                 uniques[i] = uniq
         if stat is None:
@@ -404,8 +475,6 @@ class ExtentStatsBuilder:
         if ts is not None and ts["min"] is not None:
             self._min_ts = ts["min"] if self._min_ts is None else min(self._min_ts, ts["min"])
             self._max_ts = ts["max"] if self._max_ts is None else max(self._max_ts, ts["max"])
-        for i, dyn in self._dynamic.items():
-            dyn.add(batch.column(i))
         for col in self._indexed.values():
             if col.per_block:
                 entry = stat["columns"].get(col.name) or {}
