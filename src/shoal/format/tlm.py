@@ -147,6 +147,18 @@ def encode_v2(ipc_file: bytes | pa.Buffer | Sequence[bytes | pa.Buffer],
 
 # ---- writer -------------------------------------------------------------------------------
 
+def warm_up(batch: pa.RecordBatch) -> None:
+    """The statistics of `batch` and its compressed IPC, in memory and thrown away: the
+    kernels, Arrow's compute functions and the codec a process's first extent would
+    otherwise set up (`shoal serve` runs this before it listens)."""
+    builder = ExtentStatsBuilder(batch.schema)
+    builder.add_block(batch)
+    builder.finish()
+    with pa.ipc.new_file(pa.BufferOutputStream(), batch.schema,
+                         options=pa.ipc.IpcWriteOptions(compression="zstd")) as ipc:
+        ipc.write_batch(batch)
+
+
 class TlmWriter:
     """`ExtentWriter` for tlm v2. Not thread-safe: one caller appends, then finishes."""
 

@@ -129,17 +129,18 @@ def coerce_ndjson(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                      unknown_fields).run(max_errors)
 
 
-def warm_up() -> None:
+def warm_up() -> pa.RecordBatch:
     """One small coercion: the first timestamp column a process converts imports more of
     pyarrow (and pandas, where installed and not forgone), 0.3-4 s that a process's first
     request would otherwise wait. Run by coercion workers before they say they are ready
-    and by `shoal serve` in the background as it starts."""
+    and by `shoal serve` as it starts (before it listens). Returns the batch, for the
+    extent side's own warm-up (`shoal.format.tlm.warm_up`)."""
     from shoal.types import DYNAMIC, LONG, STRING, TIMESTAMP
 
     schema = Schema.create([Column("t", TIMESTAMP), Column("s", STRING), Column("n", LONG),
                             Column("d", DYNAMIC)])
-    coerce_ndjson(b'{"t": "2024-01-01T00:00:00Z", "s": "a", "n": 1, "d": {"k": [1]}}\n',
-                  schema, unknown="props", ingest_time_ns=0)
+    return coerce_ndjson(b'{"t": "2024-01-01T00:00:00Z", "s": "a", "n": 1, "d": {"k": [1]}}\n',
+                         schema, unknown="props", ingest_time_ns=0).batch
 
 
 def _check_args(unknown: str, max_errors: int) -> None:

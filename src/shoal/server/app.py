@@ -165,6 +165,10 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Before uvicorn listens: what the first ingest request would otherwise wait for
+        # (imports, kernels, the codec: ~0.1 s that 8 clients' first requests all waited
+        # out when it ran beside them).
+        await anyio.to_thread.run_sync(_warm_ingest)
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, worker_threads)
         if coercion_pool is not None:
@@ -191,11 +195,6 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                 raise
         start_maintenance()
         start_pipelines()   # sources bound to tables (`shoal.server.pipelines`)
-        if coercion_pool is None:
-            # Coercion runs in this process: load what its first call imports now, so the
-            # first ingest request does not wait for it (workers warm themselves up).
-            threading.Thread(target=_warm_coercion, name="shoal-coerce-warmup",
-                             daemon=True).start()
         if warm_spark:      # start Spark now, off the event loop: no query pays start-up
             threading.Thread(target=db.query_engine.warm_up, name="shoal-spark-warmup",
                              daemon=True).start()
@@ -251,13 +250,16 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     return app
 
 
-def _warm_coercion() -> None:
-    from shoal.ingest.coerce import warm_up
+def _warm_ingest() -> None:
+    """One small coercion (also when coercion workers do it: they warm themselves up) and
+    its extent's statistics and IPC, in memory."""
+    from shoal.format.tlm import warm_up as warm_extents
+    from shoal.ingest.coerce import warm_up as warm_coercion
 
     try:
-        warm_up()
+        warm_extents(warm_coercion())
     except Exception:  # only a head start: the first request would meet the same error
-        log.exception("warming up NDJSON coercion failed")
+        log.exception("warming up the ingest path failed")
 
 
 def _query_limits(config: Config) -> QueryLimits:
