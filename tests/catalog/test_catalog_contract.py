@@ -141,6 +141,32 @@ def test_schema_commit_and_history(catalog):
     assert catalog.load_table("logs").schema.version == 2
 
 
+def test_schemas_read_through_another_catalog_are_fresh(catalog_url):
+    """Two catalogs on one database (two server processes): each keeps the schemas it
+    read, and still sees every version the other commits, including a version number that
+    the first one's losing commit had also tried to take."""
+    from shoal.catalog import open_catalog
+
+    a, b = open_catalog(catalog_url), open_catalog(catalog_url)
+    try:
+        a.create_table("logs", SCHEMA)
+        assert a.load_table("logs").schema == SCHEMA
+        mine = SCHEMA.evolve([Column("mine", STRING)])
+        theirs = SCHEMA.evolve([Column("theirs", LONG)])
+        commit(b, "logs", add=[entry()])
+        with pytest.raises(CommitConflictError):
+            commit(a, "logs", schema=mine, expected=1, operation="schema")
+        assert a.load_table("logs").schema == SCHEMA
+        commit(b, "logs", schema=theirs, operation="schema")
+        assert a.load_table("logs").schema == theirs
+        assert a.schema_version("logs", 2) == theirs
+        assert a.schema_version("logs", 1) == SCHEMA
+        assert [t.schema for t in a.list_tables()] == [theirs]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_find_commit(catalog):
     catalog.create_table("logs", SCHEMA)
     cid = uuid.uuid4().hex
