@@ -38,8 +38,8 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable, Collection
 from collections import deque
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any

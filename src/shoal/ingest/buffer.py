@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import threading
 import time
-from types import TracebackType
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from types import TracebackType
 
 import pyarrow as pa
 
