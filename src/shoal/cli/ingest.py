@@ -9,8 +9,10 @@ and a file named twice is read once. Every input is resolved before anything is 
 Each input is cut at line boundaries into chunks of about `--chunk-mb`; each chunk is one
 write-path request (atomic on its own). Chunks flow through one pipeline across all inputs:
 `IN_FLIGHT` (2) requests at once, so coercing the next overlaps writing and committing the
-previous, and the chunk after them is read meanwhile. Memory is bounded by those chunks, not
-by the input (`MEMORY_BOUND_HELP`; docs/cli.md).
+previous, and the chunk after them is read meanwhile. A chunk's coercion starts when the
+previous chunk's has ended (`_Staggered`): the first two chunks no longer share the cores to
+coerce at once while the extent writer waits for either. Memory is bounded by those chunks,
+not by the input (`MEMORY_BOUND_HELP`; docs/cli.md).
 
 Idempotency (`--idempotency-key K`): with one input chunk i carries `K#i`; with several, chunk
 i of an input carries `K#<absolute path of the input>#i` (`K#-#i` for stdin), so re-running
@@ -28,6 +30,7 @@ import glob
 import gzip
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,7 +46,7 @@ from shoal.ingest.keys import MAX_IDEMPOTENCY_KEY
 
 if TYPE_CHECKING:
     from shoal.client import Shoal
-    from shoal.ingest.write_path import IngestAck
+    from shoal.ingest.write_path import Coercer, IngestAck
     from shoal.types.schema import SchemaMode
 
 IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
@@ -326,6 +329,36 @@ class _Progress:
             self._bar.advance(self._task, nbytes)
 
 
+class _Staggered:
+    """The write path's coercer for this command: chunk i+1's coercion starts once chunk
+    i's has ended, or chunk i's request has (a replay coerces nothing). Two chunks coercing
+    at once shared the two cores and both ended late, while the extent writer waited for
+    the first (measured: the first extent began ~0.1 s into the run instead of ~0.05 s)."""
+
+    def __init__(self, coerce: Coercer) -> None:
+        self._coerce = coerce
+        self._ended = 0
+        self._cond = threading.Condition()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._coerce(*args, **kwargs)
+        finally:
+            with self._cond:
+                self._ended += 1
+                self._cond.notify_all()
+
+    def wake(self, _request: object = None) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait(self, coercions: int, previous: Future[IngestAck] | None) -> None:
+        """Until `coercions` coercions have ended or the `previous` request has."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._ended >= coercions
+                                or previous is None or previous.done())
+
+
 def _ingest(db: Shoal, items: list[Input], tally: _Tally, *, table: str,
             idempotency_key: str | None, mode: SchemaMode | None, partial: bool,
             chunk_bytes: int) -> None:
@@ -334,8 +367,14 @@ def _ingest(db: Shoal, items: list[Input], tally: _Tally, *, table: str,
     sizes = [i.size for i in items]
     gz = any(_is_gzip(i) for i in items)
     total = None if gz or None in sizes else sum(s for s in sizes if s is not None)
+    from shoal.ingest.coerce import coerce_ndjson
+
+    staggered = _Staggered(db.write_path.coercer or coerce_ndjson)
+    db.write_path.coercer = staggered
     with _Progress(table, total) as progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
         inflight: list[tuple[Future[IngestAck], _Chunk]] = []
+        sent = 0
+        previous: Future[IngestAck] | None = None
 
         def settle(fut: Future[IngestAck], chunk: _Chunk) -> None:
             try:
@@ -352,9 +391,12 @@ def _ingest(db: Shoal, items: list[Input], tally: _Tally, *, table: str,
                 while len(inflight) >= IN_FLIGHT:
                     settle(*inflight.pop(0))
                 tally.read_bytes += len(chunk.body)
-                inflight.append((pool.submit(db.ingest_ndjson, table, chunk.body, mode=mode,
-                                             partial=partial, idempotency_key=chunk.key),
-                                 chunk))
+                staggered.wait(sent, previous)
+                previous = pool.submit(db.ingest_ndjson, table, chunk.body, mode=mode,
+                                       partial=partial, idempotency_key=chunk.key)
+                previous.add_done_callback(staggered.wake)
+                inflight.append((previous, chunk))
+                sent += 1
             while inflight:
                 settle(*inflight.pop(0))
         finally:
