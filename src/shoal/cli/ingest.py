@@ -332,8 +332,8 @@ class _Progress:
 class _Staggered:
     """The write path's coercer for this command: chunk i+1's coercion starts once chunk
     i's has ended, or chunk i's request has (a replay coerces nothing). Two chunks coercing
-    at once shared the two cores and both ended late, while the extent writer waited for
-    the first (measured: the first extent began ~0.1 s into the run instead of ~0.05 s)."""
+    at once shared the two cores and both ended late while the extent writer waited for the
+    first (a timeline of 32 MB chunks: ~95 ms each together, ~45 ms alone)."""
 
     def __init__(self, coerce: Coercer) -> None:
         self._coerce = coerce
