@@ -37,14 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import bench_ingest  # noqa: E402
+from bench.bench_ingest import TYPED_COLUMNS as TYPED  # noqa: E402
 from bench.bench_ingest import COLUMNS, generate  # noqa: E402
 from shoal.cli.ingest import memory_bound_mb  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 PY = str(ROOT / ".venv" / "bin" / "python")
 PROBE = str(ROOT / "tests" / "support" / "first_chunk.py")
-TYPED = [c for c in COLUMNS if c["type"] != "dynamic"]
-ARROW_TYPES = {"string": "pa.string()", "int": "pa.int32()", "long": "pa.int64()"}
 
 
 def load() -> str:
@@ -140,13 +139,7 @@ def typed_case(mb: int, work: Path, repeat: int) -> None:
     size = path.stat().st_size
     print(f"\n## issue 18's case: {size / 1e6:.0f} MB of typed columns, fresh processes, "
           f"best of {repeat} ({load()})")
-    fields = ["pa.field('_timestamp', pa.timestamp('ns', tz='UTC'))"] + [
-        f"pa.field({c['name']!r}, {ARROW_TYPES[c['type']]})" for c in TYPED]
-    code = ("import pyarrow as pa, pyarrow.json as pj\n"
-            f"schema = pa.schema([{', '.join(fields)}])\n"
-            f"t = pj.read_json({str(path)!r}, "
-            "parse_options=pj.ParseOptions(explicit_schema=schema))\n"
-            "print(t.num_rows)\n")
+    code = bench_ingest.typed_read_script(path) + "print(table.num_rows)\n"
     parse: list[Run] = []
     cli: list[Run] = []
     for i in range(repeat):

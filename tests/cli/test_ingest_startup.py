@@ -10,7 +10,10 @@ import os
 import pty
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +155,42 @@ def test_progress_bar_on_a_terminal_summary_line_off_it(tmp_path: Path, data: Pa
     assert plain.stderr == ""
     assert plain.stdout.count("\n") == 1
     assert plain.stdout.startswith("ingested 2500 rows into logs in 3 chunk(s)")
+
+
+def test_the_first_chunk_is_read_while_the_catalog_opens(tmp_path: Path, data: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """The command reads its first chunk on a thread while it imports and opens the catalog
+    (`shoal.cli.ingest._ReadAhead`): opening the catalog here waits until that chunk has been
+    read, which only another thread can do."""
+    from typer.testing import CliRunner
+
+    import shoal.cli.ingest as command
+    from shoal.cli.main import app
+
+    read = threading.Event()
+    real_chunks, real_connect = command.iter_file_chunks, command.connect_or_exit
+
+    def chunks(fd: int, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
+        for item in real_chunks(fd, chunk_bytes):
+            read.set()
+            yield item
+
+    def connect(ctx: Any) -> Any:
+        # a hang guard, not a clock: the read either happens meanwhile or never does
+        assert read.wait(timeout=60), "nothing read the first chunk while the catalog opened"
+        return real_connect(ctx)
+
+    monkeypatch.setattr(command, "iter_file_chunks", chunks)
+    monkeypatch.setattr(command, "connect_or_exit", connect)
+    src = tmp_path / "in.ndjson"
+    src.write_bytes(_rows(3))
+    out = CliRunner().invoke(app, ["--data-dir", str(data), "ingest", str(src), "--table",
+                                   "logs", "--mode", "drop"])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("ingested 3 rows into logs in 1 chunk(s)")
+    db = shoal.connect(data_dir=str(data))
+    try:
+        assert sorted(r["n"] for r in db.query("SELECT n FROM logs").to_pylist()) == [0, 1, 2]
+    finally:
+        db.close()

@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Annotated, Any, cast
@@ -253,13 +253,14 @@ def ingest_command(
     if own_process:
         forgo_pandas()
         tune_allocators(KEEP_FREED, 2 * KEEP_FREED)
-    db = connect_or_exit(ctx)
     t0 = time.perf_counter()
+    progress = _Progress(table, _total_bytes(items))
+    chunks = _ReadAhead(_chunks(items, chunk_mb << 20, idempotency_key, progress.reading))
+    db = connect_or_exit(ctx)
     tally = _Tally()
     try:
-        _ingest(db, items, tally, table=table, idempotency_key=idempotency_key,
-                mode=None if mode is None else mode.literal(), partial=partial,
-                chunk_bytes=chunk_mb << 20)
+        _ingest(db, chunks, progress, tally, table=table,
+                mode=None if mode is None else mode.literal(), partial=partial)
     except PayloadError as e:
         for le in e.errors[:MAX_SHOWN]:
             typer.echo(le.message, err=True)
@@ -359,19 +360,49 @@ class _Staggered:
                                 or previous is None or previous.done())
 
 
-def _ingest(db: Shoal, items: list[Input], tally: _Tally, *, table: str,
-            idempotency_key: str | None, mode: SchemaMode | None, partial: bool,
-            chunk_bytes: int) -> None:
-    """Send the chunks of every input, `IN_FLIGHT` at once, in order, adding what landed to
-    `tally`; a `PayloadError` names lines of its input."""
+class _ReadAhead:
+    """The chunks, the first of them read on a thread from the moment this is made: the
+    command makes it before it imports and opens the catalog (about a third of a second of
+    start-up), and `os.pread` releases the GIL, so the first 32 MB are in memory by the time
+    the write path can take them. Only the first: the rest are read in the command's loop,
+    each while the previous chunks are coerced and written (the memory bound counts one
+    chunk read ahead)."""
+
+    def __init__(self, chunks: Iterator[_Chunk]) -> None:
+        self._chunks = chunks
+        self._first: Future[_Chunk | None] = Future()
+        threading.Thread(target=self._read_first, name="shoal-read-first", daemon=True).start()
+
+    def _read_first(self) -> None:
+        try:
+            self._first.set_result(next(self._chunks, None))
+        except BaseException as e:      # noqa: BLE001 - raised where the chunks are iterated
+            self._first.set_exception(e)
+
+    def __iter__(self) -> Iterator[_Chunk]:
+        first = self._first.result()
+        if first is not None:
+            yield first
+            yield from self._chunks
+
+
+def _total_bytes(items: list[Input]) -> int | None:
+    """What the progress bar counts to: None when an input is stdin or gzip."""
     sizes = [i.size for i in items]
-    gz = any(_is_gzip(i) for i in items)
-    total = None if gz or None in sizes else sum(s for s in sizes if s is not None)
+    if None in sizes or any(_is_gzip(i) for i in items):
+        return None
+    return sum(s for s in sizes if s is not None)
+
+
+def _ingest(db: Shoal, chunks: Iterable[_Chunk], progress: _Progress, tally: _Tally, *,
+            table: str, mode: SchemaMode | None, partial: bool) -> None:
+    """Send the chunks, `IN_FLIGHT` at once, in order, adding what landed to `tally`; a
+    `PayloadError` names lines of its input."""
     from shoal.ingest.coerce import coerce_ndjson
 
     staggered = _Staggered(db.write_path.coercer or coerce_ndjson)
     db.write_path.coercer = staggered
-    with _Progress(table, total) as progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+    with progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
         inflight: list[tuple[Future[IngestAck], _Chunk]] = []
         sent = 0
         previous: Future[IngestAck] | None = None
@@ -386,7 +417,7 @@ def _ingest(db: Shoal, items: list[Input], tally: _Tally, *, table: str,
             progress.advance(len(chunk.body))
 
         try:
-            for chunk in _chunks(items, chunk_bytes, idempotency_key, progress.reading):
+            for chunk in chunks:
                 # The chunk is read before waiting for a slot: reading overlaps the work.
                 while len(inflight) >= IN_FLIGHT:
                     settle(*inflight.pop(0))
