@@ -194,3 +194,93 @@ def test_the_first_chunk_is_read_while_the_catalog_opens(tmp_path: Path, data: P
         assert sorted(r["n"] for r in db.query("SELECT n FROM logs").to_pylist()) == [0, 1, 2]
     finally:
         db.close()
+
+
+class _Speculated:
+    """Every speculative coercion of the command (`_Speculation.run`): how many began, and
+    an event set when one has ended."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import shoal.cli.ingest as command
+
+        self.count = 0
+        self.ended = threading.Event()
+        real_run = command._Speculation.run
+
+        def run(speculation: Any, body: bytes) -> None:
+            self.count += 1
+            try:
+                real_run(speculation, body)
+            finally:
+                self.ended.set()
+
+        monkeypatch.setattr(command._Speculation, "run", run)
+
+
+def test_the_first_chunk_is_coerced_while_the_catalog_opens(tmp_path: Path, data: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """With an embedded catalog the command reads the table's schema without SQLAlchemy
+    (`shoal.catalog.peek`) and coerces its first chunk against it on the reading thread;
+    opening the catalog here waits for that coercion to end."""
+    from typer.testing import CliRunner
+
+    import shoal.cli.ingest as command
+    from shoal.cli.main import app
+
+    ran = _Speculated(monkeypatch)
+    real_connect = command.connect_or_exit
+
+    def connect(ctx: Any) -> Any:
+        # a hang guard, not a clock: the coercion either happens meanwhile or never does
+        assert ran.ended.wait(timeout=60), "nothing coerced while the catalog opened"
+        return real_connect(ctx)
+
+    monkeypatch.setattr(command, "connect_or_exit", connect)
+    src = tmp_path / "in.ndjson"
+    src.write_bytes(b'{"service": "a", "n": 1}\n{"service": "b", "n": 2}\n')
+    out = CliRunner().invoke(app, ["--data-dir", str(data), "ingest", str(src), "--table",
+                                   "logs"])
+    assert out.exit_code == 0, out.output
+    assert ran.count == 1
+    db = shoal.connect(data_dir=str(data))
+    try:
+        got = db.query("SELECT service, n FROM logs ORDER BY n").to_pylist()
+        assert got == [{"service": "a", "n": 1}, {"service": "b", "n": 2}]
+    finally:
+        db.close()
+
+
+def test_a_stale_schema_hint_costs_a_coercion_not_a_row(tmp_path: Path, data: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """The table gained a column after the hint was read (here: the hint is made stale on
+    purpose, the race it stands for cannot be timed): the first chunk is coerced again
+    against the schema the catalog loads, so the new column holds its values."""
+    from typer.testing import CliRunner
+
+    import shoal.catalog.peek as peek
+    from shoal.cli.main import app
+
+    db = shoal.connect(data_dir=str(data))
+    try:
+        before = db.catalog.load_table("logs").schema
+        db.add_columns("logs", [shoal.Column("region", shoal.STRING)])
+    finally:
+        db.close()
+    monkeypatch.setattr(peek, "peek_table", lambda url, table: (before, "evolve"))
+    ran = _Speculated(monkeypatch)
+    src = tmp_path / "in.ndjson"
+    src.write_bytes(b'{"service": "a", "n": 1, "region": "eu"}\n')
+    out = CliRunner().invoke(app, ["--data-dir", str(data), "ingest", str(src), "--table",
+                                   "logs"])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("ingested 1 rows into logs")
+    assert "new columns" not in out.output
+    assert ran.count == 1 and ran.ended.is_set()    # the stale coercion did happen
+    db = shoal.connect(data_dir=str(data))
+    try:
+        got = db.query("SELECT service, n, region FROM logs").to_pylist()
+        assert got == [{"service": "a", "n": 1, "region": "eu"}]
+    finally:
+        db.close()

@@ -7,7 +7,9 @@ leaves it alone; `**` spans directories), sorted by name; a glob matching nothin
 and a file named twice is read once. Every input is resolved before anything is sent.
 
 Each input is cut at line boundaries into chunks of about `--chunk-mb`; each chunk is one
-write-path request (atomic on its own). Chunks flow through one pipeline across all inputs:
+write-path request (atomic on its own). The first chunk is read, and with an embedded catalog
+coerced, on a thread while the command imports SQLAlchemy and opens the catalog
+(`_ReadAhead`, `_Speculation`). Chunks flow through one pipeline across all inputs:
 `IN_FLIGHT` (2) requests at once, so coercing the next overlaps writing and committing the
 previous, and the chunk after them is read meanwhile. A chunk's coercion starts when the
 previous chunk's has ended (`_Staggered`): the first two chunks no longer share the cores to
@@ -32,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Annotated, Any, cast
@@ -46,8 +48,10 @@ from shoal.ingest.keys import MAX_IDEMPOTENCY_KEY
 
 if TYPE_CHECKING:
     from shoal.client import Shoal
+    from shoal.ingest._values import UnknownFieldPolicy
+    from shoal.ingest.coerce import Coerced
     from shoal.ingest.write_path import Coercer, IngestAck
-    from shoal.types.schema import SchemaMode
+    from shoal.types.schema import Schema, SchemaMode
 
 IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
 GZIP_MAGIC = b"\x1f\x8b"
@@ -256,11 +260,17 @@ def ingest_command(
     t0 = time.perf_counter()
     progress = _Progress(table, _total_bytes(items))
     chunks = _ReadAhead(_chunks(items, chunk_mb << 20, idempotency_key, progress.reading))
+    literal = None if mode is None else mode.literal()
+    speculation = None
+    try:
+        speculation = _speculation(ctx, table, literal)
+    finally:
+        chunks.speculate(speculation)   # always: the reading thread waits for it
     db = connect_or_exit(ctx)
     tally = _Tally()
     try:
-        _ingest(db, chunks, progress, tally, table=table,
-                mode=None if mode is None else mode.literal(), partial=partial)
+        _ingest(db, chunks, progress, tally, speculation, table=table, mode=literal,
+                partial=partial)
     except PayloadError as e:
         for le in e.errors[:MAX_SHOWN]:
             typer.echo(le.message, err=True)
@@ -360,30 +370,119 @@ class _Staggered:
                                 or previous is None or previous.done())
 
 
+class _Speculation:
+    """The first chunk coerced against the table's schema as `shoal.catalog.peek` read it
+    before the catalog was open, handed to the write path only for exactly that call: the
+    same body, the schema the catalog loaded equal to the hint, the same unknown-field
+    policy and error cap, no `unknown_fields` (an evolving second pass). Any other call, or
+    a mismatch, coerces as usual (`base`); so a hint gone stale costs one coercion, never a
+    wrong row. The write path's `ingest_time_ns` is not compared: the speculative one is
+    taken when its coercion starts, during this same command."""
+
+    def __init__(self, base: Coercer, schema: Schema, unknown: UnknownFieldPolicy) -> None:
+        self._base = base
+        self._schema = schema
+        self._unknown = unknown
+        self._body: bytes | None = None
+        self._result: Future[Coerced] = Future()
+        self._taken = False
+
+    def run(self, body: bytes) -> None:
+        """Coerce `body` (the first chunk) now, on the reading thread; `expect(body)` first."""
+        from shoal.ingest.coerce import DEFAULT_MAX_ERRORS
+
+        try:
+            self._result.set_result(self._base(body, self._schema, unknown=self._unknown,
+                                               ingest_time_ns=time.time_ns(),
+                                               max_errors=DEFAULT_MAX_ERRORS))
+        except BaseException as e:      # noqa: BLE001 - raised to the write path's call
+            self._result.set_exception(e)
+        if self._taken:                 # the first chunk's request ended without it
+            self.release()
+
+    def expect(self, body: bytes) -> None:
+        """`body` is the first chunk: the one call with it takes what `run` makes."""
+        self._body = body
+
+    def release(self, _request: object = None) -> None:
+        """Drop the chunk and its coercion (taken, or of no use any more: the first chunk's
+        request has ended), so they do not outlive it: the memory bound counts them once."""
+        self._taken = True
+        self._body = None
+        if self._result.done():
+            self._result = Future()
+
+    def __call__(self, body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
+                 ingest_time_ns: int, max_errors: int = 100,
+                 unknown_fields: Sequence[str] | None = None) -> Coerced:
+        from shoal.ingest.coerce import DEFAULT_MAX_ERRORS
+
+        if (not self._taken and body is self._body and schema == self._schema
+                and unknown == self._unknown and max_errors == DEFAULT_MAX_ERRORS
+                and unknown_fields is None):
+            self._taken = True
+            try:
+                return self._result.result()
+            finally:
+                self.release()
+        return self._base(body, schema, unknown=unknown, ingest_time_ns=ingest_time_ns,
+                          max_errors=max_errors, unknown_fields=unknown_fields)
+
+
 class _ReadAhead:
-    """The chunks, the first of them read on a thread from the moment this is made: the
-    command makes it before it imports and opens the catalog (about a third of a second of
-    start-up), and `os.pread` releases the GIL, so the first 32 MB are in memory by the time
-    the write path can take them. Only the first: the rest are read in the command's loop,
-    each while the previous chunks are coerced and written (the memory bound counts one
-    chunk read ahead)."""
+    """The chunks, the first of them read on a thread from the moment this is made, then
+    coerced there if `speculate` hands it a `_Speculation`: the command makes this before
+    it imports and opens the catalog (about a third of its start-up, holding the GIL), while
+    `os.pread` and most of a coercion release the GIL, so the first chunk is read and
+    coerced by the time the write path asks for it. Only the first: the rest are read in the
+    command's loop, each while the previous chunks are coerced and written (the memory bound
+    counts one chunk read ahead)."""
 
     def __init__(self, chunks: Iterator[_Chunk]) -> None:
         self._chunks = chunks
         self._first: Future[_Chunk | None] = Future()
+        self._speculation: Future[_Speculation | None] = Future()
         threading.Thread(target=self._read_first, name="shoal-read-first", daemon=True).start()
+
+    def speculate(self, speculation: _Speculation | None) -> None:
+        """What to coerce the first chunk with once it is read (None: nothing). Call once."""
+        self._speculation.set_result(speculation)
 
     def _read_first(self) -> None:
         try:
-            self._first.set_result(next(self._chunks, None))
+            first = next(self._chunks, None)
         except BaseException as e:      # noqa: BLE001 - raised where the chunks are iterated
             self._first.set_exception(e)
+            return
+        # The command says before it opens the catalog, so before it iterates: no delay.
+        speculation = self._speculation.result()
+        if first is not None and speculation is not None:
+            speculation.expect(first.body)
+        self._first.set_result(first)
+        if first is not None and speculation is not None:
+            speculation.run(first.body)
 
     def __iter__(self) -> Iterator[_Chunk]:
         first = self._first.result()
         if first is not None:
             yield first
             yield from self._chunks
+
+
+def _speculation(ctx: typer.Context, table: str, mode: SchemaMode | None
+                 ) -> _Speculation | None:
+    """A `_Speculation` for the first chunk, if the catalog is an embedded one that holds
+    `table` (`shoal.catalog.peek`); imports the coercion (not the catalog) to make it."""
+    from shoal.catalog.peek import peek_table
+    from shoal.cli.common import config_of
+
+    hint = peek_table(config_of(ctx).resolved_catalog_url, table)
+    if hint is None:
+        return None
+    from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
+
+    schema, table_mode = hint
+    return _Speculation(coerce_ndjson, schema, UNKNOWN_POLICY[mode or table_mode])
 
 
 def _total_bytes(items: list[Input]) -> int | None:
@@ -394,13 +493,15 @@ def _total_bytes(items: list[Input]) -> int | None:
     return sum(s for s in sizes if s is not None)
 
 
-def _ingest(db: Shoal, chunks: Iterable[_Chunk], progress: _Progress, tally: _Tally, *,
-            table: str, mode: SchemaMode | None, partial: bool) -> None:
+def _ingest(db: Shoal, chunks: Iterable[_Chunk], progress: _Progress, tally: _Tally,
+            speculation: _Speculation | None, *, table: str, mode: SchemaMode | None,
+            partial: bool) -> None:
     """Send the chunks, `IN_FLIGHT` at once, in order, adding what landed to `tally`; a
     `PayloadError` names lines of its input."""
     from shoal.ingest.coerce import coerce_ndjson
 
-    staggered = _Staggered(db.write_path.coercer or coerce_ndjson)
+    # The speculation coerced with `coerce_ndjson`: it stands in for that alone.
+    staggered = _Staggered(db.write_path.coercer or speculation or coerce_ndjson)
     db.write_path.coercer = staggered
     with progress, ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
         inflight: list[tuple[Future[IngestAck], _Chunk]] = []
@@ -426,6 +527,8 @@ def _ingest(db: Shoal, chunks: Iterable[_Chunk], progress: _Progress, tally: _Ta
                 previous = pool.submit(db.ingest_ndjson, table, chunk.body, mode=mode,
                                        partial=partial, idempotency_key=chunk.key)
                 previous.add_done_callback(staggered.wake)
+                if speculation is not None and sent == 0:
+                    previous.add_done_callback(speculation.release)
                 inflight.append((previous, chunk))
                 sent += 1
             while inflight:

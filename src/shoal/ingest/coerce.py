@@ -80,10 +80,14 @@ from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRow
 from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
                                   rows_to_arrays)
 from shoal.types.jsonlimits import exceeding
-from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Column, Schema
+from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Column, Schema, SchemaMode
 
 UNKNOWN_POLICIES: tuple[UnknownFieldPolicy, ...] = ("props", "drop", "reject")
 
+# What a table's schema mode does with a field the schema lacks, as `unknown=` spells it.
+UNKNOWN_POLICY: dict[SchemaMode, UnknownFieldPolicy] = {
+    "evolve": "props", "drop": "drop", "reject": "reject"}
+DEFAULT_MAX_ERRORS = 100
 _ARROW_KINDS = frozenset({"bool", "int", "long", "real", "string", "timestamp", "vector"})
 _THREAD_MIN_BYTES = 1 << 18
 _FALLBACK_CHUNK_BYTES = 2 << 20
@@ -115,7 +119,7 @@ class Coerced:
 
 
 def coerce_ndjson(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
-                  ingest_time_ns: int, max_errors: int = 100,
+                  ingest_time_ns: int, max_errors: int = DEFAULT_MAX_ERRORS,
                   unknown_fields: Sequence[str] | None = None) -> Coerced:
     """Coerce an NDJSON body against `schema`; see the module docstring.
 

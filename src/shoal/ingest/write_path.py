@@ -116,7 +116,7 @@ class WritePath:
     def _ingest_ndjson(self, table: str, body: bytes, *, mode: SchemaMode | None,
                        partial: bool, idempotency_key: str | None,
                        arrival: Arrival) -> IngestAck:
-        from shoal.ingest.coerce import coerce_ndjson
+        from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
         from shoal.ingest.evolve import plan_evolution
 
         replay = self._replay(table, idempotency_key)
@@ -126,12 +126,11 @@ class WritePath:
         info = self.catalog.load_table(table)
         mode = mode or info.mode
         new_columns: list[str] = []
-        policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[mode]
         body = bytes(body)
         # One msgspec pass both validates the lines and finds their unknown keys (what
         # `scan_unknown_fields` returns): in evolve mode the body is coerced again only when
         # those keys add columns.
-        coerced = coerce(body, info.schema, unknown=policy,  # type: ignore[arg-type]
+        coerced = coerce(body, info.schema, unknown=UNKNOWN_POLICY[mode],
                          ingest_time_ns=time.time_ns(), max_errors=self.max_errors)
         if mode == "evolve" and coerced.unknown_fields:
             unknown = coerced.unknown_fields

@@ -232,13 +232,12 @@ class _FileJob:
 
     def _coerce(self, info: TableInfo, chunk: bytes, added_so_far: int
                 ) -> tuple[TableInfo, Coerced, list[str]]:
-        from shoal.ingest.coerce import coerce_ndjson
+        from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
         from shoal.ingest.evolve import plan_evolution
 
         mode = self.spec.mode
-        policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[mode]
         max_errors = chunk.count(b"\n") * max(len(info.schema.columns), 1) + 16
-        coerced = coerce_ndjson(chunk, info.schema, unknown=policy,  # type: ignore[arg-type]
+        coerced = coerce_ndjson(chunk, info.schema, unknown=UNKNOWN_POLICY[mode],
                                 ingest_time_ns=time.time_ns(), max_errors=max_errors)
         added: list[str] = []
         if mode == "evolve" and coerced.unknown_fields:

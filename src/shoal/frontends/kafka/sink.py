@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from shoal.catalog.base import Catalog, ManifestEntry, SourceOffset, TableInfo
 from shoal.commit import CommitCoordinator, CommitSpec, discard_extents
 from shoal.errors import InvalidSchemaError, PipelineError
-from shoal.ingest.coerce import coerce_ndjson
+from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
 from shoal.ingest.evolve import plan_evolution
 from shoal.ingest.rejects import RejectRecord, commit_rejects
 from shoal.types.schema import Column, Schema, SchemaMode
@@ -327,8 +327,7 @@ def _coerce(lines: list[bytes], schema: Schema, mode: SchemaMode,
     """(rows, their schema, accepted line mask, {line: (field, message)}) of the lines."""
     n = len(lines)
     body = b"\n".join(lines)
-    policy = {"evolve": "props", "drop": "drop", "reject": "reject"}[mode]
-    coerced = coerce_ndjson(body, schema, unknown=policy,  # type: ignore[arg-type]
+    coerced = coerce_ndjson(body, schema, unknown=UNKNOWN_POLICY[mode],
                             ingest_time_ns=time.time_ns(), max_errors=max(n, 1))
     if evolve is not None and coerced.unknown_fields:
         fresh = evolve(coerced.unknown_fields, schema)
