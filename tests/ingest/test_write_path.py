@@ -170,6 +170,61 @@ def test_a_request_that_fails_or_replays_stops_arriving(wp):
     assert catalog.load_table("t").current_snapshot_id == last.snapshot_id
 
 
+def _held_first_extent(wp, *, fail_first: bool):
+    """A write path with two extent writers whose first extent is held until the second
+    has been written (the writers must overlap for it ever to finish), and then fails if
+    `fail_first`. The hook only orders the two writes; everything else is real."""
+    _, catalog, store = wp
+    coord = CommitCoordinator(catalog, store, TlmFormat())
+    second_written, first_started = threading.Event(), threading.Event()
+    real = coord.write_extent
+    calls: list[int] = []
+
+    def write_extent(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            first_started.set()
+            # a hang guard, not a clock: only the other writer can set it
+            assert second_written.wait(timeout=60), "the second extent was never written"
+            if fail_first:
+                raise OSError("disk full (injected: the first extent's write fails)")
+            return real(*args, **kwargs)
+        entry = real(*args, **kwargs)
+        second_written.set()
+        return entry
+
+    coord.write_extent = write_extent       # type: ignore[method-assign]
+    path = WritePath(catalog, coord, buffer=StagingBuffer(catalog, coord, debounce_s=3600,
+                                                          writers=2))
+    return path, first_started
+
+
+@pytest.mark.timeout(300)   # a hang guard: one writer alone would wait for itself
+@pytest.mark.parametrize("fail_first", [False, True])
+def test_writers_overlap_extents_and_commit_in_the_order_taken(wp, fail_first):
+    """Two groups: the second's extent is written while the first's is still being written,
+    yet the second commits only after the first has (or has failed: it does not hold the
+    second back). `shoal ingest` relies on this to land its chunks in order."""
+    _, catalog, store = wp
+    path, first_started = _held_first_extent(wp, fail_first=fail_first)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            first = pool.submit(path.ingest_ndjson, "t", body(1, 1))
+            assert first_started.wait(timeout=120)
+            second = path.ingest_ndjson("t", body(2, 1))
+            if fail_first:
+                with pytest.raises(OSError, match="disk full"):
+                    first.result()
+            else:
+                assert first.result().snapshot_id == second.snapshot_id - 1
+    finally:
+        path.close()
+    assert catalog.load_table("t").current_snapshot_id == second.snapshot_id
+    data = rows(catalog, store)
+    assert sorted(data.column("client").to_pylist()) == ([2] * 3 if fail_first
+                                                        else [1] * 3 + [2] * 3)
+
+
 def test_idempotent_replay(wp):
     path, catalog, store = wp
     first = path.ingest_ndjson("t", body(1, 1), idempotency_key="k1")

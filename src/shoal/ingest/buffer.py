@@ -1,10 +1,18 @@
 """The staging buffer: per-table group commit across concurrent requests (SPEC §6.3).
 
 Requests `submit()` coerced Arrow batches and block until the snapshot holding their rows is
-committed. One flusher thread per table collects what is pending until it holds `max_rows`
+committed. A flusher thread per table collects what is pending until it holds `max_rows`
 rows or `max_bytes` bytes, or `debounce_s` has passed since the oldest pending request, then
 writes ONE extent for the whole group and commits it in one snapshot together with every
-request's idempotency-ledger row. So many small writers produce few healthy extents. A
+request's idempotency-ledger row. So many small writers produce few healthy extents.
+
+Each table has `writers` such threads (`DEFAULT_WRITERS`): while one writes a group's
+extent (statistics, filters, compressed IPC: CPU that holds the GIL only in part), the next
+group is taken and written by another, on another core. Their commits keep the order the
+groups were taken in (a group commits once every earlier group has committed or failed), so
+a client's requests, and `shoal ingest`'s chunks, land in order. Measured (BENCHMARKS.md,
+issue 18): one writer was busy all the time under 8 REST clients (py-spy) while the server
+used 1.2 of 2 cores; two writers: +12-25% MB/s, larger extents. A
 request that holds a quarter of `max_rows` or `max_bytes` by itself (`shoal ingest`'s 32 MB
 chunks: ~100k rows) is a healthy extent alone and does not wait out the debounce for company:
 that only left the flusher idle between chunks.
@@ -31,9 +39,11 @@ a plain timer (tests that need groups closed by size alone, whatever the schedul
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -45,6 +55,11 @@ from shoal.commit import CommitCoordinator
 from shoal.errors import BackpressureError, InternalError, UnavailableError
 from shoal.types.schema import Schema
 from shoal.types.upgrade import upgrade_batch
+
+
+# Extents of one table written at once (by as many flusher threads); their commits keep the
+# order their groups were taken in. Two on two cores (three measured no better).
+DEFAULT_WRITERS = min(4, max(2, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -85,9 +100,16 @@ class _TableQueue:
         self.flush_requested = 0
         self.inflight: list[_Pending] = []
         self.closed = False
-        self.thread = threading.Thread(target=self._run, name=f"shoal-flush-{table}",
-                                       daemon=True)
-        self.thread.start()
+        # Groups are numbered as they are taken; each commits only once every group taken
+        # before it has finished (committed or failed): writers overlap their extents,
+        # never the order of their commits.
+        self._taken = 0
+        self._next_commit = 0
+        self._finished: set[int] = set()
+        self.threads = [threading.Thread(target=self._run, name=f"shoal-flush-{table}-{i}",
+                                         daemon=True) for i in range(owner.writers)]
+        for t in self.threads:
+            t.start()
 
     # -- producer side ---------------------------------------------------------------------
     def put(self, p: _Pending) -> None:
@@ -109,7 +131,7 @@ class _TableQueue:
             f.exception()
 
     # -- flusher thread --------------------------------------------------------------------
-    def _take(self) -> list[_Pending] | None:
+    def _take(self) -> tuple[int, list[_Pending]] | None:
         o = self.owner
         with self.cond:
             while True:
@@ -134,7 +156,9 @@ class _TableQueue:
                             taken_bytes += p.nbytes
                         if not self.pending:
                             self.flush_requested = 0
-                        return group
+                        self.inflight.extend(group)
+                        self._taken += 1
+                        return self._taken - 1, group
                     self.cond.wait(timeout=max(0.0, o.debounce_s - age))
                 elif self.closed:
                     return None
@@ -142,17 +166,33 @@ class _TableQueue:
                     self.flush_requested = 0
                     self.cond.wait()
 
+    def _wait_turn(self, ticket: int) -> None:
+        """Until every group taken before group `ticket` has finished."""
+        with self.cond:
+            self.cond.wait_for(lambda: self._next_commit == ticket)
+
+    def _finish(self, ticket: int, group: list[_Pending]) -> None:
+        with self.cond:
+            done = {id(p) for p in group}
+            self.inflight = [p for p in self.inflight if id(p) not in done]
+            self._finished.add(ticket)
+            while self._next_commit in self._finished:
+                self._finished.remove(self._next_commit)
+                self._next_commit += 1
+            self.cond.notify_all()
+
     def _run(self) -> None:
-        while (group := self._take()) is not None:
-            self.inflight = group
+        while (taken := self._take()) is not None:
+            ticket, group = taken
             try:
-                self.owner._commit_group(self.table, group)
+                self.owner._commit_group(self.table, group,
+                                         turn=functools.partial(self._wait_turn, ticket))
             except BaseException as e:  # noqa: BLE001 - delivered to every waiting request
                 for p in group:
                     if not p.future.done():
                         p.future.set_exception(e)
             finally:
-                self.inflight = []
+                self._finish(ticket, group)
                 self.owner._release(sum(p.nbytes for p in group))
 
 
@@ -183,8 +223,12 @@ class StagingBuffer:
     def __init__(self, catalog: Catalog, coordinator: CommitCoordinator, *,
                  max_rows: int = 200_000, max_bytes: int = 64 << 20,
                  debounce_s: float = 0.02, max_pending_bytes: int = 512 << 20,
-                 retry_after_s: float = 1.0, early_flush: bool = True) -> None:
+                 retry_after_s: float = 1.0, early_flush: bool = True,
+                 writers: int = DEFAULT_WRITERS) -> None:
+        if writers < 1:
+            raise ValueError("writers must be at least 1")
         self.catalog = catalog
+        self.writers = writers
         self.coordinator = coordinator
         self.max_rows = max_rows
         self.max_bytes = max_bytes
@@ -289,10 +333,14 @@ class StagingBuffer:
                 q.closed = True
                 q.cond.notify_all()
         for q in queues:
-            q.thread.join(timeout=60)
+            for t in q.threads:
+                t.join(timeout=60)
 
     # -- one group -----------------------------------------------------------------------------
-    def _commit_group(self, table: str, group: list[_Pending]) -> None:
+    def _commit_group(self, table: str, group: list[_Pending], *,
+                      turn: Callable[[], None] = lambda: None) -> None:
+        """Write `group`'s extent and commit it; `turn()` returns when this group may commit
+        (called before each commit attempt)."""
         # Same key twice in one group: the later requests are replays of the first.
         first_by_key: dict[str, _Pending] = {}
         duplicates: list[tuple[_Pending, _Pending]] = []
@@ -314,6 +362,7 @@ class StagingBuffer:
             t0 = time.perf_counter()
             entries = ([self.coordinator.write_extent(info, batches, schema=target)]
                        if batches else [])
+            turn()
             outcome = self.coordinator.append(
                 table, entries, ledger=[le for p in members for le in p.ledger],
                 summary={"requests": len(members)})
