@@ -340,7 +340,8 @@ class StagingBuffer:
     def _commit_group(self, table: str, group: list[_Pending], *,
                       turn: Callable[[], None] = lambda: None) -> None:
         """Write `group`'s extent and commit it; `turn()` returns when this group may commit
-        (called before each commit attempt)."""
+        (called before each commit attempt). Everything after the first `turn()`, `stats`
+        included, runs while the next group waits for its own turn: one writer at a time."""
         # Same key twice in one group: the later requests are replays of the first.
         first_by_key: dict[str, _Pending] = {}
         duplicates: list[tuple[_Pending, _Pending]] = []
