@@ -69,7 +69,7 @@ class SubmitResult:
     replayed: LedgerRecord | None = None
 
 
-@dataclass
+@dataclass(eq=False)        # one request: compared by identity, never by its rows
 class _Pending:
     schema: Schema
     batch: pa.RecordBatch
@@ -173,8 +173,7 @@ class _TableQueue:
 
     def _finish(self, ticket: int, group: list[_Pending]) -> None:
         with self.cond:
-            done = {id(p) for p in group}
-            self.inflight = [p for p in self.inflight if id(p) not in done]
+            self.inflight = [p for p in self.inflight if p not in group]
             self._finished.add(ticket)
             while self._next_commit in self._finished:
                 self._finished.remove(self._next_commit)
