@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shoal.catalog import ManifestEntry, open_catalog  # noqa: E402
+from shoal.catalog import open_catalog  # noqa: E402
+from shoal.catalog.base import ManifestEntry  # noqa: E402
 from shoal.commit import CommitCoordinator  # noqa: E402
 from shoal.format.base import And, Equals, StringHas, TimeRange  # noqa: E402
 from shoal.types import INT, STRING, Column, Schema  # noqa: E402

@@ -17,7 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from shoal.catalog import Catalog, TableInfo, open_catalog
+from shoal.catalog import open_catalog
+from shoal.catalog.base import Catalog, TableInfo
 from shoal.catalog.describe import describe_table
 from shoal.config import Config, load_config
 from shoal.format import default_formats

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from shoal.catalog import LedgerEntry, LedgerKeyExistsError, ManifestEntry, SourceOffset
+from shoal.catalog.base import LedgerEntry, LedgerKeyExistsError, ManifestEntry, SourceOffset
 from shoal.errors import (CommitConflictError, InvalidSchemaError, SnapshotNotFoundError,
                           TableAlreadyExistsError, TableNotFoundError)
 from shoal.types import INT, LONG, STRING, Column, Schema

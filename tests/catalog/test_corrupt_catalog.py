@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from shoal.catalog import LedgerEntry, ManifestEntry, open_catalog
+from shoal.catalog import open_catalog
+from shoal.catalog.base import LedgerEntry, ManifestEntry
 from shoal.errors import CatalogCorruptError, ShoalError
 from shoal.format.base import Equals
 from shoal.format.membership import BloomFilter

@@ -284,3 +284,68 @@ def test_a_stale_schema_hint_costs_a_coercion_not_a_row(tmp_path: Path, data: Pa
         assert got == [{"service": "a", "n": 1, "region": "eu"}]
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("mode", ["drop", "evolve"])
+def test_the_first_two_chunks_are_coerced_while_the_catalog_opens(
+        tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """Both speculative chunks (`shoal.cli.ingest.SPECULATED`) are coerced on the reading
+    thread while the catalog opens, and each coercion is used by its own request: three
+    chunks cost three coercions. With `evolve` the first chunk adds a column, so the second
+    chunk's speculation is stale and that chunk is coerced again: its rows keep the new
+    column's values."""
+    from typer.testing import CliRunner
+
+    import shoal.cli.ingest as command
+    import shoal.ingest.coerce as coerce
+    from shoal.cli.main import app
+
+    assert command.SPECULATED == 2
+    ended = threading.Condition()
+    runs: list[int] = []
+    real_run = command._Speculation.run
+
+    def run(speculation: Any, body: bytes) -> None:
+        try:
+            real_run(speculation, body)
+        finally:
+            with ended:
+                runs.append(len(body))
+                ended.notify_all()
+
+    monkeypatch.setattr(command._Speculation, "run", run)
+    coercions: list[int] = []
+    real_coerce = coerce.coerce_ndjson
+
+    def counted(body: bytes, *args: Any, **kwargs: Any) -> Any:
+        coercions.append(len(body))
+        return real_coerce(body, *args, **kwargs)
+
+    monkeypatch.setattr(coerce, "coerce_ndjson", counted)
+    real_connect = command.connect_or_exit
+
+    def connect(ctx: Any) -> Any:
+        # a hang guard, not a clock: both coercions either happen meanwhile or never do
+        with ended:
+            assert ended.wait_for(lambda: len(runs) == 2, timeout=60), runs
+        return real_connect(ctx)
+
+    monkeypatch.setattr(command, "connect_or_exit", connect)
+    src = tmp_path / "in.ndjson"
+    src.write_bytes(_rows(2500))      # ~2.4 MB: three 1 MB chunks
+    out = CliRunner().invoke(app, ["--data-dir", str(data), "ingest", str(src), "--table",
+                                   "logs", "--chunk-mb", "1", "--mode", mode])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith("ingested 2500 rows into logs in 3 chunk(s)")
+    assert len(runs) == 2
+    if mode == "drop":
+        assert len(coercions) == 3
+    db = shoal.connect(data_dir=str(data))
+    try:
+        got = db.query("SELECT n FROM logs ORDER BY n").column("n").to_pylist()
+        assert got == list(range(2500))
+        if mode == "evolve":
+            pads = db.query("SELECT count(*) AS c FROM logs WHERE pad IS NOT NULL")
+            assert pads.column("c").to_pylist() == [2500]
+    finally:
+        db.close()

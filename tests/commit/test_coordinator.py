@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from shoal.catalog import LedgerEntry, open_catalog
+from shoal.catalog import open_catalog
+from shoal.catalog.base import LedgerEntry
 from shoal.commit import CommitCoordinator, CommitSpec
 from shoal.errors import (CommitRetriesExhaustedError, CommitStateUnknownError,
                           IncompatibleSchemaChangeError)

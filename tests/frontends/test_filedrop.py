@@ -244,7 +244,7 @@ def test_field_appearing_mid_file_evolves_and_starts_an_extent_under_the_new_ver
     (r,) = process_files(spec(chunk_bytes=2048), listing(drop))
     assert r.new_columns == ["region"] and r.rows == 1000 and r.rejects == []
     assert sorted({e.schema_version for e in r.extents}) == [1, 2]
-    from shoal.catalog import LedgerEntry
+    from shoal.catalog.base import LedgerEntry
     db.coordinator.append("events", r.extents, ledger=[LedgerEntry(r.key, r.ack("events"))])
     got = {x["n"]: x["region"] for x in rows(db, "events")}
     assert got == {i: (None if i < 500 else f"r{i % 3}") for i in range(1000)}
@@ -272,7 +272,7 @@ def test_corrupt_gzip_is_one_whole_file_reject_and_known_files_are_not_parsed(ta
     assert "not a valid gzip stream" in a.rejects[0].error
     assert b.status == "new" and b.rows == 1
     # Once b's key is in the ledger, a task reads and hashes it but parses nothing.
-    from shoal.catalog import LedgerEntry
+    from shoal.catalog.base import LedgerEntry
     db.coordinator.append("events", b.extents, ledger=[LedgerEntry(b.key, b.ack("events"))])
     (_, b2) = process_files(spec(), listing(drop))
     assert b2.status == "known" and b2.extents == [] and b2.sha256 == b.sha256
@@ -399,7 +399,7 @@ def test_poll_loop_picks_up_new_files_reports_errors_and_stops(task_env, spark):
 
 
 def test_ledger_sweep_keeps_filedrop_keys(clocked_catalog, clock):
-    from shoal.catalog import LedgerEntry
+    from shoal.catalog.base import LedgerEntry
     from shoal.types import Schema
 
     catalog = clocked_catalog

@@ -1,11 +1,17 @@
 """The transactional catalog (SPEC §6.2): protocol, SQL implementation, stage-1 pruning."""
 
+from __future__ import annotations
+
 import threading
 import time
+from typing import TYPE_CHECKING
 
-from shoal.catalog.base import (Catalog, Clock, LedgerEntry, LedgerKeyExistsError, LedgerRecord,
-                                ManifestEntry, PlanResult, Snapshot, SourceOffset, TableInfo,
-                                WorkUnit)
+if TYPE_CHECKING:
+    from shoal.catalog.base import Catalog, Clock
+
+# The package imports nothing heavy (no SQLAlchemy, no pyarrow): `shoal.catalog.peek` is
+# imported by `shoal ingest` before anything else of the catalog, to start coercing early.
+# The protocol and its records live in `shoal.catalog.base`.
 
 
 def open_catalog(url: str, *, clock: Clock = time.time) -> Catalog:
@@ -43,6 +49,5 @@ def executor_catalog(url: str) -> Catalog:
         return catalog
 
 
-__all__ = ["Catalog", "Clock", "LedgerEntry", "LedgerKeyExistsError", "LedgerRecord",
-           "ManifestEntry", "PlanResult", "Snapshot", "SourceOffset", "TableInfo", "WorkUnit",
+__all__ = ["EXECUTOR_CATALOGS", "EXECUTOR_MAX_OVERFLOW", "EXECUTOR_POOL_SIZE",
            "executor_catalog", "open_catalog"]
