@@ -18,12 +18,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from shoal.errors import ConfigError
 from shoal.storage.base import ObjectInfo, ObjectStore
 from shoal.storage.local import LocalObjectStore
-from shoal.storage.s3 import S3ObjectStore
+
+if TYPE_CHECKING:
+    from shoal.storage.s3 import S3ObjectStore
+
+
+def __getattr__(name: str) -> Any:
+    """`S3ObjectStore` on first use: it imports `pyarrow.fs` and OpenSSL (~16 ms of every
+    command's start-up, where the store is a local directory)."""
+    if name == "S3ObjectStore":
+        from shoal.storage.s3 import S3ObjectStore
+
+        return S3ObjectStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["LocalObjectStore", "ObjectInfo", "ObjectStore", "S3ObjectStore", "open_store"]
 
@@ -58,6 +71,8 @@ def _local(url: str, path: str) -> LocalObjectStore:
 
 def _s3(url: str, bucket: str, path: str, env: Mapping[str, str],
         endpoint: str | None, region: str | None) -> S3ObjectStore:
+    from shoal.storage.s3 import S3ObjectStore
+
     if not bucket:
         raise ConfigError(f"storage URL {url!r}: no bucket (expected s3://bucket/prefix)")
     access_key = env.get("AWS_ACCESS_KEY_ID") or None
