@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Annotated, Any, cast
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from shoal.types.schema import Schema, SchemaMode
 
 IN_FLIGHT = 2  # write-path requests at once (each holds a chunk and its Arrow batch)
-SPECULATED = 2  # first chunks read, and coerced against the peeked schema, as the catalog opens
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_SHOWN = 20  # bad or rejected lines printed (the error line counts them all)
 STDIN = "-"
@@ -372,125 +371,102 @@ class _Staggered:
 
 
 class _Speculation:
-    """The first `SPECULATED` chunks coerced against the table's schema as
-    `shoal.catalog.peek` read it before the catalog was open, each handed to the write path
-    only for exactly its own call: the same body, the schema the catalog loaded equal to the
-    hint, the same unknown-field policy and error cap, no `unknown_fields` (an evolving second
-    pass). Any other call, or a mismatch, coerces as usual (`base`); so a hint gone stale (the
-    first chunk added a column, say) costs one coercion, never a wrong row. The write path's
-    `ingest_time_ns` is not compared: the speculative one is taken when its coercion starts,
-    during this same command."""
+    """The first chunk coerced against the table's schema as `shoal.catalog.peek` read it
+    before the catalog was open, handed to the write path only for exactly that call: the
+    same body, the schema the catalog loaded equal to the hint, the same unknown-field
+    policy and error cap, no `unknown_fields` (an evolving second pass). Any other call, or
+    a mismatch, coerces as usual (`base`); so a hint gone stale costs one coercion, never a
+    wrong row. The write path's `ingest_time_ns` is not compared: the speculative one is
+    taken when its coercion starts, during this same command."""
 
     def __init__(self, base: Coercer, schema: Schema, unknown: UnknownFieldPolicy) -> None:
         self._base = base
         self._schema = schema
         self._unknown = unknown
-        # id(body) -> (body, its coercion): held from `expect` until taken or released.
-        self._held: dict[int, tuple[bytes, Future[Coerced]]] = {}
-        self._lock = threading.Lock()
-
-    def expect(self, body: bytes) -> None:
-        """`body` is one of the first chunks: the one call with it takes what `run` makes."""
-        with self._lock:
-            self._held[id(body)] = (body, Future())
+        self._body: bytes | None = None
+        self._result: Future[Coerced] = Future()
+        self._taken = False
 
     def run(self, body: bytes) -> None:
-        """Coerce `body` now, on the reading thread; `expect(body)` first. Nothing is kept
-        if its request has ended meanwhile (`release`)."""
+        """Coerce `body` (the first chunk) now, on the reading thread; `expect(body)` first."""
         from shoal.ingest.coerce import DEFAULT_MAX_ERRORS
 
-        with self._lock:
-            held = self._held.get(id(body))
-        if held is None:
-            return
         try:
-            held[1].set_result(self._base(body, self._schema, unknown=self._unknown,
-                                          ingest_time_ns=time.time_ns(),
-                                          max_errors=DEFAULT_MAX_ERRORS))
+            self._result.set_result(self._base(body, self._schema, unknown=self._unknown,
+                                               ingest_time_ns=time.time_ns(),
+                                               max_errors=DEFAULT_MAX_ERRORS))
         except BaseException as e:      # noqa: BLE001 - raised to the write path's call
-            held[1].set_exception(e)
+            self._result.set_exception(e)
+        if self._taken:                 # the first chunk's request ended without it
+            self.release()
 
-    def release(self, body: bytes) -> None:
-        """Drop `body` and its coercion (taken, or of no use any more: its request has
-        ended), so they do not outlive it: the memory bound counts them once."""
-        with self._lock:
-            self._held.pop(id(body), None)
+    def expect(self, body: bytes) -> None:
+        """`body` is the first chunk: the one call with it takes what `run` makes."""
+        self._body = body
 
-    def releaser(self, body: bytes) -> Callable[[object], None]:
-        """`release(body)` as a done-callback of `body`'s request."""
-        return lambda _request: self.release(body)
+    def release(self, _request: object = None) -> None:
+        """Drop the chunk and its coercion (taken, or of no use any more: the first chunk's
+        request has ended), so they do not outlive it: the memory bound counts them once."""
+        self._taken = True
+        self._body = None
+        if self._result.done():
+            self._result = Future()
 
     def __call__(self, body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                  ingest_time_ns: int, max_errors: int = 100,
                  unknown_fields: Sequence[str] | None = None) -> Coerced:
         from shoal.ingest.coerce import DEFAULT_MAX_ERRORS
 
-        held = None
-        if (schema == self._schema and unknown == self._unknown
-                and max_errors == DEFAULT_MAX_ERRORS and unknown_fields is None):
-            with self._lock:
-                held = self._held.pop(id(body), None)
-        if held is not None and held[0] is body:
-            return held[1].result()
+        if (not self._taken and body is self._body and schema == self._schema
+                and unknown == self._unknown and max_errors == DEFAULT_MAX_ERRORS
+                and unknown_fields is None):
+            self._taken = True
+            try:
+                return self._result.result()
+            finally:
+                self.release()
         return self._base(body, schema, unknown=unknown, ingest_time_ns=ingest_time_ns,
                           max_errors=max_errors, unknown_fields=unknown_fields)
 
 
 class _ReadAhead:
-    """The chunks, the first `SPECULATED` of them read on a thread from the moment this is
-    made, then coerced there one after the other if `speculate` hands it a `_Speculation`:
-    the command makes this before it imports and opens the catalog (about half of its
-    start-up, holding the GIL and one core), while `os.pread` and most of a coercion release
-    the GIL, so the first chunks are read and coerced on the other core by the time the write
-    path asks for them. The rest are read in the command's loop, each while the previous
-    chunks are coerced and written (the memory bound counts `IN_FLIGHT` chunks plus one read
-    ahead: the reading thread holds at most `SPECULATED` of them)."""
+    """The chunks, the first of them read on a thread from the moment this is made, then
+    coerced there if `speculate` hands it a `_Speculation`: the command makes this before
+    it imports and opens the catalog (about a third of its start-up, holding the GIL), while
+    `os.pread` and most of a coercion release the GIL, so the first chunk is read and
+    coerced by the time the write path asks for it. Only the first: the rest are read in the
+    command's loop, each while the previous chunks are coerced and written (the memory bound
+    counts one chunk read ahead)."""
 
     def __init__(self, chunks: Iterator[_Chunk]) -> None:
         self._chunks = chunks
-        self._read: list[Future[_Chunk | None]] = [Future() for _ in range(SPECULATED)]
+        self._first: Future[_Chunk | None] = Future()
         self._speculation: Future[_Speculation | None] = Future()
         threading.Thread(target=self._read_first, name="shoal-read-first", daemon=True).start()
 
     def speculate(self, speculation: _Speculation | None) -> None:
-        """What to coerce the first chunks with once they are read (None: nothing). Once."""
+        """What to coerce the first chunk with once it is read (None: nothing). Call once."""
         self._speculation.set_result(speculation)
 
     def _read_first(self) -> None:
-        read: list[_Chunk] = []
-        failed: BaseException | None = None
         try:
-            while len(read) < SPECULATED:
-                chunk = next(self._chunks, None)
-                if chunk is None:
-                    break
-                read.append(chunk)
+            first = next(self._chunks, None)
         except BaseException as e:      # noqa: BLE001 - raised where the chunks are iterated
-            failed = e
+            self._first.set_exception(e)
+            return
         # The command says before it opens the catalog, so before it iterates: no delay.
         speculation = self._speculation.result()
-        for chunk in read:
-            if speculation is not None:
-                speculation.expect(chunk.body)
-        for i, fut in enumerate(self._read):
-            if i < len(read):
-                fut.set_result(read[i])
-            elif failed is not None:
-                fut.set_exception(failed)
-                failed = None
-            else:
-                fut.set_result(None)
-        if speculation is not None:
-            for chunk in read:
-                speculation.run(chunk.body)
+        if first is not None and speculation is not None:
+            speculation.expect(first.body)
+        self._first.set_result(first)
+        if first is not None and speculation is not None:
+            speculation.run(first.body)
 
     def __iter__(self) -> Iterator[_Chunk]:
-        for fut in self._read:
-            chunk = fut.result()
-            if chunk is None:
-                return
-            yield chunk
-        yield from self._chunks
+        first = self._first.result()
+        if first is not None:
+            yield first
+            yield from self._chunks
 
 
 def _speculation(ctx: typer.Context, table: str, mode: SchemaMode | None
@@ -551,8 +527,8 @@ def _ingest(db: Shoal, chunks: Iterable[_Chunk], progress: _Progress, tally: _Ta
                 previous = pool.submit(db.ingest_ndjson, table, chunk.body, mode=mode,
                                        partial=partial, idempotency_key=chunk.key)
                 previous.add_done_callback(staggered.wake)
-                if speculation is not None and sent < SPECULATED:
-                    previous.add_done_callback(speculation.releaser(chunk.body))
+                if speculation is not None and sent == 0:
+                    previous.add_done_callback(speculation.release)
                 inflight.append((previous, chunk))
                 sent += 1
             while inflight:
