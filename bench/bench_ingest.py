@@ -200,6 +200,10 @@ def main() -> int:
     ap.add_argument("--typed-mb", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    # The commands run from src/: its bytecode current, else with PYTHONDONTWRITEBYTECODE set
+    # each run compiles what changed since setup (scripts/setup.sh) again.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "shoal")],
+                   check=True, capture_output=True)
     path = generate(args.mb)
     size_mb = path.stat().st_size / 1e6
     work = Path(tempfile.mkdtemp(prefix="shoal-bench-ingest-"))

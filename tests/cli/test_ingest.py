@@ -205,3 +205,44 @@ def test_rerun_with_the_key_applies_exactly_what_did_not_land(tmp_path: Path,
     assert third.returncode == 0 and b"6 chunk(s) replayed" in third.stdout
     table, _ = _table(data)
     assert table.num_rows == 4500
+
+
+def test_a_replayed_chunk_that_changed_is_said_not_skipped(tmp_path: Path, data: Path) -> None:
+    """A file still being written, ingested with a key, then again with the same key once it
+    grew: its first run's last chunk was cut at the end of the file, the second run's chunk
+    with that key runs further. Those lines were applied by neither run: the command names
+    them and fails, where it used to count the chunk as replayed and exit 0. An unchanged
+    input (partial mode with a rejected line included) is a plain replay."""
+    src = tmp_path / "in.ndjson"
+    lines = _rows(1500).splitlines(keepends=True)
+    lines[700] = b'{"n": "oops"}\n'
+    src.write_bytes(b"".join(lines))             # two 1 MB chunks, the second one short
+    args = ("--data-dir", str(data), "ingest", str(src), "--table", "logs", "--chunk-mb", "1",
+            "--idempotency-key", "grow-1", "--partial")
+    first = run(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    same = run(*args, cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    assert b"2 chunk(s) replayed" in same.stdout and b"changed" not in same.stderr
+    with open(src, "ab") as f:
+        f.write(_rows(1500, 1500))
+    grown = run(*args, cwd=tmp_path)
+    assert grown.returncode == 1
+    err = grown.stderr.decode()
+    table, _ = _table(data)
+    stored = set(table.column("n").to_pylist())
+    missing = sorted(set(range(3000)) - stored - {700})
+    assert missing and missing == list(range(missing[0], missing[-1] + 1))
+    assert (f"in.ndjson line {1 + _first_line_of_chunk(src, 1)}: the chunk starting here was "
+            "applied by an earlier run with this idempotency key (grow-1#1)") in err
+    assert f"its lines {missing[0] + 1} to {missing[-1] + 1} ({len(missing)} record(s)" in err
+    assert "not every line is in the table" in err
+
+
+def _first_line_of_chunk(path: Path, i: int) -> int:
+    """Lines before chunk i of `path` at --chunk-mb 1 (as the command cuts it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return list(chunks_mod.iter_file_chunks(fd, 1 << 20))[i][1]
+    finally:
+        os.close(fd)

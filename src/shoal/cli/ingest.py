@@ -43,7 +43,7 @@ import typer
 
 from shoal.cli.common import SchemaModeOption, connect_or_exit, fail, stderr_is_tty
 from shoal.errors import LineError, PayloadError, ShoalError
-from shoal.ingest.chunks import is_regular_file, iter_chunks, iter_file_chunks
+from shoal.ingest.chunks import is_regular_file, iter_chunks, iter_file_chunks, record_lines
 from shoal.ingest.keys import MAX_IDEMPOTENCY_KEY
 
 if TYPE_CHECKING:
@@ -214,16 +214,40 @@ class _Tally:
     last_snapshot: int | None = None
     new_columns: list[str] = field(default_factory=list)
     rejected: list[LineError] = field(default_factory=list)    # the first MAX_SHOWN
+    changed: list[str] = field(default_factory=list)   # replayed chunks the input changed in
 
     def add(self, ack: IngestAck, chunk: _Chunk) -> None:
         self.rows += ack.rows
         self.chunks += 1
         self.replayed += ack.replayed
+        if ack.replayed:
+            self._check_replay(ack, chunk)
         self.new_columns.extend(c for c in ack.new_columns if c not in self.new_columns)
         self.rejected.extend(_located(le, chunk)
                              for le in ack.rejected[:MAX_SHOWN - len(self.rejected)])
         self.rejected_lines += ack.rejected_count or 0
         self.last_snapshot = max(self.last_snapshot or 0, ack.snapshot_id)
+
+    def _check_replay(self, ack: IngestAck, chunk: _Chunk) -> None:
+        """A replayed chunk must hold the lines its first run answered for (rows plus
+        rejected lines): else the input changed since that run (a file still being written
+        ends in a shorter last chunk, cut at a different place once it grew) and the lines
+        that differ were not applied by either run. Said, not guessed around: a new key
+        would apply the old lines twice."""
+        then = ack.rows + (ack.rejected_count or 0)
+        lines = record_lines(chunk.body)
+        if len(lines) == then:
+            return
+        first = chunk.lines_before + 1
+        where = f"{chunk.item.label} " if chunk.item.label else ""
+        said = (f"{where}line {first}: the chunk starting here was applied by an earlier run "
+                f"with this idempotency key ({chunk.key}) as {then} line(s); it now holds "
+                f"{len(lines)}: the input changed since that run")
+        if len(lines) > then:
+            said += (f"; its lines {chunk.lines_before + lines[then] + 1} to "
+                     f"{chunk.lines_before + lines[-1] + 1} ({len(lines) - then} record(s), "
+                     "if the first ones are those applied) were not applied")
+        self.changed.append(said)
 
 
 def ingest_command(
@@ -284,6 +308,8 @@ def ingest_command(
     dt = time.perf_counter() - t0
     for le in tally.rejected:
         typer.echo(f"rejected {le.message}", err=True)
+    for said in tally.changed:
+        typer.echo(f"changed {said}", err=True)
     extra = "".join([
         f", {tally.replayed} chunk(s) replayed" if tally.replayed else "",
         f", new columns: {', '.join(tally.new_columns)}" if tally.new_columns else "",
@@ -291,6 +317,10 @@ def ingest_command(
     files = f" from {len(items)} inputs" if len(items) > 1 else ""
     typer.echo(f"ingested {tally.rows} rows into {table} in {tally.chunks} chunk(s){files}: "
                f"snapshot {tally.last_snapshot}, {tally.read_bytes / dt / 1e6:.1f} MB/s{extra}")
+    if tally.changed:
+        fail(f"{len(tally.changed)} replayed chunk(s) differ from what their key applied "
+             "(see above): the inputs changed since the earlier run; not every line is in "
+             "the table")
     if own_process:
         exit_now(0)     # everything is committed and closed: skip the interpreter's teardown
 

@@ -17,6 +17,15 @@ def count_lines(body: bytes) -> int:
     return body.count(b"\n") if _scan is None else int(_scan.count_lines(body))
 
 
+def record_lines(body: bytes) -> list[int]:
+    """The 0-based numbers of the lines of `body` that are not blank: the lines the write
+    path answers for, as rows or rejected lines (`IngestAck.rows + rejected_count`)."""
+    from shoal.ingest._lines import BLANK, LineIndex
+
+    kinds = LineIndex.build(body).kind
+    return [int(i) for i in (kinds != BLANK).nonzero()[0]]
+
+
 def iter_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
     """(chunk, number of lines before it); chunks of about `chunk_bytes` end at a newline
     (except the last, which is dropped when it holds only whitespace)."""
