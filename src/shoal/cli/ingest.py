@@ -244,8 +244,8 @@ class _Tally:
                 f"with this idempotency key ({chunk.key}) as {then} line(s); it now holds "
                 f"{len(lines)}: the input changed since that run")
         if len(lines) > then:
-            said += (f"; its lines {chunk.lines_before + lines[then] + 1} to "
-                     f"{chunk.lines_before + lines[-1] + 1} ({len(lines) - then} record(s), "
+            said += (f"; its lines {chunk.lines_before + int(lines[then]) + 1} to "
+                     f"{chunk.lines_before + int(lines[-1]) + 1} ({len(lines) - then} record(s), "
                      "if the first ones are those applied) were not applied")
         self.changed.append(said)
 

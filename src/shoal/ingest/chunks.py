@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
-from typing import IO
+from collections.abc import Iterator, Sequence
+from typing import IO, cast
 
 from shoal.ingest._ext import scan as _scan  # light: no numpy or pyarrow (`shoal --help`)
 
@@ -17,13 +17,13 @@ def count_lines(body: bytes) -> int:
     return body.count(b"\n") if _scan is None else int(_scan.count_lines(body))
 
 
-def record_lines(body: bytes) -> list[int]:
+def record_lines(body: bytes) -> Sequence[int]:
     """The 0-based numbers of the lines of `body` that are not blank: the lines the write
-    path answers for, as rows or rejected lines (`IngestAck.rows + rejected_count`)."""
+    path answers for, as rows or rejected lines (`IngestAck.rows + rejected_count`). A
+    numpy array (one C pass over the body)."""
     from shoal.ingest._lines import BLANK, LineIndex
 
-    kinds = LineIndex.build(body).kind
-    return [int(i) for i in (kinds != BLANK).nonzero()[0]]
+    return cast("Sequence[int]", (LineIndex.build(body).kind != BLANK).nonzero()[0])
 
 
 def iter_chunks(stream: IO[bytes], chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
