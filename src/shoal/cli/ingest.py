@@ -326,6 +326,8 @@ def ingest_command(
 
 
 def _landed_so_far(tally: _Tally) -> None:
+    for said in tally.changed:
+        typer.echo(f"changed {said}", err=True)
     if tally.chunks:
         typer.echo(f"{tally.chunks} chunk(s) ({tally.rows} rows) had landed before the error",
                    err=True)

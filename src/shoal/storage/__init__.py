@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """`S3ObjectStore` on first use: it imports `pyarrow.fs` and OpenSSL (~16 ms of every
-    command's start-up, where the store is a local directory)."""
+    """`S3ObjectStore` on first use: it imports `pyarrow.fs` (~7 ms of every command's
+    start-up, where the store is a local directory)."""
     if name == "S3ObjectStore":
         from shoal.storage.s3 import S3ObjectStore
 
