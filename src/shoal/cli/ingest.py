@@ -308,8 +308,7 @@ def ingest_command(
     dt = time.perf_counter() - t0
     for le in tally.rejected:
         typer.echo(f"rejected {le.message}", err=True)
-    for said in tally.changed:
-        typer.echo(f"changed {said}", err=True)
+    _say_changed(tally)
     extra = "".join([
         f", {tally.replayed} chunk(s) replayed" if tally.replayed else "",
         f", new columns: {', '.join(tally.new_columns)}" if tally.new_columns else "",
@@ -325,9 +324,13 @@ def ingest_command(
         exit_now(0)     # everything is committed and closed: skip the interpreter's teardown
 
 
-def _landed_so_far(tally: _Tally) -> None:
+def _say_changed(tally: _Tally) -> None:
     for said in tally.changed:
         typer.echo(f"changed {said}", err=True)
+
+
+def _landed_so_far(tally: _Tally) -> None:
+    _say_changed(tally)
     if tally.chunks:
         typer.echo(f"{tally.chunks} chunk(s) ({tally.rows} rows) had landed before the error",
                    err=True)

@@ -164,7 +164,7 @@ def _split_lines(body: bytes) -> list[bytes]:
 
 
 def _coerce_slow(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
-                 ingest_time_ns: int, max_errors: int = 100) -> Coerced:
+                 ingest_time_ns: int, max_errors: int = DEFAULT_MAX_ERRORS) -> Coerced:
     """The reference: every line through the per-line path (tests compare the fast path)."""
     _check_args(unknown, max_errors)
     lines = _split_lines(bytes(body))
