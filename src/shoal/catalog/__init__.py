@@ -16,7 +16,15 @@ if TYPE_CHECKING:
 
 def open_catalog(url: str, *, clock: Clock = time.time) -> Catalog:
     """A catalog for `sqlite:///path` or `postgresql://...` (migrated to the current version),
-    reading the time from `clock` (see `Clock`)."""
+    reading the time from `clock` (see `Clock`). An embedded SQLite file gets `LiteCatalog`
+    (its hot operations without SQLAlchemy: `shoal ingest` start-up), anything else
+    `SqlCatalog`."""
+    from shoal.catalog.peek import sqlite_file
+
+    if sqlite_file(url) is not None:
+        from shoal.catalog.lite import LiteCatalog
+
+        return LiteCatalog(url, clock=clock)
     from shoal.catalog.sql import SqlCatalog
 
     return SqlCatalog(url, clock=clock)

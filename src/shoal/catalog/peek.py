@@ -30,14 +30,23 @@ _QUERY = ("SELECT sv.schema, t.mode FROM tables AS t JOIN schema_versions AS sv 
           "ON sv.table_id = t.id AND sv.version = t.schema_version WHERE t.name = ?")
 
 
+def sqlite_file(url: str) -> str | None:
+    """The file of a plain `sqlite:///<path>` URL (as SQLAlchemy spells it), or None for
+    anything else (Postgres, `:memory:`, URL parameters)."""
+    if not url.startswith(SQLITE_PREFIX) or "?" in url:
+        return None
+    path = url[len(SQLITE_PREFIX):]
+    if not path or path == ":memory:":
+        return None
+    return path
+
+
 def peek_table(url: str, name: str) -> tuple[Schema, SchemaMode] | None:
     """(current schema, mode) of table `name` in the SQLite catalog at `url`
     (`sqlite:///<path>`, as SQLAlchemy spells it), or None when the URL is not a plain
     SQLite file, the file or the table does not exist, or anything fails to read."""
-    if not url.startswith(SQLITE_PREFIX) or "?" in url:
-        return None
-    path = url[len(SQLITE_PREFIX):]
-    if not path or not os.path.isfile(path):
+    path = sqlite_file(url)
+    if path is None or not os.path.isfile(path):
         return None
     try:
         conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=0.0)

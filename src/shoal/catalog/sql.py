@@ -34,36 +34,22 @@ from shoal.catalog.base import (PERMANENT_LEDGER_PREFIXES, Clock, ExpiredSnapsho
 from shoal.catalog.cache import (DEFAULT_CACHE_BYTES, MISSING, ExtentCache, entry_bytes,
                                  filter_bytes)
 from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
+from shoal.catalog.rows import (DECODE_ERRORS, chunks, decoding, manifest_row,
+                               snapshot_of)
 from shoal.errors import (CatalogCorruptError, CommitConflictError, CommitStateUnknownError,
-                          ConfigError, InvalidSchemaError, SchemaError, SnapshotNotFoundError,
+                          ConfigError, InvalidSchemaError, SnapshotNotFoundError,
                           TableAlreadyExistsError, TableNotFoundError)
 from shoal.format.base import BlockPredicate
 from shoal.format.membership import BloomFilter
 from shoal.lru import Lru
 from shoal.types.schema import SCHEMA_MODES, Schema, SchemaMode, check_table_name
 
-_IN_CHUNK = 2000
 SCHEMA_CACHE_ENTRIES = 4096    # decoded schema versions kept per catalog (see `_schema`)
 log = logging.getLogger(__name__)
-# What decoding a stored value raises when the value is damaged: JSON that does not parse
-# (ValueError), a document without its keys or of the wrong shape, a schema that does not
-# validate, a membership filter with a bad header (ValueError).
-_DECODE_ERRORS = (ValueError, KeyError, TypeError, SchemaError)
 
 
 # The columns of a table row that commits and expiry lock and read (no stored JSON).
 _CAS_COLUMNS = (T.tables.c.id, T.tables.c.current_snapshot_id, T.tables.c.schema_version)
-
-
-@contextmanager
-def _decoding(catalog_table: str, row: str) -> Iterator[None]:
-    """Decode failures inside the block are corrupt data of `row` of `catalog_table`.
-
-    Wraps the fetch too: SQLAlchemy decodes JSON columns while it builds the rows."""
-    try:
-        yield
-    except _DECODE_ERRORS as e:
-        raise CatalogCorruptError(catalog_table, row, f"{type(e).__name__}: {e}") from e
 
 
 def _normalise_url(url: str) -> str:
@@ -103,7 +89,7 @@ class SqlCatalog:
         self.dialect = engine.dialect.name
         if self.dialect == "sqlite":
             self._setup_sqlite(engine)
-        with self._write() as conn, _decoding("catalog_meta", "version"):
+        with self._write() as conn, decoding("catalog_meta", "version"):
             T.migrate(conn)
 
     # ---- connection plumbing ----------------------------------------------------------------
@@ -139,7 +125,7 @@ class SqlCatalog:
 
     # ---- tables and schemas -----------------------------------------------------------------
     def _table_row(self, conn: Connection, name: str) -> Any:
-        with _decoding("tables", f'table "{name}"'):
+        with decoding("tables", f'table "{name}"'):
             row = conn.execute(select(T.tables).where(T.tables.c.name == name)).first()
         if row is None:
             raise TableNotFoundError(name)
@@ -152,7 +138,7 @@ class SqlCatalog:
         key = (row.id, version)
         if committed and (hit := self._schema_cache.get(key)) is not MISSING:
             return cast(Schema, hit)
-        with _decoding("schema_versions", f'table "{row.name}" version {version}'):
+        with decoding("schema_versions", f'table "{row.name}" version {version}'):
             doc: dict[str, Any] = conn.execute(select(T.schema_versions.c.schema).where(
                 T.schema_versions.c.table_id == row.id,
                 T.schema_versions.c.version == version)).scalar_one()
@@ -163,14 +149,14 @@ class SqlCatalog:
 
     def _schemas(self, conn: Connection, row: Any) -> list[Schema]:
         """Every schema version of the table, oldest first."""
-        with _decoding("schema_versions", f'table "{row.name}"'):
+        with decoding("schema_versions", f'table "{row.name}"'):
             docs: Sequence[dict[str, Any]] = conn.execute(
                 select(T.schema_versions.c.schema).where(T.schema_versions.c.table_id == row.id)
                                 .order_by(T.schema_versions.c.version)).scalars().all()
             return [Schema.from_json(d) for d in docs]
 
     def _info(self, conn: Connection, row: Any, *, committed: bool = False) -> TableInfo:
-        with _decoding("tables", f'table "{row.name}"'):
+        with decoding("tables", f'table "{row.name}"'):
             properties = dict(row.properties)
         return TableInfo(id=row.id, name=row.name, current_snapshot_id=row.current_snapshot_id,
                          schema=self._schema(conn, row, row.schema_version,
@@ -229,7 +215,7 @@ class SqlCatalog:
             raise InvalidSchemaError(f"unknown schema mode {mode!r}")
         with self._write() as conn:
             row = self._table_row(conn, name)
-            with _decoding("tables", f'table "{name}"'):
+            with decoding("tables", f'table "{name}"'):
                 merged = {**row.properties, **properties}
             merged = {k: v for k, v in merged.items() if v is not None}
             conn.execute(update(T.tables).where(T.tables.c.id == row.id)
@@ -269,14 +255,14 @@ class SqlCatalog:
                 schema_version=version, operation=operation, commit_id=commit_id,
                 created_at=now, summary=summary or {}))
             if add:
-                conn.execute(insert(T.manifests), [_manifest_row(row.id, new_id, e) for e in add])
+                conn.execute(insert(T.manifests), [manifest_row(row.id, new_id, e) for e in add])
                 filters = [{"table_id": row.id, "extent_id": e.extent_id, "column_name": c,
                             "filter": f} for e in add for c, f in e.membership_filters.items()]
                 if filters:
                     conn.execute(insert(T.manifest_filters), filters)
             if remove:
                 removed = 0
-                for chunk in _chunks(list(remove)):
+                for chunk in chunks(list(remove)):
                     removed += conn.execute(update(T.manifests).where(
                         T.manifests.c.table_id == row.id,
                         T.manifests.c.extent_id.in_(chunk),
@@ -347,7 +333,7 @@ class SqlCatalog:
     # ---- snapshots and manifests ------------------------------------------------------------
     def _snapshot_row(self, conn: Connection, row: Any, snapshot_id: int | None) -> Snapshot:
         sid = row.current_snapshot_id if snapshot_id is None else snapshot_id
-        with _decoding("snapshots", f'table "{row.name}" snapshot {sid}'):
+        with decoding("snapshots", f'table "{row.name}" snapshot {sid}'):
             s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
                                                        T.snapshots.c.snapshot_id == sid)).first()
             if s is None:
@@ -361,7 +347,7 @@ class SqlCatalog:
     def snapshots(self, table: str) -> list[Snapshot]:
         with self._read() as conn:
             row = self._table_row(conn, table)
-            with _decoding("snapshots", f'table "{table}"'):
+            with decoding("snapshots", f'table "{table}"'):
                 rows = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id)
                                     .order_by(T.snapshots.c.snapshot_id)).all()
                 return [_snapshot(s) for s in rows]
@@ -369,7 +355,7 @@ class SqlCatalog:
     def find_commit(self, table: str, commit_id: str) -> Snapshot | None:
         with self._read() as conn:
             row = self._table_row(conn, table)
-            with _decoding("snapshots", f'table "{table}" commit {commit_id}'):
+            with decoding("snapshots", f'table "{table}" commit {commit_id}'):
                 s = conn.execute(select(T.snapshots).where(T.snapshots.c.table_id == row.id,
                                                            T.snapshots.c.commit_id == commit_id)
                                  ).first()
@@ -385,7 +371,7 @@ class SqlCatalog:
         with self._read() as conn:
             row = self._table_row(conn, table)
             sid = self._snapshot_row(conn, row, snapshot_id).snapshot_id
-            with _decoding("manifests", f'table "{table}" snapshot {sid}'):
+            with decoding("manifests", f'table "{table}" snapshot {sid}'):
                 rows = conn.execute(select(T.manifests).where(self._visible(row.id, sid))
                                     .order_by(T.manifests.c.min_ts, T.manifests.c.extent_id)
                                     ).all()
@@ -396,7 +382,7 @@ class SqlCatalog:
                         entries: list[ManifestEntry]) -> list[ManifestEntry]:
         by_id: dict[str, dict[str, bytes]] = {}
         ids = [e.extent_id for e in entries]
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             for r in conn.execute(select(T.manifest_filters).where(
                     T.manifest_filters.c.table_id == table_id,
                     T.manifest_filters.c.extent_id.in_(chunk))):
@@ -409,7 +395,7 @@ class SqlCatalog:
         with self._read() as conn:
             row = self._table_row(conn, table)
             out: set[str] = set()
-            for chunk in _chunks(list(extent_ids)):
+            for chunk in chunks(list(extent_ids)):
                 out.update(conn.execute(select(T.manifests.c.extent_id).where(
                     T.manifests.c.table_id == row.id, T.manifests.c.extent_id.in_(chunk),
                     T.manifests.c.removed_snapshot_id.is_(None))).scalars())
@@ -432,7 +418,7 @@ class SqlCatalog:
             stmt = (select(m.extent_id, m.removed_snapshot_id).where(visible, cond)
                     .order_by(m.min_ts, m.extent_id))
             live = conn.execute(stmt, params).all()
-            with _decoding("manifests", f'table "{table}" snapshot {sid}'):
+            with decoding("manifests", f'table "{table}" snapshot {sid}'):
                 entries = self._cached_entries(conn, row.id, live)
             if len(entries) != len(live):   # rows gone between two statements (Postgres
                 raise SnapshotNotFoundError(table, sid)  # READ COMMITTED): sid was expired
@@ -456,7 +442,7 @@ class SqlCatalog:
             else:
                 found[r.extent_id] = e
         light = [c for c in T.manifests.c if c.name != "column_stats"]
-        for chunk in _chunks(missing):
+        for chunk in chunks(missing):
             for r in conn.execute(select(*light).where(T.manifests.c.table_id == table_id,
                                                        T.manifests.c.extent_id.in_(chunk))):
                 e = replace(_entry(r), removed_snapshot_id=None)
@@ -485,12 +471,12 @@ class SqlCatalog:
             return out
         loaded: dict[tuple[str, str], BloomFilter] = {}
         wanted = sorted({c for cols in missing.values() for c in cols})
-        for chunk in _chunks(list(missing)):
+        for chunk in chunks(list(missing)):
             for r in conn.execute(select(T.manifest_filters).where(
                     T.manifest_filters.c.table_id == table_id,
                     T.manifest_filters.c.column_name.in_(wanted),
                     T.manifest_filters.c.extent_id.in_(chunk))):
-                with _decoding("manifest_filters", f"extent {r.extent_id} column "
+                with decoding("manifest_filters", f"extent {r.extent_id} column "
                                f"{r.column_name}"):
                     loaded[(r.extent_id, r.column_name)] = BloomFilter.from_bytes(r.filter)
         for eid, cols in missing.items():
@@ -556,7 +542,7 @@ class SqlCatalog:
                 m.table_id == row.id, m.removed_snapshot_id.is_not(None),
                 m.removed_snapshot_id <= keep_from)).all()
             extent_ids = [g.extent_id for g in gone]
-            for chunk in _chunks(extent_ids):
+            for chunk in chunks(extent_ids):
                 conn.execute(delete(T.manifest_filters).where(
                     T.manifest_filters.c.table_id == row.id,
                     T.manifest_filters.c.extent_id.in_(chunk)))
@@ -570,7 +556,7 @@ class SqlCatalog:
 
     # ---- ledger and offsets -----------------------------------------------------------------
     def ledger_get(self, key: str) -> LedgerRecord | None:
-        with self._read() as conn, _decoding("ingest_ledger", f'key "{key}"'):
+        with self._read() as conn, decoding("ingest_ledger", f'key "{key}"'):
             r = conn.execute(select(T.ingest_ledger).where(T.ingest_ledger.c.key == key)).first()
             if r is None:
                 return None
@@ -677,14 +663,6 @@ class SqlCatalog:
 
 
 # ---- row mapping ------------------------------------------------------------------------------
-def _manifest_row(table_id: int, snapshot_id: int, e: ManifestEntry) -> dict[str, Any]:
-    return {"table_id": table_id, "extent_id": e.extent_id, "added_snapshot_id": snapshot_id,
-            "removed_snapshot_id": None, "object_path": e.object_path, "format": e.format,
-            "byte_size": e.byte_size, "row_count": e.row_count, "block_count": e.block_count,
-            "min_ts": e.min_ts, "max_ts": e.max_ts, "schema_version": e.schema_version,
-            "column_stats": e.column_stats, "present_paths": e.present_paths}
-
-
 def _entry(r: Any) -> ManifestEntry:
     m = r._mapping
     return ManifestEntry(
@@ -697,9 +675,7 @@ def _entry(r: Any) -> ManifestEntry:
 
 
 def _snapshot(s: Any) -> Snapshot:
-    return Snapshot(table_id=s.table_id, snapshot_id=s.snapshot_id, parent_id=s.parent_id,
-                    schema_version=s.schema_version, operation=s.operation,
-                    created_at=s.created_at, commit_id=s.commit_id, summary=dict(s.summary))
+    return snapshot_of(s._mapping, s.summary)
 
 
 def _units(conn: Connection, ids: Sequence[int]) -> list[WorkUnit]:
@@ -707,11 +683,11 @@ def _units(conn: Connection, ids: Sequence[int]) -> list[WorkUnit]:
     fetched: if that fails, the units are read again one by one to name the damaged one."""
     w = T.work_units.c
     try:
-        rows = {r.id: r for chunk in _chunks(list(ids))
+        rows = {r.id: r for chunk in chunks(list(ids))
                 for r in conn.execute(select(T.work_units).where(w.id.in_(chunk)))}
-    except _DECODE_ERRORS as e:
+    except DECODE_ERRORS as e:
         for uid in ids:
-            with _decoding("work_units", f"unit {uid}"):
+            with decoding("work_units", f"unit {uid}"):
                 conn.execute(select(T.work_units).where(w.id == uid)).one()
         raise CatalogCorruptError("work_units", f"units {list(ids)}",
                                   f"{type(e).__name__}: {e}") from e
@@ -719,7 +695,7 @@ def _units(conn: Connection, ids: Sequence[int]) -> list[WorkUnit]:
 
 
 def _unit(r: Any) -> WorkUnit:
-    with _decoding("work_units", f"unit {r.id}"):
+    with decoding("work_units", f"unit {r.id}"):
         return WorkUnit(id=r.id, kind=r.kind, table_id=r.table_id, payload=dict(r.payload),
                         state=r.state, attempts=r.attempts, lease_owner=r.lease_owner,
                         lease_expires_at=r.lease_expires_at,
@@ -732,11 +708,6 @@ def _inserted_id(result: CursorResult[Any]) -> int:
     pk = result.inserted_primary_key
     assert pk is not None  # set for every single-row INSERT
     return int(pk[0])
-
-
-def _chunks(items: list[Any]) -> Iterator[list[Any]]:
-    for i in range(0, len(items), _IN_CHUNK):
-        yield items[i:i + _IN_CHUNK]
 
 
 def _rollback(trans: Any) -> None:

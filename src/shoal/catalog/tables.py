@@ -16,6 +16,7 @@ from sqlalchemy import (JSON, BigInteger, Column, Connection, Dialect, Float, Fo
                         Integer, LargeBinary, MetaData, String, Table, Text, select, text)
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from shoal.catalog.rows import CATALOG_VERSION
 from shoal.errors import ConfigError
 
 metadata = MetaData()
@@ -150,7 +151,7 @@ def _v1(conn: Connection) -> None:
 
 
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
-CATALOG_VERSION = len(MIGRATIONS)
+assert len(MIGRATIONS) == CATALOG_VERSION, "one migration per catalog version"
 
 
 def current_version(conn: Connection) -> int:

@@ -1,0 +1,64 @@
+"""How catalog rows map to the records of `shoal.catalog.base`, shared by the two ways the
+catalog is reached: SQLAlchemy (`shoal.catalog.sql`, every operation, SQLite and Postgres)
+and the standard library's `sqlite3` (`shoal.catalog.lite`, the embedded catalog's hot
+operations). Imports neither SQLAlchemy nor pyarrow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from shoal.catalog.base import ManifestEntry, Snapshot
+from shoal.errors import CatalogCorruptError, SchemaError
+
+# The catalog schema version this shoal writes (`shoal.catalog.tables.MIGRATIONS` has one
+# migration per version, and checks it on import).
+CATALOG_VERSION = 1
+IN_CHUNK = 2000          # ids per `IN (...)` list
+
+# What decoding a stored value raises when the value is damaged: JSON that does not parse
+# (ValueError), a document without its keys or of the wrong shape, a schema that does not
+# validate, a membership filter with a bad header (ValueError).
+DECODE_ERRORS = (ValueError, KeyError, TypeError, SchemaError)
+
+
+@contextmanager
+def decoding(catalog_table: str, row: str) -> Iterator[None]:
+    """Decode failures inside the block are corrupt data of `row` of `catalog_table`.
+
+    Wraps the fetch too: SQLAlchemy decodes JSON columns while it builds the rows."""
+    try:
+        yield
+    except DECODE_ERRORS as e:
+        raise CatalogCorruptError(catalog_table, row, f"{type(e).__name__}: {e}") from e
+
+
+def to_json(value: Any) -> str:
+    """A JSON column's stored text on SQLite, as SQLAlchemy's `JSON` type writes it."""
+    return json.dumps(value)
+
+
+def manifest_row(table_id: int, snapshot_id: int, e: ManifestEntry) -> dict[str, Any]:
+    """The `manifests` row of `e`, added by snapshot `snapshot_id` (JSON values unencoded)."""
+    return {"table_id": table_id, "extent_id": e.extent_id, "added_snapshot_id": snapshot_id,
+            "removed_snapshot_id": None, "object_path": e.object_path, "format": e.format,
+            "byte_size": e.byte_size, "row_count": e.row_count, "block_count": e.block_count,
+            "min_ts": e.min_ts, "max_ts": e.max_ts, "schema_version": e.schema_version,
+            "column_stats": e.column_stats, "present_paths": e.present_paths}
+
+
+def snapshot_of(s: Any, summary: dict[str, Any]) -> Snapshot:
+    """The snapshot of a `snapshots` row (a mapping by column name), its `summary`
+    decoded by the caller."""
+    return Snapshot(table_id=s["table_id"], snapshot_id=s["snapshot_id"],
+                    parent_id=s["parent_id"], schema_version=s["schema_version"],
+                    operation=s["operation"], created_at=s["created_at"],
+                    commit_id=s["commit_id"], summary=dict(summary))
+
+
+def chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for i in range(0, len(items), IN_CHUNK):
+        yield items[i:i + IN_CHUNK]
