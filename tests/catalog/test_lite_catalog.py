@@ -9,6 +9,7 @@ extent that is not live."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -167,3 +168,22 @@ def test_a_replayed_key_and_a_lost_race_through_the_lite_lane(tmp_path: Path) ->
         a.load_table("other")
     a.close()
     b.close()
+
+
+def test_failed_operations_do_not_leak_connections(tmp_path: Path) -> None:
+    """Errors inside a transaction (a missing table, a lost race) give the connection back:
+    a server answering many bad requests does not run out of file descriptors."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    SqlCatalog(url).create_table("logs", SCHEMA)
+    catalog = LiteCatalog(url)
+    catalog.load_table("logs")
+    fds = len(os.listdir("/proc/self/fd"))
+    for i in range(300):
+        with pytest.raises(TableNotFoundError):
+            catalog.load_table(f"nope{i}")
+        with pytest.raises(CommitConflictError):
+            catalog.commit("logs", expected_snapshot_id=7, operation="append",
+                           commit_id=f"n{i}")
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2
+    assert catalog.load_table("logs").current_snapshot_id == 1
+    catalog.close()

@@ -128,13 +128,13 @@ class _Pool:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self._connect()
-        broken = True
         try:
             yield conn
-            broken = conn.in_transaction    # left open: not reusable as it is
         finally:
+            # A transaction still open (its ROLLBACK failed): the connection is dropped.
             with self._lock:
-                keep = not broken and not self._closed and len(self._idle) < IDLE_CONNECTIONS
+                keep = (not conn.in_transaction and not self._closed
+                        and len(self._idle) < IDLE_CONNECTIONS)
                 if keep:
                     self._idle.append(conn)
             if not keep:
