@@ -161,6 +161,8 @@ def _rollback(conn: sqlite3.Connection) -> None:
 class LiteCatalog:
     """The `Catalog` protocol over an embedded SQLite file (see the module's docstring)."""
 
+    dialect = "sqlite"          # as `SqlCatalog.dialect`
+
     def __init__(self, url: str, *, clock: Clock = time.time,
                  cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         path = sqlite_file(url)
