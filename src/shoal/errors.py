@@ -381,6 +381,18 @@ class BackpressureError(UnavailableError):
         super().__init__(message)
 
 
+class CatalogBusyError(UnavailableError):
+    """Every connection to the embedded catalog stayed in use for the wait allowed (503):
+    retry."""
+
+    code = "catalog_busy"
+
+    def __init__(self, connections: int, waited_s: float) -> None:
+        self.connections = connections
+        super().__init__(f"all {connections} catalog connections stayed in use for "
+                         f"{waited_s:g} s; retry")
+
+
 class CoercionWorkerLostError(UnavailableError):
     """A coercion worker process died while it served this request (503): nothing of the
     request was buffered or written, so a retry is safe; the worker is being replaced."""

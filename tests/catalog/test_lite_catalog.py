@@ -18,11 +18,12 @@ import pytest
 
 from shoal.catalog import open_catalog
 from shoal.catalog.base import (LedgerEntry, LedgerKeyExistsError, ManifestEntry, SourceOffset)
-from shoal.catalog.lite import LiteCatalog
+from shoal.catalog.lite import LiteCatalog, _Pool
 from shoal.catalog.peek import sqlite_file
 from shoal.catalog.sql import SqlCatalog
-from shoal.errors import CommitConflictError, TableNotFoundError
+from shoal.errors import CatalogBusyError, CommitConflictError, TableNotFoundError
 from shoal.format.membership import BloomFilter
+from shoal.server.errors import status_for
 from shoal.types import INT, STRING, Column, Schema
 from tests.support.clock import ManualClock
 
@@ -186,4 +187,37 @@ def test_failed_operations_do_not_leak_connections(tmp_path: Path) -> None:
                            commit_id=f"n{i}")
     assert len(os.listdir("/proc/self/fd")) <= fds + 2
     assert catalog.load_table("logs").current_snapshot_id == 1
+    catalog.close()
+
+
+def test_connections_are_bounded_and_a_full_pool_says_so(tmp_path: Path) -> None:
+    """At most `max_connections` at once; one more waits, and past the wait gets a 503 that
+    says why (wait 0 here: no clock in the test)."""
+    pool = _Pool(str(tmp_path / "c.db"), max_connections=2, wait_s=0)
+    with pool.connection(), pool.connection():
+        with pytest.raises(CatalogBusyError) as busy:
+            with pool.connection():
+                pass
+        assert status_for(busy.value) == 503
+        assert "all 2 catalog connections stayed in use" in str(busy.value)
+    with pool.connection() as conn:            # given back: free again
+        assert conn.execute("SELECT 1").fetchone()[0] == 1
+    pool.close()
+
+
+def test_a_replay_is_answered_with_one_connection(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The duplicate key's first ack is looked up after the failed commit gave its
+    connection back: with every other connection in use, a replay still gets its answer
+    (it would wait for itself otherwise)."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    SqlCatalog(url).create_table("logs", SCHEMA)
+    catalog = LiteCatalog(url)
+    catalog.commit("logs", expected_snapshot_id=1, operation="append", commit_id="x1",
+                   ledger=[LedgerEntry("k", {"rows": 1})])
+    monkeypatch.setattr(catalog, "_pool", _Pool(catalog._pool.path,  # noqa: SLF001
+                                                max_connections=1, wait_s=0))
+    with pytest.raises(LedgerKeyExistsError):
+        catalog.commit("logs", expected_snapshot_id=2, operation="append", commit_id="x2",
+                       ledger=[LedgerEntry("k", {"rows": 2})])
     catalog.close()

@@ -39,8 +39,8 @@ from shoal.catalog.cache import DEFAULT_CACHE_BYTES, MISSING
 from shoal.catalog.peek import sqlite_file
 from shoal.catalog.rows import (CATALOG_VERSION, chunks, decoding, manifest_row, snapshot_of,
                                 to_json)
-from shoal.errors import (CatalogCorruptError, CommitConflictError, CommitStateUnknownError,
-                          TableNotFoundError)
+from shoal.errors import (CatalogBusyError, CatalogCorruptError, CommitConflictError,
+                          CommitStateUnknownError, TableNotFoundError)
 from shoal.format.base import BlockPredicate
 from shoal.lru import Lru
 from shoal.types.schema import Schema, SchemaMode
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA_CACHE_ENTRIES = 4096     # as `shoal.catalog.sql`
 IDLE_CONNECTIONS = 8            # kept open for reuse; more are opened when threads need them
+MAX_CONNECTIONS = 32            # open at once (SqlCatalog's pool: 8 + 24 overflow)
+CONNECTION_WAIT_S = 60.0        # how long an operation waits for a connection to be free
 
 _TABLE = ("SELECT id, name, current_snapshot_id, schema_version, mode, properties, created_at "
           "FROM tables WHERE name = ?")
@@ -104,13 +106,19 @@ def _stored_version(path: str) -> int | None:
 
 
 class _Pool:
-    """`sqlite3` connections to one file, set up as `SqlCatalog` sets its own up; idle ones
-    are reused (at most `IDLE_CONNECTIONS` kept), any thread may use any of them."""
+    """`sqlite3` connections to one file, set up as `SqlCatalog` sets its own up: at most
+    `max_connections` open at once (an operation waits up to `wait_s` for one, then
+    `CatalogBusyError`), idle ones reused (at most `IDLE_CONNECTIONS` kept), any thread may
+    use any of them. No caller holds two at once (the wait could never end)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, max_connections: int = MAX_CONNECTIONS,
+                 wait_s: float = CONNECTION_WAIT_S) -> None:
         self.path = path
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._max = max_connections
+        self._wait_s = wait_s
         self._closed = False
 
     def _connect(self) -> sqlite3.Connection:
@@ -124,21 +132,26 @@ class _Pool:
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self._connect()
+        if not self._slots.acquire(timeout=self._wait_s):
+            raise CatalogBusyError(self._max, self._wait_s)
         try:
-            yield conn
-        finally:
-            # A transaction still open (its ROLLBACK failed): the connection is dropped.
             with self._lock:
-                keep = (not conn.in_transaction and not self._closed
-                        and len(self._idle) < IDLE_CONNECTIONS)
-                if keep:
-                    self._idle.append(conn)
-            if not keep:
-                conn.close()
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                conn = self._connect()
+            try:
+                yield conn
+            finally:
+                # A transaction still open (its ROLLBACK failed): the connection is dropped.
+                with self._lock:
+                    keep = (not conn.in_transaction and not self._closed
+                            and len(self._idle) < IDLE_CONNECTIONS)
+                    if keep:
+                        self._idle.append(conn)
+                if not keep:
+                    conn.close()
+        finally:
+            self._slots.release()
 
     def close(self) -> None:
         with self._lock:
@@ -278,6 +291,7 @@ class LiteCatalog:
         new_id = expected_snapshot_id + 1
         now = self._clock()
         summary = summary or {}
+        duplicate = False
         with self._pool.connection() as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -287,8 +301,7 @@ class LiteCatalog:
                     offsets=offsets, summary=summary)
             except sqlite3.IntegrityError:
                 _rollback(conn)
-                self._raise_replay(ledger)
-                raise CommitConflictError(table, expected_snapshot_id) from None
+                duplicate = True        # looked up below, with the connection given back
             except sqlite3.OperationalError as e:
                 _rollback(conn)
                 if "locked" in str(e).lower():
@@ -297,11 +310,15 @@ class LiteCatalog:
             except BaseException:
                 _rollback(conn)
                 raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as e:
-                _rollback(conn)
-                raise CommitStateUnknownError(table, e) from e
+            if not duplicate:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    _rollback(conn)
+                    raise CommitStateUnknownError(table, e) from e
+        if duplicate:
+            self._raise_replay(ledger)
+            raise CommitConflictError(table, expected_snapshot_id)
         return Snapshot(table_id=table_id, snapshot_id=new_id, parent_id=expected_snapshot_id,
                         schema_version=version, operation=operation, created_at=now,
                         commit_id=commit_id, summary=summary)
