@@ -1,5 +1,10 @@
 """`SqlCatalog`: the catalog on SQLite (embedded default) or Postgres, via SQLAlchemy Core.
 
+For an embedded SQLite file `open_catalog` gives `shoal.catalog.lite.LiteCatalog`, which
+runs `load_table`, `ledger_get`, `commit` and `find_commit` on `sqlite3` (statement for
+statement as here: tests/catalog/test_lite_catalog.py compares the rows both leave) and
+hands every other operation to this class. A change to those four belongs in both.
+
 Transactions: SQLite runs in WAL mode and every write transaction starts with
 `BEGIN IMMEDIATE`, so writers queue on the database lock instead of failing on upgrade;
 Postgres runs at READ COMMITTED, where the compare-and-swap `UPDATE ... WHERE
