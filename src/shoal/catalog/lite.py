@@ -1,13 +1,14 @@
 """`LiteCatalog`: the embedded (SQLite) catalog, its hot operations on the standard library's
 `sqlite3`, every other operation through `SqlCatalog`, opened on first use.
 
-Why two ways in: importing SQLAlchemy costs about 0.1 s of CPU (35-40% of a one-line
-`shoal ingest` on this project's 2-vCPU machine, BENCHMARKS.md), and what every ingest asks of
-the catalog is four plain statements: `load_table`, `ledger_get`, `commit` and, after a
-broken commit, `find_commit`. Those run here over `sqlite3`; so a `shoal ingest` into an
-existing table never imports SQLAlchemy. Everything else (DDL, planning, maintenance, work
-units, migrations) is `SqlCatalog`'s, opened on first use: one implementation each, and
-stage 1's SQL, which SQLAlchemy writes for both dialects, stays there.
+Why two ways in: importing SQLAlchemy costs about 0.1 s of CPU, and a one-line `shoal ingest`
+took 0.27 s with it, 0.16 s without (this project's 2-vCPU machine, BENCHMARKS.md); what
+every ingest asks of the catalog is four plain statements: `load_table`, `ledger_get`,
+`commit` and, after a broken commit, `find_commit`. Those run here over `sqlite3`; so a
+`shoal ingest` into an existing table never imports SQLAlchemy. Everything else (DDL,
+planning, maintenance, work units, migrations) is `SqlCatalog`'s, opened on first use: one
+implementation each, and stage 1's SQL, which SQLAlchemy writes for both dialects, stays
+there.
 
 The transactions are `SqlCatalog`'s on SQLite: WAL, `synchronous=FULL`, a 60 s busy
 timeout, foreign keys on; a write starts with `BEGIN IMMEDIATE` (writers queue on the lock),
@@ -223,9 +224,10 @@ class LiteCatalog:
 
     # ---- transactions -----------------------------------------------------------------------
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction (writes: `commit` runs its own)."""
         with self._pool.connection() as conn:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            conn.execute("BEGIN")
             try:
                 yield conn
             except BaseException:
@@ -242,7 +244,7 @@ class LiteCatalog:
 
     # ---- the hot operations -----------------------------------------------------------------
     def load_table(self, name: str) -> TableInfo:
-        with self._transaction(write=False) as conn:
+        with self._read() as conn:
             row = self._table_row(conn, name)
             with decoding("tables", f'table "{name}"'):
                 properties = dict(json.loads(row["properties"]))
@@ -265,7 +267,7 @@ class LiteCatalog:
                          mode=row["mode"], properties=properties, created_at=row["created_at"])
 
     def ledger_get(self, key: str) -> LedgerRecord | None:
-        with self._transaction(write=False) as conn, decoding("ingest_ledger", f'key "{key}"'):
+        with self._read() as conn, decoding("ingest_ledger", f'key "{key}"'):
             r = conn.execute('SELECT "key", table_id, snapshot_id, ack, created_at '
                              'FROM ingest_ledger WHERE "key" = ?', (key,)).fetchone()
             if r is None:
@@ -275,7 +277,7 @@ class LiteCatalog:
                                 created_at=r["created_at"])
 
     def find_commit(self, table: str, commit_id: str) -> Snapshot | None:
-        with self._transaction(write=False) as conn:
+        with self._read() as conn:
             row = self._table_row(conn, table)
             with decoding("snapshots", f'table "{table}" commit {commit_id}'):
                 s = conn.execute("SELECT * FROM snapshots WHERE table_id = ? AND commit_id = ?",
