@@ -5,7 +5,8 @@ two catalog files, leaves the same rows, byte for byte, and the same answers and
 Every kind of commit is in the history: appends with manifest stats, present paths,
 membership filters and ledger keys; a schema change; a compaction (remove + add); source
 offsets inserted, then moved (the upsert); a replayed key; a lost race; a removal of an
-extent that is not live."""
+extent that is not live. Then the connection pool: connections come back after errors, at
+most `max_connections` are open, and an operation never needs two at once."""
 
 from __future__ import annotations
 
