@@ -38,8 +38,8 @@ from shoal.catalog.base import (Clock, ExpiredSnapshots, LedgerEntry,
                                 Snapshot, SourceOffset, TableInfo, WorkUnit)
 from shoal.catalog.cache import DEFAULT_CACHE_BYTES, MISSING
 from shoal.catalog.peek import sqlite_file
-from shoal.catalog.rows import (CATALOG_VERSION, chunks, decoding, manifest_row, snapshot_of,
-                                to_json)
+from shoal.catalog.rows import (CATALOG_VERSION, SCHEMA_CACHE_ENTRIES, chunks, decoding,
+                                manifest_row, snapshot_of, to_json)
 from shoal.errors import (CatalogBusyError, CatalogCorruptError, CommitConflictError,
                           CommitStateUnknownError, TableNotFoundError)
 from shoal.format.base import BlockPredicate
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SCHEMA_CACHE_ENTRIES = 4096     # as `shoal.catalog.sql`
 IDLE_CONNECTIONS = 8            # kept open for reuse; more are opened when threads need them
 MAX_CONNECTIONS = 32            # open at once (SqlCatalog's pool: 8 + 24 overflow)
 CONNECTION_WAIT_S = 60.0        # how long an operation waits for a connection to be free

@@ -18,6 +18,7 @@ from shoal.errors import CatalogCorruptError, SchemaError
 # migration per version, and checks it on import).
 CATALOG_VERSION = 1
 IN_CHUNK = 2000          # ids per `IN (...)` list
+SCHEMA_CACHE_ENTRIES = 4096     # decoded schema versions a catalog keeps (committed ones only)
 
 # What decoding a stored value raises when the value is damaged: JSON that does not parse
 # (ValueError), a document without its keys or of the wrong shape, a schema that does not

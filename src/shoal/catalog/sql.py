@@ -39,8 +39,8 @@ from shoal.catalog.base import (PERMANENT_LEDGER_PREFIXES, Clock, ExpiredSnapsho
 from shoal.catalog.cache import (DEFAULT_CACHE_BYTES, MISSING, ExtentCache, entry_bytes,
                                  filter_bytes)
 from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
-from shoal.catalog.rows import (DECODE_ERRORS, chunks, decoding, manifest_row,
-                               snapshot_of)
+from shoal.catalog.rows import (DECODE_ERRORS, SCHEMA_CACHE_ENTRIES, chunks, decoding,
+                                manifest_row, snapshot_of)
 from shoal.errors import (CatalogCorruptError, CommitConflictError, CommitStateUnknownError,
                           ConfigError, InvalidSchemaError, SnapshotNotFoundError,
                           TableAlreadyExistsError, TableNotFoundError)
@@ -49,7 +49,6 @@ from shoal.format.membership import BloomFilter
 from shoal.lru import Lru
 from shoal.types.schema import SCHEMA_MODES, Schema, SchemaMode, check_table_name
 
-SCHEMA_CACHE_ENTRIES = 4096    # decoded schema versions kept per catalog (see `_schema`)
 log = logging.getLogger(__name__)
 
 
