@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from urllib.parse import quote
 
 import pytest
+from tests.support.tiers import guard
 
 PG_URL = os.environ.get("SHOAL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -22,6 +23,7 @@ def _sa_url(url: str) -> str:
 
 
 def require_postgres() -> str:
+    guard("PostgreSQL", "postgres")
     import sqlalchemy as sa
 
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.prometheus import binary
+from tests.support.tiers import guard
 
 CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
@@ -20,5 +21,6 @@ VIEWPORT = {"width": 1280, "height": 800}
 
 def launch_chromium(playwright: Any) -> Any:
     """A Playwright `Browser` over Debian's chromium."""
+    guard("a browser", "services")
     return playwright.chromium.launch(executable_path=binary("chromium"),
                                       args=list(CHROMIUM_ARGS))

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from tests.support.tiers import guard
 
 ENV_BOOTSTRAP = "SHOAL_TEST_KAFKA_BOOTSTRAP"
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +79,7 @@ class KafkaBroker:
 
 @contextmanager
 def kafka_broker() -> Iterator[KafkaBroker]:
+    guard("a Kafka broker", "services")
     real = os.environ.get(ENV_BOOTSTRAP)
     if real:
         yield KafkaBroker(real, None, threading.Lock())

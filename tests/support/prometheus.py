@@ -30,6 +30,7 @@ import yaml
 
 from tests.support.server import free_port
 from tests.support.waiting import eventually
+from tests.support.tiers import guard
 
 
 def binary(name: str) -> str:
@@ -145,6 +146,7 @@ def prometheus_server(work: Path, *, scrape: Sequence[ScrapeJob] = (),
                       backfill_text: str | None = None,
                       lookback: str = "5m") -> Iterator[PrometheusServer]:
     """Start Prometheus in `work` (config, TSDB and log there); stop it on exit."""
+    guard("a Prometheus server", "services")
     exe = binary("prometheus")
     work.mkdir(parents=True, exist_ok=True)
     config = work / "prometheus.yml"
@@ -182,6 +184,7 @@ def _ready(server: PrometheusServer) -> bool:
 @contextmanager
 def node_exporter(work: Path) -> Iterator[str]:
     """Debian's prometheus-node-exporter on a free loopback port; yields its host:port."""
+    guard("a node exporter", "services")
     exe = binary("prometheus-node-exporter")
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import boto3
 
+from tests.support.tiers import guard
 from tests.support.waiting import HANG_GUARD_S, eventually
 
 TEST_BUCKET = "shoal-test"
@@ -58,6 +59,7 @@ def s3_server(*, bucket: str = TEST_BUCKET,
               startup_timeout_s: float = HANG_GUARD_S) -> Iterator[str]:
     """Run moto's S3 server with `bucket` created; yield its endpoint URL (`startup_timeout_s`
     only guards against a hang)."""
+    guard("the S3 server", "s3")
     log = tempfile.NamedTemporaryFile(prefix="shoal-moto-", suffix=".log", delete=False)
     proc: subprocess.Popen[bytes] | None = None
     endpoint = ""

@@ -31,6 +31,7 @@ from typing import Any
 
 import uvicorn
 
+from tests.support.tiers import guard
 from tests.support.waiting import HANG_GUARD_S, eventually
 
 # Runs in the child: the `shoal` CLI exactly as `python -m shoal ...` would, plus a
@@ -148,6 +149,7 @@ def start_server(data_dir: str | Path | None = None, *, catalog_url: str | None 
     `SHOAL_CATALOG_URL`/`SHOAL_STORAGE_URL`; `tokens` becomes `SHOAL_TOKENS`; `env` is
     applied last. With `port=None` a free port is picked (and re-picked if it was taken).
     """
+    guard("a `shoal serve` process", "services")
     ddir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="shoal-srv-"))
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
     # OTLP/gRPC is off unless the test asks for it (`env` or `--otlp-grpc-port`): the
