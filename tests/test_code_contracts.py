@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -37,6 +38,7 @@ def test_lint_rules_hold():
     assert done.returncode == 0, done.stdout[-4000:]
 
 
+@pytest.mark.slow
 def test_types_check_on_src():
     done = _run(str(BIN / "mypy"), "--no-incremental")
     assert done.returncode == 0, done.stdout[-4000:]

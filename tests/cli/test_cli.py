@@ -89,6 +89,7 @@ def test_demo_runs_and_cleans_up(tmp_path):
     assert list(tmp_path.glob("shoal-demo-*")) == []
 
 
+@pytest.mark.spark
 def test_sql_ddl_ingest_and_select_in_every_format(tmp_path):
     data = ["--data-dir", str(tmp_path / "data")]
     out = run(*data, "sql", "CREATE TABLE ev (service string, n long) WITH (mode='drop')",

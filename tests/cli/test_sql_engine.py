@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.test_cli import run
 
 
+@pytest.mark.spark
 def test_sql_engine_flag_forces_each_engine(tmp_path):
     data = ["--data-dir", str(tmp_path / "data")]
     assert run(*data, "sql", "CREATE TABLE ev (service string, n long)",

@@ -260,6 +260,7 @@ def test_topics_and_partitions_added_while_running_are_picked_up(broker, spark, 
 
 # ---- binding, errors, and header columns refused elsewhere ---------------------------------------
 
+@pytest.mark.services
 def test_binding_and_cli_errors(broker, tmp_path):
     db = shoal.connect(data_dir=str(tmp_path), allowed_hosts="h")
     db.sql("CREATE TABLE b1 (v long) WITH (kafka_topic='a, b', kafka_bootstrap='h:1', "

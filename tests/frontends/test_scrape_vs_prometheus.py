@@ -28,7 +28,7 @@ from tests.support.prometheus import ScrapeJob, node_exporter, prometheus_server
 from tests.support.server import start_server
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.services]
 
 FIXED_TEXT = """\
 # HELP orders_total Orders taken.

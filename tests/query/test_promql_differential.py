@@ -22,6 +22,8 @@ from tests.support.promdata import history, load_samples, openmetrics, samples
 from tests.support.prometheus import prometheus_server
 from tests.support.server import start_server
 
+pytestmark = pytest.mark.services
+
 T0 = 1_700_000_000 - 1_700_000_000 % 3600      # an hour boundary (seconds)
 END = T0 + 3600
 # Instant evaluation times: mid-way, just after the stopped series' last sample (inside the

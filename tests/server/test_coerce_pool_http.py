@@ -130,6 +130,7 @@ def test_idempotency_key_through_the_pool(pooled: Live, table_name):
         assert http.get(f"/v1/tables/{table_name}").json()["row_count"] == 1
 
 
+@pytest.mark.slow
 def test_many_1mb_bodies_make_few_extents(pooled: Live, table_name):
     line = ('{"service":"svc-%d","status":200,"duration":%d,"at":"2024-05-01T10:00:00Z",'
             '"attrs":{"http":{"route":"/api/v1/x"}},"level":"info","pad":"%s"}')
@@ -233,6 +234,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.services
 def test_serve_with_workers_stops_them_all(tmp_path):
     srv = start_server(tmp_path / "data", extra_args=["--lazy-spark", "--coerce-workers", "2"])
     try:
@@ -249,6 +251,7 @@ def test_serve_with_workers_stops_them_all(tmp_path):
     assert [p for p in workers if os.path.exists(f"/proc/{p}")] == []
 
 
+@pytest.mark.services
 def test_negative_worker_count_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="--coerce-workers must be 0 or more"):
         start_server(tmp_path / "data", extra_args=["--lazy-spark", "--coerce-workers", "-1"],

@@ -321,6 +321,7 @@ def _self_signed(directory) -> tuple[str, str]:
     return str(cert_path), str(key_path)
 
 
+@pytest.mark.services
 def test_shoal_serve_flight_port_with_tls(tmp_path):
     """`shoal serve --flight-port N` with SHOAL_FLIGHT_TLS_CERT/KEY: grpc+tls, the client
     trusting that certificate."""

@@ -16,6 +16,8 @@ from azure.kusto.data.exceptions import KustoApiError, KustoServiceError
 from tests.query.test_kql_corpus import make_db
 from tests.support.server import start_server
 
+pytestmark = pytest.mark.services
+
 
 @pytest.fixture(scope="module")
 def kusto(tmp_path_factory):

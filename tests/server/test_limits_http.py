@@ -19,6 +19,8 @@ import pytest
 from tests.support.procmem import PeakMeter
 from tests.support.server import ServerHandle, start_server
 
+pytestmark = pytest.mark.services
+
 # Measured: ~0.55 GB peak growth for this body (60 MB, 1,000,000 lines, bench_limits.py);
 # the documented bound leaves room for allocator noise.
 PEAK_BOUND_BYTES = 1 << 30

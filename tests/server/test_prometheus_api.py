@@ -16,6 +16,8 @@ from shoal.types.prometheus import PROM_METADATA_SCHEMA, STALE_NAN_BITS
 from tests.support.promdata import load_samples
 from tests.support.server import start_server
 
+pytestmark = pytest.mark.services
+
 T0 = 1_700_000_000
 STALE = struct.unpack("<d", struct.pack("<Q", STALE_NAN_BITS))[0]
 QUERY_TOKEN, INGEST_TOKEN, ADMIN_TOKEN = "q-token", "i-token", "a-token"

@@ -18,6 +18,8 @@ from tests.support.promdata import history, load_samples, openmetrics, samples
 from tests.support.prometheus import prometheus_server
 from tests.support.server import start_server
 
+pytestmark = pytest.mark.services
+
 T0 = 1_699_999_200
 END = T0 + 3600
 

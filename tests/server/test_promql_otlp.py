@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.server import start_server
 
+pytestmark = pytest.mark.services
+
 T0 = 1_700_000_000
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.server.conftest import _live
 
+pytestmark = pytest.mark.services
+
 ARROW = "application/vnd.apache.arrow.stream"
 BASE_ROWS = 400
 

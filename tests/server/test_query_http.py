@@ -10,6 +10,8 @@ import pytest
 
 from tests.server.conftest import ADMIN, INGEST, QUERY
 
+pytestmark = pytest.mark.services
+
 ARROW = "application/vnd.apache.arrow.stream"
 
 

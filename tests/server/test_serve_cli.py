@@ -13,6 +13,9 @@ import httpx
 import shoal
 from tests.support.server import start_server
 from tests.support.waiting import eventually
+import pytest
+
+pytestmark = pytest.mark.services
 
 SHOAL = [sys.executable, "-m", "shoal"]
 
