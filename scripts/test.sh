@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite, Postgres- and S3-backed tests included.
+# `--fast` (with any other pytest arguments) runs only the tests that need no Spark, external
+# server or browser: the inner loop (CONTRIBUTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from urllib.parse import quote
 
 import pytest
-from tests.support.tiers import guard
 
 PG_URL = os.environ.get("SHOAL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -23,6 +22,8 @@ def _sa_url(url: str) -> str:
 
 
 def require_postgres() -> str:
+    from tests.support.tiers import guard   # here: conftest imports this module first
+
     guard("PostgreSQL", "postgres")
     import sqlalchemy as sa
 
