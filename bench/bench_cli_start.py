@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import bench_ingest  # noqa: E402
-from bench.bench_ingest import TYPED_COLUMNS as TYPED  # noqa: E402
-from bench.bench_ingest import COLUMNS, generate  # noqa: E402
+from bench.logdata import TYPED_COLUMNS as TYPED  # noqa: E402
+from bench.logdata import COLUMNS, generate  # noqa: E402
 from shoal.cli.ingest import memory_bound_mb  # noqa: E402
 
 OUT = ROOT / "bench" / "out"

@@ -37,7 +37,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.json as pj  # noqa: E402
 
 import shoal  # noqa: E402
-from bench.bench_ingest import COLUMNS, generate, generate_typed  # noqa: E402
+from bench.logdata import COLUMNS, generate, generate_typed  # noqa: E402
 from shoal.format.stats import ExtentStatsBuilder  # noqa: E402
 from shoal.format.tlm import DEFAULT_BLOCK_ROWS, TlmWriter  # noqa: E402
 from shoal.ingest.chunks import iter_file_chunks  # noqa: E402

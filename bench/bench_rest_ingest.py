@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_ingest import COLUMNS, generate  # noqa: E402
+from bench.logdata import COLUMNS, generate  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_format import MemoryStore  # noqa: E402
-from bench.bench_ingest import COLUMNS  # noqa: E402
+from bench.logdata import COLUMNS  # noqa: E402
 from shoal.format.jsonpaths import DynamicColumn  # noqa: E402
 from shoal.format.membership import DEFAULT_FP_RATE  # noqa: E402
 from shoal.format.blockfilters import BLOCK_FP_RATE  # noqa: E402
