@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -93,20 +92,24 @@ def test_rewrites_of_different_sizes_are_atomic(tmp_path: Path) -> None:
     store.put("hot", small)
     stop = threading.Event()
     bad: list[int] = []
+    seen = {small: 0, large: 0}
 
     def reader() -> None:
         while not stop.is_set():
             data = store.get("hot")
-            if data not in (small, large):
+            if data in seen:
+                seen[data] += 1
+            else:
                 bad.append(len(data))
 
     threads = [threading.Thread(target=reader) for _ in range(3)]
     for th in threads:
         th.start()
+    # Rewrites go on until the readers have read both sizes several times (state, not a
+    # time budget); the count of writes only guards against a hang.
     try:
-        deadline = time.monotonic() + 0.5
         i = 0
-        while time.monotonic() < deadline:
+        while i < 20_000 and not (i >= 20 and min(seen.values()) >= 3):
             store.put("hot", large if i % 2 == 0 else small)
             i += 1
     finally:
@@ -114,6 +117,7 @@ def test_rewrites_of_different_sizes_are_atomic(tmp_path: Path) -> None:
         for th in threads:
             th.join()
     assert bad == []
+    assert min(seen.values()) > 0, seen       # both sizes were really read
 
 
 def test_key_under_an_existing_object_is_a_storage_error(tmp_path: Path) -> None:
