@@ -272,8 +272,9 @@ def test_localhost_reaches_loopback(tmp_path):
 
 # ---- addresses, with an injected resolver ---------------------------------------------------
 # A fake resolver here: this machine's DNS cannot be made to answer these for real (and a
-# test must not change /etc/hosts). Only loopback addresses are ever connected to; the
-# others are refused before any connection.
+# test must not change /etc/hosts). Answers other than 127/8 addresses are only given to
+# `HostRules` (which decides and connects nowhere), so no test can reach another address even
+# if the rules regressed; the client connects to loopback servers only.
 class Answers:
     """A resolver answering `answers[i]` to the i-th lookup (the last one after that)."""
 
@@ -286,6 +287,11 @@ class Answers:
         return self.answers[min(len(self.lookups), len(self.answers)) - 1]
 
 
+def rules(allowed: str, *answers: list[str]) -> HostRules:
+    return HostRules.from_policy(LocationPolicy.from_config(Config(allowed_hosts=allowed)),
+                                 resolver=Answers(*answers))
+
+
 def fetch(allowed: str, url: str, resolver: Callable[[str, int], list[str]]) -> bytes:
     policy = LocationPolicy.from_config(Config(allowed_hosts=allowed))
     with OutboundClient(policy, resolver=resolver) as client, client.open(
@@ -295,20 +301,32 @@ def fetch(allowed: str, url: str, resolver: Callable[[str, int], list[str]]) -> 
 
 
 def test_localhost_resolving_elsewhere_is_refused():
-    resolver = Answers(["169.254.169.254"])
     with pytest.raises(OutboundRefusedError,
                        match="localhost resolves to 169.254.169.254, which is not a loopback"):
-        fetch("localhost:9100", "http://localhost:9100/metrics", resolver)
+        rules("localhost:9100", ["127.0.0.1", "169.254.169.254"]).addresses("localhost", 9100)
+    assert rules("localhost", ["127.0.0.1", "::1"]).addresses("localhost", 80) == [
+        "127.0.0.1", "::1"]
 
 
-@pytest.mark.parametrize("answer", [["127.0.0.1"], ["::ffff:127.0.0.1"], ["0.0.0.0"],
-                                    ["169.254.169.254"], ["127.0.0.1", "127.0.0.2"]])
-def test_a_name_leading_to_a_special_address_is_refused(answer):
+@pytest.mark.parametrize(("answer", "kind"), [
+    (["169.254.169.254"], "link-local"), (["fe80::1"], "link-local"),
+    (["0.0.0.0"], "unspecified"), (["::"], "unspecified"), (["224.0.0.1"], "multicast"),
+    (["255.255.255.255"], "reserved"), (["::ffff:169.254.169.254"], "link-local"),
+    (["10.0.0.5", "127.0.0.1"], "loopback")])
+def test_a_name_may_not_lead_to_a_special_address(answer, kind):
+    with pytest.raises(OutboundRefusedError, match=f"a {kind} address that SHOAL_ALLOWED"):
+        rules("metrics.test:9100", answer).addresses("metrics.test", 9100)
+
+
+@pytest.mark.parametrize("answer", [["127.0.0.1"], ["::ffff:127.0.0.1"],
+                                    ["127.0.0.1", "127.0.0.2"]])
+def test_a_name_leading_to_loopback_fetches_nothing(answer):
     with site() as target:
         target.serve("/metrics", EXPOSITION)
-        with pytest.raises(OutboundRefusedError, match="address that SHOAL_ALLOWED_HOSTS"):
-            # 127.0.0.1 is allowed, but not 127.0.0.2 (every address must pass)
-            extra = ",127.0.0.1" if len(answer) > 1 else ""
+        # 127.0.0.1 is allowed by address, 127.0.0.2 is not: every address must pass
+        extra = f",127.0.0.1:{target.port}" if len(answer) > 1 else ""
+        with pytest.raises(OutboundRefusedError,
+                           match="a loopback address that SHOAL_ALLOWED_HOSTS"):
             fetch(f"metrics.test:{target.port}{extra}",
                   f"http://metrics.test:{target.port}/metrics", Answers(answer))
     assert target.requests == []
@@ -329,21 +347,19 @@ def test_the_checked_address_is_the_one_connected_to():
 
 
 def test_the_rules_of_names_ports_and_addresses():
-    rules = HostRules.from_policy(LocationPolicy.from_config(Config(
-        allowed_hosts="metrics.internal:9100, Node.Example, 127.0.0.1:9100, [::1]:9101")),
-        resolver=Answers(["10.1.2.3", "2001:db8::5"]))
-    assert rules.addresses("metrics.internal", 9100) == ["10.1.2.3", "2001:db8::5"]
-    assert rules.addresses("METRICS.internal.", 9100) == ["10.1.2.3", "2001:db8::5"]
-    assert rules.addresses("node.example", 1234) == ["10.1.2.3", "2001:db8::5"]   # any port
-    assert rules.addresses("127.0.0.1", 9100) == ["127.0.0.1"]       # a literal: no lookup
-    assert rules.addresses("::ffff:127.0.0.1", 9100) == ["127.0.0.1"]
-    assert rules.addresses("0:0::1", 9101) == ["::1"]
+    r = rules("metrics.internal:9100, Node.Example, 127.0.0.1:9100, [::1]:9101",
+              ["10.1.2.3", "2001:db8::5"])
+    assert r.addresses("metrics.internal", 9100) == ["10.1.2.3", "2001:db8::5"]
+    assert r.addresses("METRICS.internal.", 9100) == ["10.1.2.3", "2001:db8::5"]
+    assert r.addresses("node.example", 1234) == ["10.1.2.3", "2001:db8::5"]   # any port
+    assert r.addresses("127.0.0.1", 9100) == ["127.0.0.1"]       # a literal: no lookup
+    assert r.addresses("::ffff:127.0.0.1", 9100) == ["127.0.0.1"]
+    assert r.addresses("0:0::1", 9101) == ["::1"]
     for host, port in (("metrics.internal", 9101), ("127.0.0.1", 9101), ("127.0.0.2", 9100),
                        ("::1", 9100), ("internal", 9100), ("localhost", 9100)):
         with pytest.raises(OutboundRefusedError, match="is not in SHOAL_ALLOWED_HOSTS"):
-            rules.addresses(host, port)
-    loop = HostRules.from_policy(LocationPolicy.from_config(Config(
-        allowed_hosts="a.test, 127.0.0.1:9100")), resolver=Answers(["127.0.0.1"]))
+            r.addresses(host, port)
+    loop = rules("a.test, 127.0.0.1:9100", ["127.0.0.1"])
     assert loop.addresses("a.test", 9100) == ["127.0.0.1"]           # the address is listed
     with pytest.raises(OutboundRefusedError, match=r"a loopback address .*\(127.0.0.1:9200\)"):
         loop.addresses("a.test", 9200)                               # not on this port
