@@ -15,8 +15,10 @@ into `OutboundClient`, said so there; everything else uses the system resolver.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,12 +32,12 @@ import pytest
 import shoal
 from shoal.client import Shoal
 from shoal.config import Config
-from shoal.errors import OutboundRefusedError
+from shoal.errors import OutboundFetchError, OutboundRefusedError
 from shoal.frontends.prometheus.kind import ScrapeKind, resolve_scrape_binding
 from shoal.frontends.prometheus.scrape import Scraper, TargetScrape
 from shoal.frontends.supervisor import BindingState
 from shoal.locations import LocationPolicy
-from shoal.outbound import MAX_REDIRECTS, HostRules, OutboundClient
+from shoal.outbound import MAX_REDIRECTS, HostRules, OutboundClient, system_resolver
 from tests.support.clock import ManualClock
 from tests.support.server import start_server
 from tests.support.waiting import eventually
@@ -344,6 +346,32 @@ def test_the_checked_address_is_the_one_connected_to():
     assert body == EXPOSITION.encode()
     assert resolver.lookups == [("metrics.test", target.port)]
     assert target.requests == [("/metrics", f"metrics.test:{target.port}")]
+
+
+def test_https_keeps_the_name_for_tls():
+    """The connection goes to the checked address, but TLS is asked for the name (SNI, and
+    so the certificate check). The loopback TLS server has no certificate: it records the
+    name the client asked for, then the handshake fails, which is the fetch's error."""
+    names: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.sni_callback = lambda _sock, name, _ctx: names.append(name)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def accept() -> None:
+        conn, _ = listener.accept()
+        with conn, contextlib.suppress(ssl.SSLError):
+            context.wrap_socket(conn, server_side=True)
+
+    server = threading.Thread(target=accept, daemon=True)
+    server.start()
+    try:
+        with pytest.raises(OutboundFetchError, match="SSL"):
+            fetch(f"localhost:{port}", f"https://localhost:{port}/metrics", system_resolver)
+        server.join(timeout=60)
+    finally:
+        listener.close()
+    assert names == ["localhost"]
 
 
 def test_the_rules_of_names_ports_and_addresses():
