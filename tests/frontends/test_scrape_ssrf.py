@@ -16,7 +16,6 @@ into `OutboundClient`, said so there; everything else uses the system resolver.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import ssl
 import threading
@@ -420,4 +419,4 @@ def test_shoal_serve_scrapes_the_target_but_never_the_host_it_redirects_to(tmp_p
     assert (f"refused to fetch http://127.0.0.1:{secret.port}/internal-secret (redirect 1 "
             f"from http://{target.address}/metrics): 127.0.0.1:{secret.port} is not in "
             "SHOAL_ALLOWED_HOSTS") in log
-    assert json.dumps(SECRET) not in log
+    assert "internal_secret" not in log
