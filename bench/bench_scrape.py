@@ -16,6 +16,12 @@ count). Reported per format, medians of `--repeat`:
 
 as samples/s and as a ratio of the reference; the three run interleaved, so each repetition
 meets the same machine load. The load average is printed.
+
+Then the fetch alone (`--fetches` GETs of a 20-byte exposition, interleaved, median per
+GET): a plain `httpx.Client` (what the scraper used before `shoal.outbound`) against
+`OutboundClient`, the policy-checked, address-pinned client the scraper uses now, once with
+an IP-literal target and once with `localhost` (a name: one system lookup per connection;
+the bench's server closes every connection, so every GET connects and checks anew).
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ from prometheus_client.openmetrics.parser import (  # noqa: E402
     text_string_to_metric_families as om_families)
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+import httpx  # noqa: E402
+
 import shoal  # noqa: E402
+from shoal.config import Config  # noqa: E402
+from shoal.locations import LocationPolicy  # noqa: E402
+from shoal.outbound import OutboundClient  # noqa: E402
 from shoal.frontends.prometheus.scrape import Scraper, parse_exposition  # noqa: E402
 from shoal.ingest.scrape_binding import parse_binding  # noqa: E402
 from tests.support.exposition import (OPENMETRICS_TYPE, TEXT_TYPE,  # noqa: E402
@@ -85,6 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--series", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--fetches", type=int, default=300)
     args = ap.parse_args()
     print(f"load average {os.getloadavg()}; {os.cpu_count()} cpus")
     print("| format | samples | body KB | path | ms | samples/s | x reference |")
@@ -120,6 +132,42 @@ def main() -> None:
                         ("shoal parse", ours_parse), ("shoal scrape + commit", ours_scrape)):
             print(f"| {fmt} | {samples:,} | {len(body) // 1024:,} | {path} | {s * 1000:.1f} | "
                   f"{samples / s:,.0f} | {ref / s:.2f} |")
+    fetches(args.fetches)
+
+
+def fetches(n: int) -> None:
+    """Median microseconds per GET: plain httpx vs `OutboundClient` (see the docstring)."""
+    with exposition_server() as target:
+        target.set("# TYPE a gauge\na 1\n")
+        port = target.address.rsplit(":", 1)[1]
+        policy = LocationPolicy.from_config(Config(allowed_hosts="127.0.0.1,localhost"))
+        plain = httpx.Client(follow_redirects=True, trust_env=False)
+        checked = OutboundClient(policy)
+
+        def via_plain(host: str) -> None:
+            plain.get(f"http://{host}:{port}/metrics").read()
+
+        def via_checked(host: str) -> None:
+            with checked.open(f"http://{host}:{port}/metrics", timeout=10) as f:
+                f.read(1 << 20)
+
+        paths = {"httpx, 127.0.0.1": lambda: via_plain("127.0.0.1"),
+                 "outbound, 127.0.0.1": lambda: via_checked("127.0.0.1"),
+                 "httpx, localhost": lambda: via_plain("localhost"),
+                 "outbound, localhost": lambda: via_checked("localhost")}
+        times: dict[str, list[float]] = {k: [] for k in paths}
+        try:
+            for fn in paths.values():
+                fn()                                      # warm
+            for _ in range(n):
+                for name, fn in paths.items():
+                    times[name].append(timed(fn))
+        finally:
+            plain.close()
+            checked.close()
+    print(f"\n| fetch ({n} GETs each, interleaved) | median us per GET |\n|---|---|")
+    for name, ts in times.items():
+        print(f"| {name} | {statistics.median(ts) * 1e6:,.0f} |")
 
 
 if __name__ == "__main__":

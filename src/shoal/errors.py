@@ -108,6 +108,22 @@ class LocationNotAllowedError(NotAllowedError):
                          f"(the data directory and {setting})")
 
 
+class OutboundRefusedError(LocationNotAllowedError):
+    """An outbound fetch a user configured (a scrape target, a redirect it answered) that the
+    location policy refuses: a scheme other than http/https, a host or port outside
+    `SHOAL_ALLOWED_HOSTS`, a name resolving to an address the policy does not allow, or a
+    redirect chain over the hop limit. Raised before anything is sent there (403 at the HTTP
+    edge, like the other location refusals)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.what = "outbound URL"
+        self.value = url
+        self.setting = "SHOAL_ALLOWED_HOSTS"
+        self.url = url
+        self.reason = reason
+        NotAllowedError.__init__(self, f"refused to fetch {url}: {reason}")
+
+
 class NotFoundError(RequestError):
     code = "not_found"
 
@@ -509,6 +525,19 @@ class EngineUnavailableError(UnavailableError):
         self.reason = reason
         self.retry_after_s = retry_after_s
         super().__init__(f"the query engine is unavailable: {reason}; retry shortly")
+
+
+class OutboundFetchError(UnavailableError):
+    """An allowed outbound fetch failed on the way (refused connection, unknown name, timeout,
+    a body over its bound, a protocol error): retry later."""
+
+    code = "outbound_failed"
+    retryable = True
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"fetch of {url} failed: {reason}")
 
 
 class ScrapeFailedError(UnavailableError):

@@ -10,7 +10,9 @@ locations the operator allowed:
   `..` and symbolic links, on whole path segments (`/data/in` allows `/data/in/x`, not
   `/data/inbox`); an S3 path by bucket and whole key segments;
 - hosts: each entry of `allowed_hosts` (`host` allows every port, `host:port` that one);
-  none by default. Names are compared case-insensitively, as written: no DNS lookup.
+  none by default. Names are compared case-insensitively, as written: no DNS lookup here.
+  HTTP fetches of such hosts (scrapes) go through `shoal.outbound`, which applies these
+  entries again to every hop of every fetch and also checks the addresses a name resolves to.
 
 `LocationPolicy.check_properties` is what DDL and the Python API call when a table is
 created; the pipeline supervisors check again when they start a binding (a table created

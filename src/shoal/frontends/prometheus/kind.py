@@ -3,7 +3,8 @@ properties bind scrape targets (`WITH (scrape_targets='host:port,...')`, see
 `shoal.ingest.scrape_binding`) is scraped every `scrape_interval` by a `Scraper`.
 
 The hosts of the targets must be allowed (`SHOAL_ALLOWED_HOSTS`), checked again each time
-the binding starts. Rounds start on a fixed grid (start + k * interval on the injected
+the binding starts, and by `shoal.outbound` on every hop of every scrape (redirects and
+resolved addresses included). Rounds start on a fixed grid (start + k * interval on the injected
 `clock`); a round that overruns skips the starts it missed instead of bunching up. A target
 that fails is not a pipeline failure: it gets `up` 0 in the table, the round is counted in
 `scrape_failures` and the binding reports itself unhealthy (`shoal_scrape_pipeline_up` 0,

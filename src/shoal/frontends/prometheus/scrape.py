@@ -6,8 +6,12 @@ scrape), in the layout of `shoal.types.prometheus`:
 
 - Fetch: `GET <scheme>://<target><path>` with Prometheus's headers (`Accept` preferring
   OpenMetrics 1.0.0 over text 0.0.4, `Accept-Encoding: gzip`,
-  `X-Prometheus-Scrape-Timeout-Seconds`). The whole scrape, body included, must end within
-  the timeout; a body over `max_body_bytes` fails the scrape (bounded memory).
+  `X-Prometheus-Scrape-Timeout-Seconds`), through `shoal.outbound`: the location policy
+  (`SHOAL_ALLOWED_HOSTS`) is checked on every hop, the resolved addresses included, and a
+  redirect is followed only to an allowed host and port (at most 5 hops); a refused hop fails
+  the scrape with the reason, and nothing is sent to the refused host. The whole scrape, body
+  included, must end within the timeout; a body over `max_body_bytes` fails the scrape
+  (bounded memory).
 - Parse: `application/openmetrics-text` with prometheus_client's OpenMetrics parser, anything
   else with its text-format parser. Samples keep the names Prometheus stores (`x_total`,
   `h_bucket{le=..}`, `h_sum`, `h_count`, and OpenMetrics `_created` series, which
@@ -44,14 +48,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import pyarrow as pa
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families)
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from shoal.errors import ScrapeFailedError, TableAlreadyExistsError, TableNotFoundError
+from shoal.errors import (OutboundFetchError, OutboundRefusedError, ScrapeFailedError,
+                          TableAlreadyExistsError, TableNotFoundError)
 from shoal.ingest.scrape_binding import ScrapeBinding
+from shoal.locations import LocationPolicy
+from shoal.outbound import OutboundClient
 from shoal.types.prometheus import (NAME_LABEL, PROM_METADATA_SCHEMA, STALE_NAN_BITS,
                                     SampleRows)
 from shoal.types.schema import DEFAULT_COLUMNS
@@ -154,15 +160,14 @@ class Scraper:
     metadata already written. Not thread-safe: one caller (the run loop or the CLI)."""
 
     def __init__(self, db: Shoal, binding: ScrapeBinding, *, clock: Clock = time.time,
-                 max_body_bytes: int = MAX_BODY_BYTES,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.db = db
         self.binding = binding
         self.clock = clock
         self.max_body_bytes = max_body_bytes
         self.metadata_table = db.config.prometheus_metadata_table
-        self._client = httpx.Client(
-            transport=transport, follow_redirects=True, trust_env=False,
+        self._client = OutboundClient(
+            LocationPolicy.from_config(db.config),
             headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
                      "X-Prometheus-Scrape-Timeout-Seconds": f"{binding.timeout_s:g}"})
         self._last: dict[str, set[LabelSet]] = {}      # for staleness (no own timestamps)
@@ -195,37 +200,26 @@ class Scraper:
     def _fetch(self, target: str) -> tuple[ParsedScrape | ScrapeFailedError, float]:
         began = time.perf_counter()
         try:
-            parsed: ParsedScrape | ScrapeFailedError = self._get(target, began)
+            parsed: ParsedScrape | ScrapeFailedError = self._get(target)
         except ScrapeFailedError as e:
             parsed = e
         return parsed, time.perf_counter() - began
 
-    def _get(self, target: str, began: float) -> ParsedScrape:
-        timeout = self.binding.timeout_s
-        deadline = began + timeout
+    def _get(self, target: str) -> ParsedScrape:
         try:
-            with self._client.stream("GET", self.binding.url(target),
-                                     timeout=httpx.Timeout(timeout)) as r:
-                if r.status_code != 200:
-                    raise ScrapeFailedError(target, f"server returned HTTP status "
-                                                    f"{r.status_code}")
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in r.iter_bytes():
-                    size += len(chunk)
-                    if size > self.max_body_bytes:
-                        raise ScrapeFailedError(target, f"body exceeds {self.max_body_bytes} "
-                                                        "bytes")
-                    if time.perf_counter() > deadline:
-                        raise ScrapeFailedError(target, f"timed out after {timeout:g}s")
-                    chunks.append(chunk)
-                content_type = r.headers.get("content-type", "text/plain")
-        except httpx.TimeoutException:
-            raise ScrapeFailedError(target, f"timed out after {timeout:g}s") from None
-        except httpx.HTTPError as e:
-            raise ScrapeFailedError(target, f"{type(e).__name__}: {e}") from None
+            with self._client.open(self.binding.url(target),
+                                   timeout=self.binding.timeout_s) as fetched:
+                status = fetched.response.status_code
+                if status != 200:
+                    raise ScrapeFailedError(target, f"server returned HTTP status {status}")
+                body = fetched.read(self.max_body_bytes)
+                content_type = fetched.response.headers.get("content-type", "text/plain")
+        except OutboundFetchError as e:
+            raise ScrapeFailedError(target, e.reason) from None
+        except OutboundRefusedError as e:       # the policy refused a hop: say which and why
+            raise ScrapeFailedError(target, str(e)) from None
         try:
-            return parse_exposition(b"".join(chunks), content_type)
+            return parse_exposition(body, content_type)
         except (ValueError, UnicodeDecodeError, IndexError, KeyError) as e:
             # prometheus_client's parsers raise these on malformed input
             raise ScrapeFailedError(target, f"cannot parse the exposition: {e}") from None
