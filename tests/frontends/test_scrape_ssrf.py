@@ -393,6 +393,7 @@ def test_the_rules_of_names_ports_and_addresses():
 
 
 # ---- through a real `shoal serve` -----------------------------------------------------------
+@pytest.mark.services
 def test_shoal_serve_scrapes_the_target_but_never_the_host_it_redirects_to(tmp_path):
     with site() as target, site() as secret:
         secret.serve("/internal-secret", SECRET)
