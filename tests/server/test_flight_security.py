@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -282,3 +283,23 @@ def test_an_internal_error_is_generic_and_logged(plain, monkeypatch, caplog):
     assert_clean(e.value)
     logged = [r for r in caplog.records if r.exc_info is not None]
     assert logged and "secret.py" in str(logged[-1].exc_info[1])    # the details: the log only
+
+
+# ---- stopping ----------------------------------------------------------------------------------
+def test_stopping_does_not_wait_for_ever_on_a_client_that_reads_nothing(db):
+    """gRPC's shutdown waits for every running call, and a stream whose client reads nothing
+    never ends by itself: stop() waits `stop_wait_s` (set small here), then cancels the
+    stream's query and returns."""
+    for server in serve(db, flight_idle_timeout_s=600.0):
+        flight_sql_server = server.app.state.flight
+        flight_sql_server.stop_wait_s = 0.5
+        client, readers, _refused = open_streams(server, None, wanted=1)
+        try:
+            assert server.running == 1
+            stopper = threading.Thread(target=flight_sql_server.stop, daemon=True)
+            stopper.start()
+            eventually(stopper.is_alive, "stop() to return", until=lambda alive: not alive)
+            eventually(lambda: server.running, "the stream's query to be cancelled",
+                       until=lambda n: n == 0)
+        finally:
+            close_streams(client, readers)

@@ -1,4 +1,4 @@
-"""Arrow Flight SQL: shoal's query lane for ADBC, JDBC and ODBC clients (issue 15).
+"""Arrow Flight SQL: shoal's query lane for ADBC, JDBC and ODBC clients.
 
 A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
 0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
@@ -25,7 +25,11 @@ Served:
   is an empty batch whose `app_metadata` holds the final stats: `truncated` (and
   `truncated_by`), `bytes_read`, `rows`, `bytes`. The slot and the engine's work are
   released when the stream ends, fails, or its client goes away (a write fails; before the
-  first batch, `_ClientWatch` notices the call's cancellation).
+  first batch, `_ClientWatch` notices the call's cancellation), or when its client has read
+  nothing for `flight_idle_timeout_s` (`_Delivery`'s watchdog: the engine stops, the slot is
+  freed, the next read fails DEADLINE_EXCEEDED). Slots are counted per client
+  (`ServerState.client_key`: the token, else the peer's address without its port), shared
+  with the HTTP routes, so one client gets at most `query_concurrency_per_client`.
 - Cancel: the Flight action `CancelFlightInfo` (body: `CancelFlightInfoRequest`) and the
   legacy Flight SQL action `CancelQuery` (`ActionCancelQueryRequest`) take the FlightInfo of
   a statement: its running query is interrupted (the embedded engine's run, the Spark job
@@ -52,9 +56,18 @@ only know user/password (JDBC's `user=x;password=<token>`) log in.
 
 TLS: `flight_tls_cert` / `flight_tls_key` (PEM files; both or neither) serve `grpc+tls`.
 
-Errors: shoal's status table (`shoal.server.errors.status_for`) mapped onto gRPC codes:
-4xx -> INVALID_ARGUMENT (the guard's message, the parse position...), 401/403 ->
-UNAUTHENTICATED/PERMISSION_DENIED, 429/503 -> UNAVAILABLE, 5xx -> INTERNAL (logged).
+Errors: every one is a pyarrow.flight error class, whose status carries a code and the
+message only (pyarrow attaches the server's Python traceback to any other exception), with
+the HTTP API's JSON error document as `extra_info`. shoal's status table
+(`shoal.server.errors.status_for`) mapped onto gRPC codes: 401/403 ->
+UNAUTHENTICATED/PERMISSION_DENIED, 429/503 -> UNAVAILABLE (with `retry_after_s`), a
+timeout or an idle stream -> DEADLINE_EXCEEDED, a cancel -> CANCELLED, 5xx -> INTERNAL
+(logged), other 4xx -> UNKNOWN ("Failed": the guard's message, the parse position...;
+INVALID_ARGUMENT exists only with a traceback). Anything outside shoal's error tree is
+INTERNAL with a generic message, its details in the server's log only.
+
+Stop: running calls get `stop_wait_s` to finish (gRPC would wait for ever on a client that
+reads nothing); then their queries are cancelled and `stop` returns.
 """
 
 from __future__ import annotations
@@ -105,6 +118,7 @@ BATCH_BYTES = 4 << 20      # record batches on the wire stay under gRPC's usual 
 BATCH_ROWS = 1 << 16
 CANCEL_WAIT_S = 5.0        # a cancel request waits this long for the stream to end
 WATCH_CLIENT_S = 0.2       # how often a stream's first batch checks that its client is there
+STOP_WAIT_S = 10.0         # stop() waits this long for running calls, then cancels them
 IDLE_POLL_S = 1.0          # the idle watchdog looks at least this often (the bound is a setting)
 INTERNAL_MESSAGE = "internal error (the details are in the server's log)"
 
@@ -289,6 +303,12 @@ class _Store:
             return cancel_pb.CANCEL_STATUS_CANCELLED
         return cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE      # unknown, fetched or finished
 
+    def cancel_running(self) -> int:
+        """Cancel every running stream's query (the server is stopping); how many."""
+        with self._lock:
+            streams = list(self._running.values())
+        return sum(stream.cancel() for stream in streams)
+
     def prepare(self, text: str) -> bytes:
         handle = secrets.token_bytes(16)
         with self._lock:
@@ -366,6 +386,7 @@ class FlightSqlServer:
         self.store = _Store()
         self._service: _Service | None = None
         self.bound_port: int | None = None
+        self.stop_wait_s = STOP_WAIT_S
 
     @property
     def scheme(self) -> str:
@@ -390,10 +411,22 @@ class FlightSqlServer:
         return service.port
 
     def stop(self) -> None:
+        """Refuse new calls and let running ones finish, for `stop_wait_s` at most: gRPC's
+        shutdown waits for every call, and a stream whose client reads nothing would hold
+        it for ever (its write blocked by flow control). Past that, the running streams'
+        queries are cancelled and the server is left to end with the process."""
         service, self._service = self._service, None
-        if service is not None:
-            service.shutdown()     # refuses new calls, waits for running ones
-            service.wait()
+        if service is None:
+            return
+        stopping = threading.Thread(target=_shut_down, args=(service,), daemon=True,
+                                    name="shoal-flight-stop")
+        stopping.start()
+        stopping.join(self.stop_wait_s)
+        if stopping.is_alive():
+            cancelled = self.store.cancel_running()
+            log.warning("Flight SQL: calls still open %gs after shutdown began (clients "
+                        "that read nothing); their %d queries were cancelled, not waiting "
+                        "for the calls", self.stop_wait_s, cancelled)
 
     # ---- calls --------------------------------------------------------------------------
     def call(self, context: flight.ServerCallContext, work: Callable[[_Who], Any]) -> Any:
@@ -777,6 +810,11 @@ def _peer_host(peer: str) -> str:
         host = host.strip("[]")
         return host.partition("%")[0]       # a zone id names the interface, not the host
     return peer
+
+
+def _shut_down(service: _Service) -> None:
+    service.shutdown()     # refuses new calls, waits for running ones
+    service.wait()
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
