@@ -114,6 +114,13 @@ def http_query(server: Server, token: str | None = None, *, source: str = "127.0
         return http.post("/v1/query", json={"sql": "SELECT count(*) AS n FROM logs"})
 
 
+def promql(server: Server, *, source: str) -> httpx.Response:
+    """A PromQL instant query from the loopback address `source`."""
+    transport = httpx.HTTPTransport(local_address=source)
+    with httpx.Client(base_url=server.http, transport=transport, timeout=60) as http:
+        return http.get("/api/v1/query", params={"query": "1 + 1", "time": "1772323200"})
+
+
 def assert_clean(error: BaseException) -> None:
     """A Flight error carries a message and a code, never a traceback or a source path."""
     extra = getattr(error, "extra_info", b"") or b""
@@ -148,6 +155,10 @@ def test_one_client_cannot_take_every_slot(fair):
         same = http_query(fair, source="127.0.0.1")
         assert same.status_code == 429 and same.headers["Retry-After"] == "1"
         assert "query_concurrency_per_client" in same.json()["error"]["message"]
+        # PromQL shares the slots and the rule.
+        assert promql(fair, source="127.0.0.1").status_code == 429
+        other = promql(fair, source="127.0.0.2")
+        assert other.status_code == 200, other.text
     finally:
         close_streams(client, readers)
     eventually(lambda: fair.running, "the abandoned streams' slots", until=lambda n: n == 0)
