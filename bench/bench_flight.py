@@ -2,7 +2,9 @@
 Arrow IPC vs `POST /v1/query` with JSON. Targets: Flight SQL >= 1x Arrow-over-HTTP and
 >= 10x JSON.
 
-    .venv/bin/python bench/bench_flight.py [--rows 1000000] [--repeat 3]
+    .venv/bin/python bench/bench_flight.py [--rows 1000000] [--repeat 3] [--paths flight,arrow,json]
+
+(`--paths flight` measures Flight SQL alone: the quick A/B of a change to the Flight server.)
 
 One process: a server app over a fresh data directory (uvicorn on a free port, the Flight
 port beside it, the embedded engine), a table of `--rows` rows (`_timestamp`, `n` long,
@@ -92,7 +94,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--paths", default="flight,arrow,json",
+                    help="which paths to measure (comma-separated: flight, arrow, json)")
     args = ap.parse_args()
+    paths = set(args.paths.split(","))
     with tempfile.TemporaryDirectory(prefix="shoal-bench-flight-") as tmp:
         db = shoal.connect(data_dir=tmp, query_engine="local")
         try:
@@ -135,10 +140,14 @@ def main() -> None:
                         doc = json.loads(body)
                     return len(doc["rows"]), arrow_bytes, len(body), t_first
 
-                results = {"Flight SQL (ADBC)": best(via_flight, args.repeat),
-                           "Arrow IPC over HTTP": best(via_arrow_http, args.repeat)}
-                arrow_bytes = results["Flight SQL (ADBC)"][2]
-                results["JSON over HTTP"] = best(via_json_http, args.repeat)
+                results = {}
+                if "flight" in paths:
+                    results["Flight SQL (ADBC)"] = best(via_flight, args.repeat)
+                if "arrow" in paths:
+                    results["Arrow IPC over HTTP"] = best(via_arrow_http, args.repeat)
+                    arrow_bytes = results["Arrow IPC over HTTP"][2]
+                if "json" in paths:
+                    results["JSON over HTTP"] = best(via_json_http, args.repeat)
         finally:
             db.close()
     load = os.getloadavg()
@@ -151,9 +160,10 @@ def main() -> None:
         assert rows == args.rows, (name, rows)
         print(f"| {name} | {dt:.2f} | {rows / dt:,.0f} | {nbytes / dt / 1e6:,.1f} | "
               f"{wire / 1e6:,.1f} | {first:.3f} |")
-    flight_s = results["Flight SQL (ADBC)"][0]
-    print(f"\nFlight SQL vs Arrow/HTTP: {results['Arrow IPC over HTTP'][0] / flight_s:.2f}x; "
-          f"vs JSON: {results['JSON over HTTP'][0] / flight_s:.1f}x")
+    if len(results) == 3:
+        flight_s = results["Flight SQL (ADBC)"][0]
+        print(f"\nFlight SQL vs Arrow/HTTP: {results['Arrow IPC over HTTP'][0] / flight_s:.2f}x;"
+              f" vs JSON: {results['JSON over HTTP'][0] / flight_s:.1f}x")
 
 
 if __name__ == "__main__":

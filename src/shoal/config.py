@@ -79,6 +79,11 @@ class Config:
     query_max_bytes: int = 256 << 20
     query_concurrency: int = 4
     body_timeout_s: float = 60.0
+    # Fairness: the slots one client (its token, or its address without tokens) may hold
+    # (0: all but one), and how long a Flight SQL stream may hold its slot while its client
+    # reads nothing before it is cancelled.
+    query_concurrency_per_client: int = 0
+    flight_idle_timeout_s: float = 30.0
     # Which engine answers a SELECT (SPEC §8): `auto` runs it in process (the embedded
     # engine) when it is vetted identical to Spark and its pruned scans plan at most
     # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
@@ -119,9 +124,11 @@ class Config:
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
                          "query_max_bytes", "query_concurrency", "local_query_max_bytes",
+                         "query_concurrency_per_client",
                          "promql_max_samples", "coerce_workers"})
 QUERY_ENGINES = ("auto", "local", "spark")
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s",
+                           "flight_idle_timeout_s",
                            "spark_start_timeout_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}

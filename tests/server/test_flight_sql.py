@@ -251,7 +251,9 @@ def test_kql_with_the_prefix(live):
 def test_forbidden_statements_get_the_guards_message(live):
     uri, _db = live
     with connect(uri) as conn, conn.cursor() as cur:
-        with pytest.raises(flight_sql.ProgrammingError) as e:
+        # UNKNOWN ("Failed"), which ADBC calls OperationalError: pyarrow's Flight server sends
+        # INVALID_ARGUMENT only with the server's Python traceback attached
+        with pytest.raises(flight_sql.OperationalError) as e:
             cur.execute("SELECT reflect('java.lang.System', 'exit', 1)")
         assert "reflect" in str(e.value)
         with pytest.raises(flight_sql.Error) as e:
@@ -351,9 +353,9 @@ def test_a_ticket_is_good_for_one_doget(live):
     ticket = info.endpoints[0].ticket
     with flight.connect(uri) as client:
         assert client.do_get(ticket).read_all().to_pylist() == [{"n": 200}]
-        with pytest.raises(pa.ArrowInvalid, match="unknown or expired ticket"):
+        with pytest.raises(flight.FlightServerError, match="unknown or expired ticket"):
             client.do_get(ticket).read_all()
-        with pytest.raises(pa.ArrowInvalid, match="not a Flight SQL command"):
+        with pytest.raises(flight.FlightServerError, match="not a Flight SQL command"):
             client.get_flight_info(flight.FlightDescriptor.for_command(b"\xff\xff"))
 
 

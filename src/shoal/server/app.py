@@ -10,7 +10,8 @@ a Spark session, that session is alive; else 503 + Retry-After) and `GET /metric
 (Prometheus text of this app's own registry, plus `shoal_queries_running` and
 `shoal_spark_restarts`).
 
-The query lane's bounds come from `config`: `query_concurrency` slots (`state.QuerySlots`),
+The query lane's bounds come from `config`: `query_concurrency` slots (`state.QuerySlots`,
+at most `query_concurrency_per_client` of them per client, by default all but one),
 `query_timeout_s` / `query_max_rows` / `query_max_bytes` (`QueryLimits`, passed to the
 engine by `/v1/query`), and `spark.driver.maxResultSize` = `RESULT_SIZE_FACTOR` x
 `query_max_bytes` for a session this server starts. A `SparkSupervisor`
@@ -127,7 +128,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     state = ServerState(db=db, config=config,
                         tokens=load_tokens(config) if tokens is None else tokens,
                         metrics=metrics, max_body_bytes=max_body_bytes,
-                        query_slots=QuerySlots(config.query_concurrency),
+                        query_slots=QuerySlots(
+                            config.query_concurrency,
+                            per_client=config.query_concurrency_per_client or None),
                         query_limits=limits, spark=supervisor)
     Gauge("shoal_queries_running", "Statements running on the query engine",
           registry=metrics.registry).set_function(lambda: state.query_slots.running)
@@ -265,6 +268,9 @@ def _warm_ingest() -> None:
 def _query_limits(config: Config) -> QueryLimits:
     if config.query_concurrency < 1:
         raise ConfigError(f"query_concurrency must be at least 1, got {config.query_concurrency}")
+    if config.query_concurrency_per_client < 0:
+        raise ConfigError("query_concurrency_per_client must be 0 (all slots but one) or "
+                          f"more, got {config.query_concurrency_per_client}")
     for name in ("query_max_rows", "query_max_bytes"):
         if getattr(config, name) < 1:
             raise ConfigError(f"{name} must be at least 1, got {getattr(config, name)}")

@@ -94,15 +94,45 @@ class RequestTimeoutError(RequestError):
 
 
 class TooManyQueriesError(UnavailableError):
-    """Every query slot of the server is taken (`query_concurrency`): 429 + Retry-After."""
+    """Every query slot of the server is taken (`query_concurrency`), or the caller already
+    holds as many as one client may (`per_client`, `query_concurrency_per_client`):
+    429 + Retry-After."""
 
     code = "too_many_queries"
 
-    def __init__(self, limit: int, *, retry_after_s: float = 1.0) -> None:
+    def __init__(self, limit: int, *, retry_after_s: float = 1.0,
+                 per_client: int | None = None) -> None:
         self.limit = limit
+        self.per_client = per_client
         self.retry_after_s = retry_after_s
-        super().__init__(f"the server already runs {limit} queries, its limit "
-                         "(query_concurrency); retry shortly")
+        if per_client is None:
+            message = (f"the server already runs {limit} queries, its limit "
+                       "(query_concurrency); retry shortly")
+        else:
+            message = (f"this client already runs {per_client} queries, the most one client "
+                       f"may run at once (query_concurrency_per_client; {limit} in all, "
+                       "query_concurrency); retry shortly")
+        super().__init__(message)
+
+
+class UnsupportedCallError(RequestError):
+    """A protocol call or message the server does not implement (a Flight SQL command,
+    action or DoPut it has no use for)."""
+
+    code = "unsupported"
+
+
+class StreamIdleError(RequestError):
+    """A streamed answer (a Flight SQL DoGet) whose client took nothing for
+    `flight_idle_timeout_s`: its query was stopped and its slot freed."""
+
+    code = "stream_idle_timeout"
+
+    def __init__(self, idle_s: float) -> None:
+        self.idle_s = idle_s
+        super().__init__(f"the client read nothing from this stream for {idle_s:g} s "
+                         "(flight_idle_timeout_s, SHOAL_FLIGHT_IDLE_TIMEOUT_S): its query "
+                         "was cancelled and its query slot freed")
 
 
 class UnsupportedMediaTypeError(RequestError):

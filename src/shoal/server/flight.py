@@ -1,4 +1,4 @@
-"""Arrow Flight SQL: shoal's query lane for ADBC, JDBC and ODBC clients (issue 15).
+"""Arrow Flight SQL: shoal's query lane for ADBC, JDBC and ODBC clients.
 
 A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
 0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
@@ -25,7 +25,11 @@ Served:
   is an empty batch whose `app_metadata` holds the final stats: `truncated` (and
   `truncated_by`), `bytes_read`, `rows`, `bytes`. The slot and the engine's work are
   released when the stream ends, fails, or its client goes away (a write fails; before the
-  first batch, `_ClientWatch` notices the call's cancellation).
+  first batch, `_ClientWatch` notices the call's cancellation), or when its client has read
+  nothing for `flight_idle_timeout_s` (`_Delivery`'s watchdog: the engine stops, the slot is
+  freed, the next read fails DEADLINE_EXCEEDED). Slots are counted per client
+  (`ServerState.client_key`: the token, else the peer's address without its port), shared
+  with the HTTP routes, so one client gets at most `query_concurrency_per_client`.
 - Cancel: the Flight action `CancelFlightInfo` (body: `CancelFlightInfoRequest`) and the
   legacy Flight SQL action `CancelQuery` (`ActionCancelQueryRequest`) take the FlightInfo of
   a statement: its running query is interrupted (the embedded engine's run, the Spark job
@@ -52,9 +56,18 @@ only know user/password (JDBC's `user=x;password=<token>`) log in.
 
 TLS: `flight_tls_cert` / `flight_tls_key` (PEM files; both or neither) serve `grpc+tls`.
 
-Errors: shoal's status table (`shoal.server.errors.status_for`) mapped onto gRPC codes:
-4xx -> INVALID_ARGUMENT (the guard's message, the parse position...), 401/403 ->
-UNAUTHENTICATED/PERMISSION_DENIED, 429/503 -> UNAVAILABLE, 5xx -> INTERNAL (logged).
+Errors: every one is a pyarrow.flight error class, whose status carries a code and the
+message only (pyarrow attaches the server's Python traceback to any other exception), with
+the HTTP API's JSON error document as `extra_info`. shoal's status table
+(`shoal.server.errors.status_for`) mapped onto gRPC codes: 401/403 ->
+UNAUTHENTICATED/PERMISSION_DENIED, 429/503 -> UNAVAILABLE (with `retry_after_s`), a
+timeout or an idle stream -> DEADLINE_EXCEEDED, a cancel -> CANCELLED, 5xx -> INTERNAL
+(logged), other 4xx -> UNKNOWN ("Failed": the guard's message, the parse position...;
+INVALID_ARGUMENT exists only with a traceback). Anything outside shoal's error tree is
+INTERNAL with a generic message, its details in the server's log only.
+
+Stop: running calls get `stop_wait_s` to finish (gRPC would wait for ever on a client that
+reads nothing); then their queries are cancelled and `stop` returns.
 """
 
 from __future__ import annotations
@@ -78,9 +91,11 @@ import pyarrow.flight as flight
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
 
-from shoal.errors import ConfigError, QueryCancelledError, ShoalError, UnavailableError
+from shoal.errors import (ConfigError, QueryCancelledError, QueryTimeoutError, ShoalError,
+                          UnavailableError)
 from shoal.server.auth import bearer_of
-from shoal.server.errors import BadRequestError, status_for
+from shoal.server.errors import (BadRequestError, StreamIdleError, UnsupportedCallError,
+                                 details_for, error_document, status_for)
 from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
 from shoal.server.flightsql import flight_sql_pb2 as sql_pb
 from shoal.server.query import (BoundedStream, PlannedQuery, answer_stats, open_stream,
@@ -103,6 +118,9 @@ BATCH_BYTES = 4 << 20      # record batches on the wire stay under gRPC's usual 
 BATCH_ROWS = 1 << 16
 CANCEL_WAIT_S = 5.0        # a cancel request waits this long for the stream to end
 WATCH_CLIENT_S = 0.2       # how often a stream's first batch checks that its client is there
+STOP_WAIT_S = 10.0         # stop() waits this long for running calls, then cancels them
+IDLE_POLL_S = 1.0          # the idle watchdog looks at least this often (the bound is a setting)
+INTERNAL_MESSAGE = "internal error (the details are in the server's log)"
 
 CATALOGS_SCHEMA = pa.schema([pa.field("catalog_name", pa.utf8(), nullable=False)])
 DB_SCHEMAS_SCHEMA = pa.schema([pa.field("catalog_name", pa.utf8()),
@@ -285,6 +303,12 @@ class _Store:
             return cancel_pb.CANCEL_STATUS_CANCELLED
         return cancel_pb.CANCEL_STATUS_NOT_CANCELLABLE      # unknown, fetched or finished
 
+    def cancel_running(self) -> int:
+        """Cancel every running stream's query (the server is stopping); how many."""
+        with self._lock:
+            streams = list(self._running.values())
+        return sum(stream.cancel() for stream in streams)
+
     def prepare(self, text: str) -> bytes:
         handle = secrets.token_bytes(16)
         with self._lock:
@@ -315,20 +339,20 @@ class _Service(flight.FlightServerBase):
 
     def get_flight_info(self, context: flight.ServerCallContext,
                         descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
-        return self.owner.call(context, lambda token: self.owner.flight_info(token, descriptor))
+        return self.owner.call(context, lambda who: self.owner.flight_info(who, descriptor))
 
     def get_schema(self, context: flight.ServerCallContext,
                    descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
-        return self.owner.call(context, lambda token: flight.SchemaResult(
-            self.owner.schema(token, descriptor)))
+        return self.owner.call(context, lambda who: flight.SchemaResult(
+            self.owner.schema(who, descriptor)))
 
     def do_get(self, context: flight.ServerCallContext,
                ticket: flight.Ticket) -> flight.FlightDataStream:
-        return self.owner.call(context, lambda _token: self.owner.stream(ticket, context))
+        return self.owner.call(context, lambda who: self.owner.stream(who, ticket, context))
 
     def do_action(self, context: flight.ServerCallContext,
                   action: flight.Action) -> Iterator[flight.Result]:
-        return self.owner.call(context, lambda token: self.owner.action(token, action))
+        return self.owner.call(context, lambda who: self.owner.action(who, action))
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
         return [("CreatePreparedStatement", "prepare a statement (no parameters)"),
@@ -340,8 +364,11 @@ class _Service(flight.FlightServerBase):
     def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
                reader: flight.MetadataRecordBatchReader,
                writer: flight.FlightMetadataWriter) -> None:
-        raise NotImplementedError("shoal's Flight SQL takes no parameters and no updates: "
-                                  "ingest through the HTTP API, OTLP or Kafka")
+        def refuse(_who: _Who) -> NoReturn:
+            raise UnsupportedCallError("shoal's Flight SQL takes no parameters and no "
+                                       "updates: ingest through the HTTP API, OTLP or Kafka")
+
+        self.owner.call(context, refuse)
 
 
 class FlightSqlServer:
@@ -359,6 +386,7 @@ class FlightSqlServer:
         self.store = _Store()
         self._service: _Service | None = None
         self.bound_port: int | None = None
+        self.stop_wait_s = STOP_WAIT_S
 
     @property
     def scheme(self) -> str:
@@ -383,31 +411,50 @@ class FlightSqlServer:
         return service.port
 
     def stop(self) -> None:
+        """Refuse new calls and let running ones finish, for `stop_wait_s` at most: gRPC's
+        shutdown waits for every call, and a stream whose client reads nothing would hold
+        it for ever (its write blocked by flow control). Past that, the running streams'
+        queries are cancelled and the server is left to end with the process."""
         service, self._service = self._service, None
-        if service is not None:
-            service.shutdown()     # refuses new calls, waits for running ones
-            service.wait()
+        if service is None:
+            return
+        stopping = threading.Thread(target=_shut_down, args=(service,), daemon=True,
+                                    name="shoal-flight-stop")
+        stopping.start()
+        stopping.join(self.stop_wait_s)
+        if stopping.is_alive():
+            cancelled = self.store.cancel_running()
+            log.warning("Flight SQL: calls still open %gs after shutdown began (clients "
+                        "that read nothing); their %d queries were cancelled, not waiting "
+                        "for the calls", self.stop_wait_s, cancelled)
 
     # ---- calls --------------------------------------------------------------------------
-    def call(self, context: flight.ServerCallContext, work: Callable[[str | None], Any]) -> Any:
-        """`work(token)` under the `query` scope, with shoal's errors as Flight errors."""
+    def call(self, context: flight.ServerCallContext, work: Callable[[_Who], Any]) -> Any:
+        """`work(who)` under the `query` scope, with every error as a Flight status of a
+        code and a message (`_raise_flight`): never a Python traceback, which pyarrow would
+        send for any other exception."""
         caller = context.get_middleware("auth")
         token = caller.token if isinstance(caller, _Caller) else None
         try:
             self.state.check_accepting()
             if self.state.tokens.enabled:
                 self.state.tokens.allows(token, "query")
-            return work(token)
+            who = _Who(token, self.state.client_key(token, _peer_host(context.peer())))
+            return work(who)
+        except flight.FlightError:
+            raise
         except ShoalError as e:
             _raise_flight(e)
+        except Exception as e:  # noqa: BLE001 - logged there, answered without its traceback
+            _raise_unexpected(e)
 
-    def flight_info(self, token: str | None,
+    def flight_info(self, who: _Who,
                     descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
         command = _unpack(descriptor)
         stats: dict[str, Any] | None = None
         if isinstance(command, (sql_pb.CommandStatementQuery,
                                 sql_pb.CommandPreparedStatementQuery)):
-            answer = self.plan(token, self._text(command))
+            answer = self.plan(who, self._text(command))
             if isinstance(answer, PlannedQuery):
                 # Rows and bytes are known once the stream ends (-1: unknown, as Flight
                 # says); so are `bytes_read` and `truncated` (the stream's last message).
@@ -429,7 +476,7 @@ class FlightSqlServer:
         elif isinstance(command, sql_pb.CommandGetSqlInfo):
             table = sql_info(list(command.info))
         else:
-            raise NotImplementedError(f"{type(command).__name__} is not supported by shoal")
+            raise UnsupportedCallError(f"{type(command).__name__} is not supported by shoal")
         ticket = _pack(sql_pb.TicketStatementQuery(statement_handle=self.store.put(table)))
         return flight.FlightInfo(
             table.schema, descriptor, [flight.FlightEndpoint(ticket, [])],
@@ -442,18 +489,19 @@ class FlightSqlServer:
         assert isinstance(command, sql_pb.CommandPreparedStatementQuery)
         return self.store.prepared(command.prepared_statement_handle)
 
-    def plan(self, token: str | None, text: str
+    def plan(self, who: _Who, text: str
              ) -> PlannedQuery | tuple[pa.Table, dict[str, Any]]:
         """One statement through the `/v1/query` path, planned: a query's plan (its rows
         stream at DoGet), or what another statement answered (its rows, its stats)."""
         text, kql = _language(text)
-        result = plan_statement(self.state, text, token=token, prune=True,
-                                engine=self.state.db.config.query_engine, kql=kql)
+        result = plan_statement(self.state, text, token=who.token, prune=True,
+                                engine=self.state.db.config.query_engine, kql=kql,
+                                client=who.client)
         if isinstance(result, PlannedQuery):
             return result
         return result.table, answer_stats(result)
 
-    def schema(self, token: str | None, descriptor: flight.FlightDescriptor) -> pa.Schema:
+    def schema(self, who: _Who, descriptor: flight.FlightDescriptor) -> pa.Schema:
         """GetSchema: a query's answer schema (planned, not run); a metadata command's
         fixed schema; other statements (DDL...) are not run for it: an empty schema."""
         command = _unpack(descriptor)
@@ -461,17 +509,21 @@ class FlightSqlServer:
                                 sql_pb.CommandPreparedStatementQuery)):
             text, kql = _language(self._text(command))
             schema = query_schema(self.state, text, engine=self.state.db.config.query_engine,
-                                  kql=kql)
+                                  kql=kql, client=who.client)
             return schema if schema is not None else pa.schema([])
-        return self.flight_info(token, descriptor).schema
+        return self.flight_info(who, descriptor).schema
 
-    def stream(self, ticket: flight.Ticket,
+    def stream(self, who: _Who, ticket: flight.Ticket,
                context: flight.ServerCallContext) -> flight.FlightDataStream:
         """DoGet: a stored answer, or a planned query run now and streamed as the engine
         produces it. The first batch is produced here, so an error before any row (a bad
         statement at run time, too many queries, a cancel) is this call's status; later
         errors end the stream with theirs. The stream's last message is an empty batch whose
-        `app_metadata` holds the final stats (`truncated`, `bytes_read`, `rows`)."""
+        `app_metadata` holds the final stats (`truncated`, `bytes_read`, `rows`).
+
+        A stream whose client takes nothing for `flight_idle_timeout_s` (gRPC's flow control
+        then stops pulling messages) is cancelled by its `_Delivery`'s watchdog: the engine
+        stops, the slot is freed, and the client's next read fails DEADLINE_EXCEEDED."""
         message = _unpack_bytes(ticket.ticket)
         if not isinstance(message, sql_pb.TicketStatementQuery):
             raise BadRequestError("expected a TicketStatementQuery ticket")
@@ -481,12 +533,13 @@ class FlightSqlServer:
             return flight.RecordBatchStream(
                 pa.RecordBatchReader.from_batches(body.schema, _batches(body)))
         try:
-            bounded = open_stream(self.state, body)
+            bounded = open_stream(self.state, body, who.client)
         except UnavailableError:
             self.store.restore(handle, body)    # busy or restarting: the ticket stays good
             raise
         watch = _ClientWatch(context, bounded)
-        delivery = _Delivery(bounded, self._messages(bounded, handle, watch, body.extra))
+        delivery = _Delivery(bounded, self._messages(bounded, handle, watch, body.extra),
+                             idle_timeout_s=self.state.config.flight_idle_timeout_s)
         self.store.running(handle, delivery)
         try:
             first = delivery.next_message()
@@ -519,12 +572,16 @@ class FlightSqlServer:
             if isinstance(e, QueryCancelledError) and watch.client_gone:
                 log.info("Flight SQL client went away; its query was cancelled")
             _raise_flight(e)
+        except flight.FlightError:
+            raise
+        except Exception as e:  # noqa: BLE001 - logged there, answered without its traceback
+            _raise_unexpected(e)
         finally:
             watch.stop()
             bounded.close()
             self.store.running(handle, None)
 
-    def action(self, token: str | None, action: flight.Action) -> Iterator[flight.Result]:
+    def action(self, who: _Who, action: flight.Action) -> Iterator[flight.Result]:
         body = action.body.to_pybytes() if action.body is not None else b""
         if action.type == "CreatePreparedStatement":
             request = _unpack_bytes(body)
@@ -534,7 +591,7 @@ class FlightSqlServer:
             # read) to announce its answer's schema. No parameters: an empty schema.
             text, kql = _language(request.query)
             schema = query_schema(self.state, text, engine=self.state.db.config.query_engine,
-                                  kql=kql)
+                                  kql=kql, client=who.client)
             result = sql_pb.ActionCreatePreparedStatementResult(
                 prepared_statement_handle=self.store.prepare(request.query),
                 dataset_schema=schema.serialize().to_pybytes() if schema is not None else b"",
@@ -561,7 +618,7 @@ class FlightSqlServer:
             status = self.store.cancel(_ticket_handle(legacy.info))
             return iter([flight.Result(_pack(sql_pb.ActionCancelQueryResult(
                 result=_LEGACY_CANCEL[status])))])
-        raise NotImplementedError(f"action {action.type!r} is not supported by shoal")
+        raise UnsupportedCallError(f"action {action.type!r} is not supported by shoal")
 
     # ---- metadata -----------------------------------------------------------------------
     def _db_schemas(self, command: sql_pb.CommandGetDbSchemas) -> pa.Table:
@@ -643,24 +700,50 @@ def _split(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
 
 
 class _Delivery:
-    """A DoGet's messages, which a cancel request (another thread) can end even while the
-    client reads nothing: `cancel` interrupts the engine, then takes the lock the sending
-    thread holds while it pulls a message (which the interrupt makes short), and closes the
-    messages: the engine's resources and the query slot are freed at once, and the stream's
-    next pull fails CANCELLED."""
+    """A DoGet's messages, which a cancel request or the idle watchdog (other threads) can
+    end even while the client reads nothing: `cancel` interrupts the engine, then takes the
+    lock the sending thread holds while it pulls a message (which the interrupt makes
+    short), and closes the messages: the engine's resources and the query slot are freed at
+    once, and the stream's next pull fails CANCELLED.
 
-    def __init__(self, bounded: BoundedStream, messages: Generator[Any, None, None]) -> None:
+    Idle bound: pyarrow pulls the next message only once gRPC has taken the previous one,
+    and gRPC's flow control stops taking messages when the client stops reading. So the
+    time since the last pull ended, while no pull runs (a pull is the engine's time,
+    bounded by `query_timeout_s`), is how long the client has read nothing. Past
+    `idle_timeout_s` the watchdog thread closes the messages the same way (the engine
+    stops, the slot is freed) and the next pull, if gRPC ever takes one, fails
+    DEADLINE_EXCEEDED naming the setting. Once the engine has finished, the slot is free
+    already and the watchdog leaves the stream to its client."""
+
+    def __init__(self, bounded: BoundedStream, messages: Generator[Any, None, None], *,
+                 idle_timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.bounded = bounded
         self.finished = bounded.stream.finished
         self._messages = messages
         self._lock = threading.Lock()
         self._cancelled = False
+        self._idle_timeout_s = idle_timeout_s
+        self._clock = clock
+        self._idle_since: float | None = clock()    # None while a pull runs
+        self.timed_out = False
+        self._ended = threading.Event()
+        threading.Thread(target=self._watch_idle, name="shoal-flight-idle",
+                         daemon=True).start()
 
     def next_message(self) -> Any:
         with self._lock:
+            if self.timed_out:
+                _raise_flight(StreamIdleError(self._idle_timeout_s))
             if self._cancelled:
                 _raise_flight(QueryCancelledError())
-            return next(self._messages)
+            self._idle_since = None
+            try:
+                return next(self._messages)
+            except BaseException:
+                self._ended.set()       # done or failed: the generator has closed
+                raise
+            finally:
+                self._idle_since = self._clock()
 
     def messages(self) -> Iterator[Any]:
         while True:
@@ -680,6 +763,58 @@ class _Delivery:
         with self._lock:
             self._cancelled = self._cancelled or cancelled
             self._messages.close()
+            self._ended.set()
+
+    def _watch_idle(self) -> None:
+        limit = self._idle_timeout_s
+        while not self.finished.is_set():
+            since = self._idle_since
+            wait = IDLE_POLL_S if since is None else since + limit - self._clock()
+            if wait > 0 and self._ended.wait(min(wait, IDLE_POLL_S)):
+                return
+            if not self._lock.acquire(blocking=False):
+                continue        # a pull runs: the engine works, the client waits for it
+            try:
+                since = self._idle_since
+                if (self._ended.is_set() or self.finished.is_set() or since is None
+                        or self._clock() - since < limit):
+                    continue
+                self.timed_out = True
+                self.bounded.stream.cancel()
+                self._messages.close()      # the engine stops, the slot is freed
+                self._ended.set()
+            finally:
+                self._lock.release()
+            log.info("a Flight SQL client read nothing for %gs (flight_idle_timeout_s): "
+                     "its stream was cancelled and its query slot freed", limit)
+            return
+
+
+@dataclass(frozen=True)
+class _Who:
+    """The caller of a Flight call: its bearer token (None when auth is off) and its key
+    for the per-client slot bound (`ServerState.client_key`)."""
+
+    token: str | None
+    client: str
+
+
+def _peer_host(peer: str) -> str:
+    """The address of a gRPC peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`) without
+    its port: every connection of one host is one client."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or rest
+    if kind == "ipv6":
+        host = rest.rpartition(":")[0] or rest
+        host = host.strip("[]")
+        return host.partition("%")[0]       # a zone id names the interface, not the host
+    return peer
+
+
+def _shut_down(service: _Service) -> None:
+    service.shutdown()     # refuses new calls, waits for running ones
+    service.wait()
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
@@ -770,8 +905,8 @@ def _unpack_bytes(raw: bytes) -> Message:
     name = wrapped.type_url.rpartition("/")[2]
     cls = _COMMANDS.get(name) or _OTHER_MESSAGES.get(name)
     if cls is None:
-        raise NotImplementedError(f"Flight SQL message {name or '(none)'} is not supported "
-                                  "by shoal")
+        raise UnsupportedCallError(f"Flight SQL message {name or '(none)'} is not supported "
+                                   "by shoal")
     message = cls()
     if not wrapped.Unpack(message):
         raise BadRequestError(f"malformed {name}")
@@ -798,17 +933,39 @@ _OTHER_MESSAGES: dict[str, type[Message]] = {
 
 
 def _raise_flight(exc: ShoalError) -> NoReturn:
+    """`exc` as a Flight error: a gRPC code, the error's message, and in `extra_info` the
+    JSON error document of the HTTP API (`{"error": {"code", "message", "details"}}`, and
+    `retry_after_s` for a refusal to retry). Only pyarrow.flight's own error classes
+    travel without the server's Python traceback, which pyarrow attaches to any other
+    exception (ArrowInvalid included): so bad input is UNKNOWN ("Failed"), not
+    INVALID_ARGUMENT, and its code is in the document."""
     status = status_for(exc)
     message = str(exc)
+    body: dict[str, Any] = error_document(exc.code, message, details_for(exc))
+    if isinstance(exc, UnavailableError):
+        retry = float(getattr(exc, "retry_after_s", 1.0))
+        body["retry_after_s"] = retry
+        message = f"{message} (retry after {retry:g} s)"
+    info = json.dumps(body).encode()
     if status == 401:
-        raise flight.FlightUnauthenticatedError(message) from exc
+        raise flight.FlightUnauthenticatedError(message, info) from None
     if status == 403:
-        raise flight.FlightUnauthorizedError(message) from exc
+        raise flight.FlightUnauthorizedError(message, info) from None
     if isinstance(exc, QueryCancelledError):
-        raise flight.FlightCancelledError(message) from exc
-    if status in (429, 503):
-        raise flight.FlightUnavailableError(message) from exc
+        raise flight.FlightCancelledError(message, info) from None
+    if isinstance(exc, (QueryTimeoutError, StreamIdleError)):
+        raise flight.FlightTimedOutError(message, info) from None
+    if isinstance(exc, UnavailableError):
+        raise flight.FlightUnavailableError(message, info) from None
     if status >= 500:
         log.error("Flight SQL call failed: %s", exc, exc_info=exc)
-        raise flight.FlightInternalError(message) from exc
-    raise pa.ArrowInvalid(message) from exc
+        raise flight.FlightInternalError(message, info) from None
+    raise flight.FlightServerError(message, info) from None
+
+
+def _raise_unexpected(exc: Exception) -> NoReturn:
+    """An exception outside shoal's error tree (a bug, a library's failure): logged with its
+    traceback here, answered INTERNAL with a generic message."""
+    log.error("Flight SQL call failed unexpectedly", exc_info=exc)
+    body = error_document("internal_error", INTERNAL_MESSAGE)
+    raise flight.FlightInternalError(INTERNAL_MESSAGE, json.dumps(body).encode()) from None

@@ -37,7 +37,7 @@ from shoal.server.body import read_body
 from shoal.server.errors import (BadRequestError, details_for, error_document, headers_for,
                                  status_for)
 from shoal.server.query import MAX_QUERY_BYTES, run_on_engine
-from shoal.server.state import server_state
+from shoal.server.state import request_client, server_state
 from shoal.types.jsonlimits import loads as json_loads
 
 router = APIRouter(tags=["kusto"])
@@ -104,7 +104,8 @@ async def _query(request: Request) -> JSONResponse:
     state.check_accepting()
     csl = await _command(request)
     engine = engine_mode(None, state.db.config.query_engine)
-    result = await run_on_engine(state, csl, prune=True, engine=engine, kql=True)
+    result = await run_on_engine(state, csl, prune=True, engine=engine, kql=True,
+                                 client=request_client(request))
     stats = result.stats.to_json()
     stats["truncated"] = result.truncated is not None
     columns, rows = primary_result(result.table, result.kinds)

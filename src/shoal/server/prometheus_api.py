@@ -43,7 +43,7 @@ from shoal.query.promql.params import MAX_TIME_MS, MIN_TIME_MS, parse_duration_m
 from shoal.server.auth import require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import UnsupportedMediaTypeError, status_for
-from shoal.server.state import ServerState, server_state
+from shoal.server.state import ServerState, request_client, server_state
 
 log = logging.getLogger("shoal.server.prometheus")
 
@@ -129,13 +129,14 @@ async def _answer(request: Request, work: Callable[[ServerState, _Params], Any],
     try:
         state.check_accepting()
         params = await _params(request)
+        client = request_client(request)
         if slot:
-            state.query_slots.acquire()
+            state.query_slots.acquire(client)
         try:
             data = await anyio.to_thread.run_sync(lambda: work(state, params))
         finally:
             if slot:
-                state.query_slots.release()
+                state.query_slots.release(client)
     except ShoalError as e:
         status, doc = error_document(e)
         if status >= 500 and status != 503:

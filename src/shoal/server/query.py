@@ -19,7 +19,9 @@ statement runs in a worker thread on the server's one warm Spark session.
 Bounded cost (settings of `shoal.config.Config`):
 - `query_concurrency`: statements that need Spark (SELECT, WITH, EXPLAIN) take one of that
   many slots; with none free the answer is 429 `too_many_queries` + `Retry-After: 1` at
-  once (no queue). DDL, DESCRIBE and SHOW touch only the catalog and take no slot.
+  once (no queue). DDL, DESCRIBE and SHOW touch only the catalog and take no slot. One
+  client (its token, or its address without tokens) holds at most
+  `query_concurrency_per_client` slots (default all but one): 429 past that too.
 - `query_timeout_s`: past it the statement's Spark jobs are cancelled and the answer is
   400 `query_timeout` naming the limit (400, not 408: 408 means the client was slow to send
   its request, and clients may resend a 408 as is; the same statement would time out again).
@@ -60,7 +62,7 @@ from shoal.query.routing import engine_mode
 from shoal.server.auth import bearer_token, require_scope
 from shoal.server.body import read_body
 from shoal.server.errors import BadRequestError
-from shoal.server.state import ServerState, server_state
+from shoal.server.state import ServerState, request_client, server_state
 from shoal.types.jsonlimits import loads as json_loads
 
 if TYPE_CHECKING:
@@ -110,6 +112,7 @@ async def query(request: Request,
     from shoal.query.results import answer_document, arrow_stream
 
     token = bearer_token(request)
+    client = request_client(request)
     cancel = CancelHandle()
     failure: ShoalError | None = None
     async with anyio.create_task_group() as watchers:
@@ -117,7 +120,7 @@ async def query(request: Request,
         try:
             result = await anyio.to_thread.run_sync(
                 lambda: run_statement(state, sql, token=token, prune=prune, engine=engine,
-                                      kql=language == "kql", cancel=cancel))
+                                      kql=language == "kql", cancel=cancel, client=client))
         except ShoalError as e:
             failure = e         # raised below, not inside the group (it would wrap it)
         finally:
@@ -150,21 +153,23 @@ async def _cancel_when_gone(request: Request, cancel: CancelHandle) -> None:
 
 
 def run_statement(state: ServerState, text: str, *, token: str | None, prune: bool,
-                  engine: str, kql: bool = False,
-                  cancel: CancelHandle | None = None) -> QueryResult:
+                  engine: str, kql: bool = False, cancel: CancelHandle | None = None,
+                  client: str | None = None) -> QueryResult:
     """One statement of any frontend (`/v1/query`, Flight SQL), blocking: the guard decides
     its kind on its tokens, so no comment or white space can hide DDL; CREATE/ALTER need
     the `admin` scope (when tokens are configured); DESCRIBE/SHOW touch only the catalog
     (no slot, no Spark); queries run under the server's bounds (`run_bounded`). The caller
-    has checked the `query` scope."""
+    has checked the `query` scope; `client` (`ServerState.client_key`) is who the slot is
+    counted against."""
     if kql:
-        return run_bounded(state, text, prune=prune, engine=engine, kql=True, cancel=cancel)
+        return run_bounded(state, text, prune=prune, engine=engine, kql=True, cancel=cancel,
+                           client=client)
     statement = classify(text)
     if statement.kind in ("ddl", "admin_ddl"):
         if statement.kind == "admin_ddl" and state.tokens.enabled:
             state.tokens.allows(token, "admin")
         return state.db.sql(text, prune=prune)
-    return run_bounded(state, text, prune=prune, engine=engine, cancel=cancel)
+    return run_bounded(state, text, prune=prune, engine=engine, cancel=cancel, client=client)
 
 
 def answer_stats(result: QueryResult) -> dict[str, Any]:
@@ -177,20 +182,21 @@ def answer_stats(result: QueryResult) -> dict[str, Any]:
 
 
 async def run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: str,
-                         kql: bool = False) -> QueryResult:
+                         kql: bool = False, client: str | None = None) -> QueryResult:
     """`run_bounded` in a worker thread."""
     return await anyio.to_thread.run_sync(
-        lambda: run_bounded(state, sql, prune=prune, engine=engine, kql=kql))
+        lambda: run_bounded(state, sql, prune=prune, engine=engine, kql=kql, client=client))
 
 
 def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
-                kql: bool = False, cancel: CancelHandle | None = None) -> QueryResult:
-    """One statement on the engine under the server's bounds, blocking: a free slot (else
-    429), a live engine (else 503), the timeout and the result caps."""
+                kql: bool = False, cancel: CancelHandle | None = None,
+                client: str | None = None) -> QueryResult:
+    """One statement on the engine under the server's bounds, blocking: a free slot, within
+    `client`'s share (else 429), a live engine (else 503), the timeout and the result caps."""
     reason = state.spark.unavailable()
     if reason is not None:
         raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
-    state.query_slots.acquire()
+    state.query_slots.acquire(client)
     try:
         executor = state.db.query_engine
         run = executor.execute_kql if kql else executor.execute
@@ -200,7 +206,7 @@ def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
         state.spark.wake()          # restart now rather than at the next probe
         raise
     finally:
-        state.query_slots.release()
+        state.query_slots.release(client)
 
 
 # ---- streamed answers (Flight SQL) ----------------------------------------------------------
@@ -223,7 +229,8 @@ class PlannedQuery:
 
 
 def plan_statement(state: ServerState, text: str, *, token: str | None, prune: bool,
-                   engine: str, kql: bool = False) -> QueryResult | PlannedQuery:
+                   engine: str, kql: bool = False,
+                   client: str | None = None) -> QueryResult | PlannedQuery:
     """`run_statement` for a frontend that streams answers: a query (SELECT, WITH, KQL) is
     planned, not run (its schema and pruning are known, no row is read), under a query slot
     held only while it plans; anything else (DDL, DESCRIBE, SHOW, EXPLAIN) runs now, as
@@ -239,19 +246,21 @@ def plan_statement(state: ServerState, text: str, *, token: str | None, prune: b
         if translation.render is not None:
             extra["render"] = translation.render
     if classify(sql).kind != "select":
-        return run_statement(state, text, token=token, prune=prune, engine=engine, kql=kql)
-    with _engine_slot(state):
+        return run_statement(state, text, token=token, prune=prune, engine=engine, kql=kql,
+                             client=client)
+    with _engine_slot(state, client):
         return PlannedQuery(plan_stream(state.db.query_engine, sql, prune=prune, mode=engine),
                             extra)
 
 
-def query_schema(state: ServerState, text: str, *, engine: str, kql: bool = False
-                 ) -> pa.Schema | None:
+def query_schema(state: ServerState, text: str, *, engine: str, kql: bool = False,
+                 client: str | None = None) -> pa.Schema | None:
     """The answer schema of a query (planned, nothing run); None for a statement that is
     not a query (DDL and the like are never run just to learn their schema)."""
     if not kql and classify(text).kind != "select":
         return None
-    planned = plan_statement(state, text, token=None, prune=True, engine=engine, kql=kql)
+    planned = plan_statement(state, text, token=None, prune=True, engine=engine, kql=kql,
+                             client=client)
     return planned.schema if isinstance(planned, PlannedQuery) else None
 
 
@@ -260,9 +269,11 @@ class BoundedStream:
     from `open_stream` until its batches end, fail, or are abandoned (`close`, or the
     generator dropped); the engine's work stops then too."""
 
-    def __init__(self, state: ServerState, stream: QueryStream) -> None:
+    def __init__(self, state: ServerState, stream: QueryStream,
+                 client: str | None = None) -> None:
         self.state = state
         self.stream = stream
+        self.client = client
         self._released = False
         self.batches = self._batches()
 
@@ -280,7 +291,7 @@ class BoundedStream:
     def release(self) -> None:
         if not self._released:
             self._released = True
-            self.state.query_slots.release()
+            self.state.query_slots.release(self.client)
 
     def close(self) -> None:
         """Abandon the stream: stop the engine, free the slot (also when never started)."""
@@ -289,19 +300,20 @@ class BoundedStream:
         self.release()
 
 
-def open_stream(state: ServerState, planned: PlannedQuery) -> BoundedStream:
-    """Start streaming a planned query: a free slot (else 429), a live engine (else 503);
-    the timeout and the row/byte caps apply to the whole stream."""
+def open_stream(state: ServerState, planned: PlannedQuery,
+                client: str | None = None) -> BoundedStream:
+    """Start streaming a planned query: a free slot, within `client`'s share (else 429), a
+    live engine (else 503); the timeout and the row/byte caps apply to the whole stream."""
     from shoal.query.stream import QueryStream
 
     _check_engine(state)
-    state.query_slots.acquire()
+    state.query_slots.acquire(client)
     try:
         stream = QueryStream(state.db.query_engine, planned.plan, state.query_limits)
     except BaseException:
-        state.query_slots.release()
+        state.query_slots.release(client)
         raise
-    return BoundedStream(state, stream)
+    return BoundedStream(state, stream, client)
 
 
 def _check_engine(state: ServerState) -> None:
@@ -313,15 +325,16 @@ def _check_engine(state: ServerState) -> None:
 class _engine_slot:
     """A query slot and a live engine for a short piece of engine work (planning)."""
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServerState, client: str | None) -> None:
         self.state = state
+        self.client = client
 
     def __enter__(self) -> None:
         _check_engine(self.state)
-        self.state.query_slots.acquire()
+        self.state.query_slots.acquire(self.client)
 
     def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
-        self.state.query_slots.release()
+        self.state.query_slots.release(self.client)
         if isinstance(exc, EngineUnavailableError):
             exc.retry_after_s = self.state.spark.retry_after_s
             self.state.spark.wake()
