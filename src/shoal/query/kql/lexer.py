@@ -8,6 +8,13 @@ points. Some KQL words are lexed as one token although they contain punctuation:
 
 Timespan literals are a number glued to a unit (`5m`, `1.5h`, `100ms`, `2d`, `10tick`);
 their value is kept in nanoseconds.
+
+String literals, as Kusto writes them: `"..."` and `'...'` with the backslash escapes
+`\\` `\"` `\'` `\n` `\t` `\r` (any other escape is a positioned error, as is a line
+break inside the quotes); verbatim `@"..."` / `@'...'`, where a backslash stands for itself
+and a doubled quote is a quote; multi-line ```...```, taken as written;
+`h` before any of them (obfuscated: the same value). A NUL character or a lone surrogate
+is refused anywhere in the text (neither can be written in the SQL a query becomes).
 """
 
 from __future__ import annotations
@@ -75,6 +82,11 @@ def position(text: str, offset: int) -> tuple[int, int]:
 def tokenize(text: str) -> list[Token]:
     tokens: list[Token] = []
     i, n = 0, len(text)
+    bad = _UNWRITABLE.search(text)
+    if bad is not None:
+        line, col = position(text, bad.start())
+        raise KqlSyntaxError(line=line, column=col, found=f"U+{ord(bad.group()):04X}",
+                             expected="text without NUL characters or lone surrogates")
 
     def emit(kind: TokenKind, start: int, end: int, value: object) -> None:
         line, col = position(text, start)
@@ -94,9 +106,12 @@ def tokenize(text: str) -> list[Token]:
             end = text.find("\n", i)
             i = n if end < 0 else end
             continue
-        if c in "'\"" or (c in "@hH" and i + 1 < n and text[i + 1] in "'\""
-                          and not (tokens and tokens[-1].offset + len(tokens[-1].text) == i)):
+        if c in "'\"" or (c in "@hH" and _string_after_prefix(text, i) and not (
+                tokens and tokens[-1].offset + len(tokens[-1].text) == i)):
             i = _string(text, i, emit, fail)
+            continue
+        if text.startswith("```", i) or (c in "hH" and text.startswith("```", i + 1)):
+            i = _multiline(text, i, emit, fail)
             continue
         if c.isascii() and c.isdigit():
             m = _NUMBER.match(text, i)
@@ -190,15 +205,38 @@ def _timespan_call(text: str, start: int, close: int, inner: str, emit, fail) ->
     return close + 1
 
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
+_UNWRITABLE = re.compile("[\0\ud800-\udfff]")
+
+
+def _string_after_prefix(text: str, i: int) -> bool:
+    """`@'`, `h'`, `h@'` (either quote) start at `i`."""
+    j = i + 1 if text[i] in "hH" else i
+    if text.startswith("@", j):
+        j += 1
+    return j > i and j < len(text) and text[j] in "'\""
+
+
+def _multiline(text: str, i: int, emit, fail) -> int:
+    """```...```: the text between the fences as written (no escapes)."""
+    start = i
+    if text[i] in "hH":
+        i += 1
+    end = text.find("```", i + 3)
+    if end < 0:
+        raise fail(start, "a closing ``` for the multi-line string")
+    emit("string", start, end + 3, text[i + 3:end])
+    return end + 3
 
 
 def _string(text: str, i: int, emit, fail) -> int:
     """A string literal: '...' or "..." with backslash escapes, @'...' verbatim (a doubled
-    quote is a quote), h'...' obfuscated (the same value)."""
+    quote is a quote), h'...' / h@'...' obfuscated (the same value)."""
     start = i
+    if text[i] in "hH":
+        i += 1
     verbatim = text[i] == "@"
-    if text[i] in "@hH":
+    if verbatim:
         i += 1
     quote = text[i]
     i += 1
@@ -215,7 +253,7 @@ def _string(text: str, i: int, emit, fail) -> int:
             break
         if c == "\\" and not verbatim:
             if i + 1 >= len(text) or text[i + 1] not in _ESCAPES:
-                raise fail(i, "a known escape (\\n \\t \\r \\\\ \\' \\\" \\0)")
+                raise fail(i, "a known escape (\\n \\t \\r \\\\ \\' \\\")")
             out.append(_ESCAPES[text[i + 1]])
             i += 2
             continue
