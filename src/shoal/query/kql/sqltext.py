@@ -58,15 +58,17 @@ def quote_string(value: str) -> str:
     """`value` as one Spark SQL string literal, whatever it holds.
 
     Spark reads backslash escapes inside '...' (`spark.sql.parser.escapedStringLiterals` is
-    false by default), so `\\` is written `\\\\` and `'` is written `\\'`; a newline is
-    written `\\n`; every other character stands for itself (a backslash is always doubled,
-    so no `\\uXXXX`, `\\%` or octal escape can form). sqlglot's Spark dialect reads the
-    literal back as the same value, and writes it for the embedded engine in DuckDB's own
-    quoting (`''`, no escapes). NUL cannot be written in a DuckDB statement: the lexer
-    refuses it in KQL text, and here it is refused again rather than cut the statement.
+    false by default): a backslash is written doubled, so no escape (`\\'`, `\\uXXXX`,
+    `\\%`, octal) can form from the value's own text, and a quote is written `\\u0027`.
+    Not `\\'`: the guard's tokenizer (`shoal.query.guard`) does not read backslash escapes
+    and would end the literal there; not `''`: Spark reads that as two adjacent literals
+    and drops the quote. Every other character, a line break included, stands for itself.
+    sqlglot's Spark dialect reads the literal back as the same value and writes it for the
+    embedded engine in DuckDB's quoting (`''`, no escapes). NUL cannot be written in a
+    DuckDB statement: the lexer refuses it in KQL text, and it is refused here again.
     """
     _no_nul(value)
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\u0027") + "'"
 
 
 def _no_nul(value: str) -> None:
