@@ -166,6 +166,18 @@ def test_any_text_round_trips_as_one_literal(duck, value):
         assert on_duckdb(duck, sql) == [(value,)], (written, sql)
 
 
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=TEXT.filter(bool))
+def test_any_text_is_one_column_name(duck, name):
+    # ['...'] names a column whatever it holds; the name is the answer's column's name
+    sql = kql_to_sql(f"t | project [{regular(name)}] = n | take 1", TABLES).sql
+    (item,) = one_select(sql).selects
+    assert isinstance(item, exp.Alias) and item.alias == name, sql
+    duck.execute(sqlglot.transpile(sql, read="spark", write="duckdb")[0])
+    assert [d[0] for d in duck.description] == [name]
+
+
 # ---- the string operators against Python ----------------------------------------------------
 def _cls(c: str) -> set[str]:
     lo, up = c.lower(), c.upper()
