@@ -11,6 +11,7 @@ import pytest
 
 from shoal.errors import KqlSyntaxError
 from shoal.query.kql import kql_to_sql
+from shoal.query.kql.lexer import MAX_KQL_TOKENS
 from shoal.query.kql.parser import MAX_KQL_EXPR_DEPTH, MAX_KQL_LETS, MAX_KQL_NESTING
 from shoal.query.kql.sqltext import MAX_KQL_SQL_WRITTEN
 from shoal.query.promql.bounds import (MAX_PROMQL_CHARS, MAX_PROMQL_DEPTH,
@@ -37,6 +38,17 @@ def test_a_let_past_the_count_is_refused_where_it_starts():
     assert f"at most {MAX_KQL_LETS} let statements" in str(err)
     # at the bound the query translates
     kql_to_sql("\n".join(lets[:MAX_KQL_LETS]) + f"\nt | extend x = a{MAX_KQL_LETS - 1}", TABLES)
+
+
+def test_a_query_past_the_token_count_is_refused_at_the_first_token_over():
+    # t | where n in (1, 1, ...): 6 tokens before the list, 2 per element
+    over = MAX_KQL_TOKENS // 2
+    query = "t | where n in (" + ",\n".join(["1"] * over) + ")"
+    err = kql_error(query)
+    assert f"at most {MAX_KQL_TOKENS} tokens" in str(err)
+    token = MAX_KQL_TOKENS + 1                         # 1-based: the first one over
+    assert (err.line, err.found) == ((token - 6) // 2 + 1, "'1'" if token % 2 else "','")
+    kql_to_sql("t | where n in (" + ", ".join(["1"] * 1000) + ")", TABLES)
 
 
 def test_scalar_lets_expanded_past_the_depth_are_refused():

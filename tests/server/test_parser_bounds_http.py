@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 import shoal
+from shoal.query.kql.lexer import MAX_KQL_TOKENS
 from shoal.query.kql.parser import MAX_KQL_LETS, MAX_KQL_NESTING
 from shoal.query.promql.bounds import MAX_PROMQL_DEPTH, MAX_PROMQL_OPERATORS
 from shoal.server import create_app
@@ -143,6 +144,21 @@ def test_deep_and_long_queries_are_positioned_400s_in_bounded_memory(server):
         # and it still answers
         ok = _promql(http, "vector(1) + 1")
         assert ok.status_code == 200 and ok.json()["data"]["result"][0]["value"][1] == "2"
+        assert _kql(http, "t | count").json()["rows"] == [[2]]
+
+
+def test_a_kql_query_of_too_many_tokens_is_refused_in_bounded_memory(server):
+    # 300,000 tokens in 600 KB (under the 1 MiB body cap): refused at the first token over,
+    # after reading 100,000 of them
+    kql = "t | where n in (" + ",".join(["1"] * 150_000) + ")"
+    with httpx.Client(base_url=server.url, timeout=120) as http:
+        assert _kql(http, "t | count").status_code == 200
+        meter = PeakMeter(server.proc.pid).start()
+        for _ in range(3):
+            _refused_kql(_kql(http, kql), 1, MAX_KQL_TOKENS + 11,
+                         f"at most {MAX_KQL_TOKENS} tokens")
+        growth = meter.growth_bytes()
+        assert growth < 2 * GROWTH_BOUND, f"the server grew by {growth >> 20} MiB"
         assert _kql(http, "t | count").json()["rows"] == [[2]]
 
 

@@ -20,6 +20,7 @@ is refused anywhere in the text (neither can be written in the SQL a query becom
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +42,10 @@ NS_PER_UNIT: dict[str, int] = {
     "tick": 100, "ticks": 100,
 }
 
+# The most tokens one query may have (a query's text is read whole into tokens, then a
+# tree; ~1 s and ~60 MB at this size, where a dashboard's query has tens to hundreds).
+MAX_KQL_TOKENS = 100_000
+
 # Operators made of a word and a dash (`project-away`); the dash joins them.
 DASHED = frozenset({"project-away", "project-rename", "project-keep", "project-reorder",
                     "mv-expand", "mv-apply", "make-series", "parse-where", "top-nested",
@@ -51,12 +56,14 @@ NEGATABLE = frozenset({"has", "has_cs", "contains", "contains_cs", "startswith",
                        "hasprefix", "hassuffix", "has_any", "has_all"})
 _SYMBOLS = ("==", "!=", "<>", "<=", ">=", "=~", "!~", "..", "|", "(", ")", "[", "]", "{",
             "}", ",", ".", "=", "<", ">", "+", "-", "*", "/", "%", ";", "$", ":")
+_SYMBOLS_2 = frozenset(s for s in _SYMBOLS if len(s) == 2)
+_SYMBOLS_1 = frozenset(s for s in _SYMBOLS if len(s) == 1)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNIT = re.compile(r"[A-Za-z]+")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     kind: TokenKind
     text: str               # as written (keywords keep their case; compare lowered)
@@ -82,18 +89,29 @@ def position(text: str, offset: int) -> tuple[int, int]:
 def tokenize(text: str) -> list[Token]:
     tokens: list[Token] = []
     i, n = 0, len(text)
+    # where each line starts: a token's line and column by bisection (linear in the text;
+    # counting the newlines before every token would be quadratic)
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def where(offset: int) -> tuple[int, int]:
+        line = bisect_right(starts, offset)
+        return line, offset - starts[line - 1] + 1
+
     bad = _UNWRITABLE.search(text)
     if bad is not None:
-        line, col = position(text, bad.start())
+        line, col = where(bad.start())
         raise KqlSyntaxError(line=line, column=col, found=f"U+{ord(bad.group()):04X}",
                              expected="text without NUL characters or lone surrogates")
 
     def emit(kind: TokenKind, start: int, end: int, value: object) -> None:
-        line, col = position(text, start)
+        line, col = where(start)
+        if len(tokens) == MAX_KQL_TOKENS:
+            raise KqlSyntaxError(line=line, column=col, found=repr(text[start:end]),
+                                 expected=f"a query of at most {MAX_KQL_TOKENS} tokens")
         tokens.append(Token(kind, text[start:end], value, start, line, col))
 
     def fail(at: int, expected: str) -> KqlSyntaxError:
-        line, col = position(text, at)
+        line, col = where(at)
         found = "end of input" if at >= n else repr(text[at])
         return KqlSyntaxError(line=line, column=col, expected=expected, found=found)
 
@@ -102,7 +120,7 @@ def tokenize(text: str) -> list[Token]:
         if c.isspace():
             i += 1
             continue
-        if text.startswith("//", i):
+        if c == "/" and text.startswith("//", i):
             end = text.find("\n", i)
             i = n if end < 0 else end
             continue
@@ -110,7 +128,8 @@ def tokenize(text: str) -> list[Token]:
                 tokens and tokens[-1].offset + len(tokens[-1].text) == i)):
             i = _string(text, i, emit, fail)
             continue
-        if text.startswith("```", i) or (c in "hH" and text.startswith("```", i + 1)):
+        if (c == "`" and text.startswith("```", i)) or (c in "hH" and text.startswith(
+                "```", i + 1)):
             i = _multiline(text, i, emit, fail)
             continue
         if c.isascii() and c.isdigit():
@@ -162,14 +181,14 @@ def tokenize(text: str) -> list[Token]:
                 continue
             raise fail(i, "an operator ('!' negates has, contains, startswith, endswith, "
                           "in, between)")
-        for sym in _SYMBOLS:
-            if text.startswith(sym, i):
-                emit("op", i, i + len(sym), sym)
-                i += len(sym)
-                break
-        else:
-            raise fail(i, "a name, a literal or an operator")
-    line, col = position(text, n)
+        sym = text[i:i + 2]
+        if sym not in _SYMBOLS_2:
+            sym = c
+            if sym not in _SYMBOLS_1:
+                raise fail(i, "a name, a literal or an operator")
+        emit("op", i, i + len(sym), sym)
+        i += len(sym)
+    line, col = where(n)
     tokens.append(Token("end", "", None, n, line, col))
     return tokens
 

@@ -40,8 +40,9 @@ _OPERATORS = ("where, filter, project, project-away, project-rename, extend, sum
 # Bounds that keep parsing and translating in bounded stack and memory (a query past one is
 # a positioned 400 `kql_syntax`, never a RecursionError): scalar and tabular nesting, the
 # depth of any expression tree (operator chains such as `1 + 1 + ... + 1` build deep trees
-# without nesting), and the number of `let` statements. The translation checks the first two
-# again with every `let` expanded, and bounds the SQL it writes (`MAX_KQL_SQL_CHARS`).
+# without nesting), and the number of `let` statements (the lexer bounds the tokens,
+# `MAX_KQL_TOKENS`). The translation checks the first two again with every `let` expanded,
+# and bounds the SQL it writes (`sqltext.MAX_KQL_SQL_CHARS`, `MAX_KQL_SQL_WRITTEN`).
 MAX_KQL_NESTING = 64
 MAX_KQL_EXPR_DEPTH = 200
 MAX_KQL_LETS = 128

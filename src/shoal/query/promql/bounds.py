@@ -1,7 +1,7 @@
 """Bounds on a PromQL expression, checked on its text before promql-parser sees it.
 
 promql-parser's cost grows faster than the text: an `up + up + ...` chain of 3,000 terms
-takes 1.2 GB and seconds to parse, 5,000 nested parentheses overflow the stack, and every
+takes 1.2 GB and seconds to parse, 5,000 nested parentheses end in a RecursionError, and every
 level of the tree is another Python frame when it is evaluated. `check_bounds(expr)` reads
 the text once with the small tokenizer of `errpos` (strings and comments are skipped, so a
 `(` inside a label value counts for nothing) and refuses, at the first token past a bound:
@@ -13,9 +13,10 @@ the text once with the small tokenizer of `errpos` (strings and comments are ski
 
 Most expressions cannot go over: when the text holds no more brackets than the depth bound
 and no more operator characters and words than the operator bound (counts that can only
-overstate), the tokenizer does not run. The refusal is a `PromQLParseError` with its line and column, a 400 `bad_data` as any parse
-error. The limits are far beyond a dashboard's query (tens of operators, a few levels) and
-keep a parse under ~15 MB and a few ms, and an evaluation inside Python's recursion limit.
+overstate), the tokenizer does not run. The refusal is a `PromQLParseError` with its line
+and column, a 400 `bad_data` as any parse error. The limits are far beyond a dashboard's
+query (tens of operators, a few levels) and keep a parse under ~15 MB and a few ms, and an
+evaluation inside Python's recursion limit.
 """
 
 from __future__ import annotations
