@@ -296,9 +296,13 @@ def test_nasty_strings_on_spark(spark_db):
     ops = list(ORACLE)
     for value in NASTY:
         columns = ", ".join(f"c{k} = s {op} {regular(value)}" for k, op in enumerate(ops))
-        kql = f"t | extend x = {verbatim(value) or regular(value)}, {columns} | sort by n asc"
+        named = f", [{regular(value)}] = n" if value else ""      # the value as a name too
+        kql = (f"t | extend x = {verbatim(value) or regular(value)}, {columns}{named} "
+               "| sort by n asc")
         result = spark_db.kql(kql, engine="spark")
         one_select(result.translated_sql)
+        if value:
+            assert result.table.column_names[-1] == value
         rows = result.table.to_pylist()
         assert {r["x"] for r in rows} == {value}, value
         for k, op in enumerate(ops):
