@@ -141,9 +141,13 @@ def test_deep_and_long_queries_are_positioned_400s_in_bounded_memory(server):
                          f"nested at most {MAX_KQL_NESTING} deep")
         growth = meter.growth_bytes()
         assert growth < GROWTH_BOUND, f"the server grew by {growth >> 20} MiB"
-        # and it still answers
+        # and it still answers, also an expression at the bounds (no RecursionError there)
         ok = _promql(http, "vector(1) + 1")
         assert ok.status_code == 200 and ok.json()["data"]["result"][0]["value"][1] == "2"
+        chain = "+".join(["vector(1)"] * (MAX_PROMQL_OPERATORS + 1))
+        edge = _promql(http, "abs(" * (MAX_PROMQL_DEPTH - 1) + chain + ")" * (MAX_PROMQL_DEPTH - 1))
+        assert edge.status_code == 200, edge.text
+        assert edge.json()["data"]["result"][0]["value"][1] == str(MAX_PROMQL_OPERATORS + 1)
         assert _kql(http, "t | count").json()["rows"] == [[2]]
 
 
