@@ -14,6 +14,11 @@ CPU). Both servers run at once, on the same machine.
 Queries (each warmed twice, then `--repeat` times alternating; median wall time of the HTTP
 request as a client sees it): `sum by (group) (rate(x[5m]))` as a range query over the
 whole day (step 60 s: 1,440 steps) and as an instant query at the end of the day.
+
+    .venv/bin/python bench/bench_promql.py --parse-only [--repeat 2000]
+
+times parsing alone, for dashboard-sized expressions: promql-parser, the bounds checked on
+the text before it (`shoal.query.promql.bounds`), and shoal's `parse` (both), p50 in µs.
 """
 
 from __future__ import annotations
@@ -42,6 +47,41 @@ from tests.support.server import start_server                      # noqa: E402
 
 STEP_S = 15
 QUERY = "sum by (group) (rate(x_total[5m]))"
+PARSE_CASES = [
+    ("selector", 'up{job="api", instance=~"10\\\\.0\\\\..*"}'),
+    ("rate by", QUERY),
+    ("ratio", 'sum(rate(http_requests_total{code=~"5.."}[5m])) by (route) / '
+              "sum(rate(http_requests_total[5m])) by (route) > 0.05"),
+    ("quantile", "histogram_quantile(0.99, sum by (le, svc) (rate(latency_bucket[5m])))"),
+    ("subquery", "max_over_time(rate(x_total[1m])[1h:1m]) - min_over_time(x_total[1h] "
+                 "offset 1d) or on(job) vector(0)"),
+    ("50 terms", " + ".join(f"m{i}" for i in range(50))),
+]
+
+
+def parse_costs(repeat: int) -> None:
+    import promql_parser as pp
+
+    from shoal.query.promql.bounds import check_bounds
+    from shoal.query.promql.engine import parse
+
+    def p50_us(fn, expr: str) -> float:
+        for _ in range(20):
+            fn(expr)
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn(expr)
+            times.append((time.perf_counter() - t) * 1e6)
+        return statistics.median(times)
+
+    print(f"PromQL parsing — {platform.machine()}, {os.cpu_count()} cores, {repeat} runs "
+          "(µs, p50)\n")
+    print("| expression | chars | promql-parser | bounds check | shoal parse |")
+    print("|---|---|---|---|---|")
+    for name, expr in PARSE_CASES:
+        print(f"| {name} | {len(expr)} | {p50_us(pp.parse, expr):.1f} | "
+              f"{p50_us(check_bounds, expr):.1f} | {p50_us(parse, expr):.1f} |")
 
 
 def make_values(series: int, points: int, seed: int = 1) -> np.ndarray:
@@ -118,7 +158,11 @@ def main() -> None:
     ap.add_argument("--series", type=int, default=1000)
     ap.add_argument("--hours", type=float, default=24)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--parse-only", action="store_true")
     args = ap.parse_args()
+    if args.parse_only:
+        parse_costs(max(args.repeat, 2000))
+        return
     points = int(args.hours * 3600 // STEP_S)
     end = 1_700_000_000 - 1_700_000_000 % 86400
     t0 = end - (points - 1) * STEP_S

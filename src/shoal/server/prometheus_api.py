@@ -38,6 +38,7 @@ from shoal.errors import (QueryTimeoutError, RequestError, ShoalError, TableNotF
 from shoal.format.base import Equals
 from shoal.query.promql import (PromQL, PromQLBadDataError, PromQLExecutionError, PromQLParseError,
                                 promql_for)
+from shoal.query.promql.bounds import check_bounds
 from shoal.query.promql.evaluator import selector_matchers
 from shoal.query.promql.params import MAX_TIME_MS, MIN_TIME_MS, parse_duration_ms, parse_time
 from shoal.server.auth import require_scope
@@ -224,7 +225,10 @@ def _matched_series(state: ServerState, request: Request, params: _Params,
     seen: dict[tuple[tuple[str, str], ...], None] = {}
     for text in matches:
         try:
+            check_bounds(text)
             node = pp.parse(text)
+        except PromQLParseError as e:
+            raise PromQLBadDataError(f"invalid parameter \"match[]\": {e}") from None
         except ValueError as e:
             raise PromQLBadDataError(f"invalid parameter \"match[]\": parse error: {e}"
                                      ) from None

@@ -67,7 +67,10 @@ def _typed_literal(kind: str) -> Callable[[Scalars, ast.Call, list[Sql]], Sql]:
             return Sql(f"CAST(NULL AS {SPARK_TYPES[kind]})", kind, const=None)
         if not x.is_const:
             raise semantic(f"{e.name}() takes a literal", e.at)
-        value = {"long": int, "int": int, "real": float, "bool": bool}[kind](x.const)
+        try:
+            value = {"long": int, "int": int, "real": float, "bool": bool}[kind](x.const)
+        except (TypeError, ValueError, OverflowError):
+            raise semantic(f"{e.name}() of {x.const!r}", e.at) from None
         return literal("long" if kind == "int" else kind, value, e.at)
     return fn
 
@@ -130,7 +133,7 @@ def _bin(s: Scalars, e: ast.Call, args: list[Sql]) -> Sql:
             raise semantic("bin() takes a positive timespan", e.at)
         unit = trunc_unit(span)
         if unit is not None:
-            return Sql(f"date_trunc('{unit}', {x.text})", "timestamp", x.names)
+            return Sql(f"date_trunc({quote_string(unit)}, {x.text})", "timestamp", x.names)
         us = span // 1_000
         if us == 0:
             raise semantic("bin() of a datetime takes a span of at least 1 microsecond", e.at)
@@ -186,7 +189,7 @@ def _indexof(s: Scalars, e: ast.Call, args: list[Sql]) -> Sql:
 def _trunc(unit: str) -> Callable[[Scalars, ast.Call, list[Sql]], Sql]:
     def fn(s: Scalars, e: ast.Call, args: list[Sql]) -> Sql:
         _arity(e, args, 1)
-        return Sql(f"date_trunc('{unit}', {args[0].text})", "timestamp", args[0].names)
+        return Sql(f"date_trunc({quote_string(unit)}, {args[0].text})", "timestamp", args[0].names)
     return fn
 
 

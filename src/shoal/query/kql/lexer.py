@@ -8,11 +8,19 @@ points. Some KQL words are lexed as one token although they contain punctuation:
 
 Timespan literals are a number glued to a unit (`5m`, `1.5h`, `100ms`, `2d`, `10tick`);
 their value is kept in nanoseconds.
+
+String literals, as Kusto writes them: `"..."` and `'...'` with the backslash escapes
+`\\` `\"` `\'` `\n` `\t` `\r` (any other escape is a positioned error, as is a line
+break inside the quotes); verbatim `@"..."` / `@'...'`, where a backslash stands for itself
+and a doubled quote is a quote; multi-line ```...```, taken as written;
+`h` before any of them (obfuscated: the same value). A NUL character or a lone surrogate
+is refused anywhere in the text (neither can be written in the SQL a query becomes).
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +42,10 @@ NS_PER_UNIT: dict[str, int] = {
     "tick": 100, "ticks": 100,
 }
 
+# The most tokens one query may have (a query's text is read whole into tokens, then a
+# tree; ~1 s and ~60 MB at this size, where a dashboard's query has tens to hundreds).
+MAX_KQL_TOKENS = 100_000
+
 # Operators made of a word and a dash (`project-away`); the dash joins them.
 DASHED = frozenset({"project-away", "project-rename", "project-keep", "project-reorder",
                     "mv-expand", "mv-apply", "make-series", "parse-where", "top-nested",
@@ -44,12 +56,14 @@ NEGATABLE = frozenset({"has", "has_cs", "contains", "contains_cs", "startswith",
                        "hasprefix", "hassuffix", "has_any", "has_all"})
 _SYMBOLS = ("==", "!=", "<>", "<=", ">=", "=~", "!~", "..", "|", "(", ")", "[", "]", "{",
             "}", ",", ".", "=", "<", ">", "+", "-", "*", "/", "%", ";", "$", ":")
+_SYMBOLS_2 = frozenset(s for s in _SYMBOLS if len(s) == 2)
+_SYMBOLS_1 = frozenset(s for s in _SYMBOLS if len(s) == 1)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNIT = re.compile(r"[A-Za-z]+")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     kind: TokenKind
     text: str               # as written (keywords keep their case; compare lowered)
@@ -75,13 +89,29 @@ def position(text: str, offset: int) -> tuple[int, int]:
 def tokenize(text: str) -> list[Token]:
     tokens: list[Token] = []
     i, n = 0, len(text)
+    # where each line starts: a token's line and column by bisection (linear in the text;
+    # counting the newlines before every token would be quadratic)
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def where(offset: int) -> tuple[int, int]:
+        line = bisect_right(starts, offset)
+        return line, offset - starts[line - 1] + 1
+
+    bad = _UNWRITABLE.search(text)
+    if bad is not None:
+        line, col = where(bad.start())
+        raise KqlSyntaxError(line=line, column=col, found=f"U+{ord(bad.group()):04X}",
+                             expected="text without NUL characters or lone surrogates")
 
     def emit(kind: TokenKind, start: int, end: int, value: object) -> None:
-        line, col = position(text, start)
+        line, col = where(start)
+        if len(tokens) == MAX_KQL_TOKENS:
+            raise KqlSyntaxError(line=line, column=col, found=repr(text[start:end]),
+                                 expected=f"a query of at most {MAX_KQL_TOKENS} tokens")
         tokens.append(Token(kind, text[start:end], value, start, line, col))
 
     def fail(at: int, expected: str) -> KqlSyntaxError:
-        line, col = position(text, at)
+        line, col = where(at)
         found = "end of input" if at >= n else repr(text[at])
         return KqlSyntaxError(line=line, column=col, expected=expected, found=found)
 
@@ -90,13 +120,17 @@ def tokenize(text: str) -> list[Token]:
         if c.isspace():
             i += 1
             continue
-        if text.startswith("//", i):
+        if c == "/" and text.startswith("//", i):
             end = text.find("\n", i)
             i = n if end < 0 else end
             continue
-        if c in "'\"" or (c in "@hH" and i + 1 < n and text[i + 1] in "'\""
-                          and not (tokens and tokens[-1].offset + len(tokens[-1].text) == i)):
+        if c in "'\"" or (c in "@hH" and _string_after_prefix(text, i) and not (
+                tokens and tokens[-1].offset + len(tokens[-1].text) == i)):
             i = _string(text, i, emit, fail)
+            continue
+        if (c == "`" and text.startswith("```", i)) or (c in "hH" and text.startswith(
+                "```", i + 1)):
+            i = _multiline(text, i, emit, fail)
             continue
         if c.isascii() and c.isdigit():
             m = _NUMBER.match(text, i)
@@ -147,14 +181,14 @@ def tokenize(text: str) -> list[Token]:
                 continue
             raise fail(i, "an operator ('!' negates has, contains, startswith, endswith, "
                           "in, between)")
-        for sym in _SYMBOLS:
-            if text.startswith(sym, i):
-                emit("op", i, i + len(sym), sym)
-                i += len(sym)
-                break
-        else:
-            raise fail(i, "a name, a literal or an operator")
-    line, col = position(text, n)
+        sym = text[i:i + 2]
+        if sym not in _SYMBOLS_2:
+            sym = c
+            if sym not in _SYMBOLS_1:
+                raise fail(i, "a name, a literal or an operator")
+        emit("op", i, i + len(sym), sym)
+        i += len(sym)
+    line, col = where(n)
     tokens.append(Token("end", "", None, n, line, col))
     return tokens
 
@@ -190,15 +224,38 @@ def _timespan_call(text: str, start: int, close: int, inner: str, emit, fail) ->
     return close + 1
 
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
+_UNWRITABLE = re.compile("[\0\ud800-\udfff]")
+
+
+def _string_after_prefix(text: str, i: int) -> bool:
+    """`@'`, `h'`, `h@'` (either quote) start at `i`."""
+    j = i + 1 if text[i] in "hH" else i
+    if text.startswith("@", j):
+        j += 1
+    return j > i and j < len(text) and text[j] in "'\""
+
+
+def _multiline(text: str, i: int, emit, fail) -> int:
+    """```...```: the text between the fences as written (no escapes)."""
+    start = i
+    if text[i] in "hH":
+        i += 1
+    end = text.find("```", i + 3)
+    if end < 0:
+        raise fail(start, "a closing ``` for the multi-line string")
+    emit("string", start, end + 3, text[i + 3:end])
+    return end + 3
 
 
 def _string(text: str, i: int, emit, fail) -> int:
     """A string literal: '...' or "..." with backslash escapes, @'...' verbatim (a doubled
-    quote is a quote), h'...' obfuscated (the same value)."""
+    quote is a quote), h'...' / h@'...' obfuscated (the same value)."""
     start = i
+    if text[i] in "hH":
+        i += 1
     verbatim = text[i] == "@"
-    if text[i] in "@hH":
+    if verbatim:
         i += 1
     quote = text[i]
     i += 1
@@ -215,7 +272,7 @@ def _string(text: str, i: int, emit, fail) -> int:
             break
         if c == "\\" and not verbatim:
             if i + 1 >= len(text) or text[i + 1] not in _ESCAPES:
-                raise fail(i, "a known escape (\\n \\t \\r \\\\ \\' \\\" \\0)")
+                raise fail(i, "a known escape (\\n \\t \\r \\\\ \\' \\\")")
             out.append(_ESCAPES[text[i + 1]])
             i += 2
             continue

@@ -37,11 +37,15 @@ _OPERATORS = ("where, filter, project, project-away, project-rename, extend, sum
               "limit, top, sort, order, distinct, count, union, join or render")
 
 
-# Bounds that keep parsing and translating in bounded stack (a deep query is a 400, not a
-# RecursionError): scalar and tabular nesting, and the depth of any expression tree (operator
-# chains such as `1 + 1 + ... + 1` build deep trees without nesting).
+# Bounds that keep parsing and translating in bounded stack and memory (a query past one is
+# a positioned 400 `kql_syntax`, never a RecursionError): scalar and tabular nesting, the
+# depth of any expression tree (operator chains such as `1 + 1 + ... + 1` build deep trees
+# without nesting), and the number of `let` statements (the lexer bounds the tokens,
+# `MAX_KQL_TOKENS`). The translation checks the first two again with every `let` expanded,
+# and bounds the SQL it writes (`sqltext.MAX_KQL_SQL_CHARS`, `MAX_KQL_SQL_WRITTEN`).
 MAX_KQL_NESTING = 64
 MAX_KQL_EXPR_DEPTH = 200
+MAX_KQL_LETS = 128
 
 
 def parse(text: str) -> ast.Query:
@@ -122,6 +126,8 @@ class _Parser:
     def query(self) -> ast.Query:
         lets: list[ast.Let] = []
         while self.is_word("let"):
+            if len(lets) == MAX_KQL_LETS:
+                raise self.fail(f"at most {MAX_KQL_LETS} let statements")
             lets.append(self.let())
             self.expect_op(";")
         body = self.pipeline()
@@ -322,6 +328,11 @@ class _Parser:
             name = self.advance().text
             self.advance()
             return ast.Assignment(name, self.expr())
+        if (self.is_op("[") and self.peek().kind == "string" and self.peek(2).text == "]"
+                and self.peek(3).kind == "op" and self.peek(3).text == "="):
+            name = str(self.name().value)               # ['a b'] = ...
+            self.advance()
+            return ast.Assignment(name, self.expr())
         return ast.Assignment(None, self.expr())
 
     def sort_keys(self) -> list[ast.SortKey]:
@@ -517,7 +528,12 @@ class _Parser:
 
     def primary(self) -> ast.Expr:
         t = self.tok
-        if t.kind in ("string", "long", "real", "timespan"):
+        if t.kind == "string":              # adjacent literals are one ("a" 'b' @"c")
+            parts = [str(self.advance().value)]
+            while self.tok.kind == "string":
+                parts.append(str(self.advance().value))
+            return ast.Literal(t, "string", "".join(parts))
+        if t.kind in ("long", "real", "timespan"):
             self.advance()
             return ast.Literal(t, t.kind, t.value)
         if t.kind == "datetime":

@@ -44,12 +44,14 @@ from dataclasses import dataclass, field
 from shoal.format.tokens import MIN_TOKEN_LEN
 from shoal.query.kql import ast
 from shoal.query.kql.functions import AGGREGATES, SCALARS
-from shoal.query.kql.sqltext import (NUMERIC, SIMPLE_NAME, Sql, literal, quote_ident,
-                                     quote_string, semantic)
+from shoal.query.kql.parser import MAX_KQL_EXPR_DEPTH
+from shoal.query.kql.sqltext import (NUMERIC, SIMPLE_NAME, Sql, SqlBudget, literal,
+                                     over_bound, quote_ident, quote_string, regex_literal,
+                                     semantic)
 
 _TOKEN = re.compile(r"^[A-Za-z0-9]+$")
-_REGEX_META = set(".^$*+?()[]{}|\\/-")
-_CLASS_SAFE = set(" _:/=,;@#%&\"<>~!.")
+# A term's bounds for `has` (Kusto's rule, approximated): a non-alphanumeric or an end.
+_TERM_START, _TERM_END = "(^|[^A-Za-z0-9])", "($|[^A-Za-z0-9])"
 
 
 def path_name(e: ast.Expr) -> str | None:
@@ -69,11 +71,25 @@ class Scalars:
     lets: Mapping[str, ast.Let]
     now: int
     resolving: set[str] = field(default_factory=set)
+    depth: int = 0          # expressions being translated, `let` values expanded included
+    budget: SqlBudget = field(default_factory=SqlBudget)
 
     def translate(self, e: ast.Expr, scope: Mapping[str, str | None], *,
                   aggregates: bool = False) -> Sql:
+        if self.depth >= MAX_KQL_EXPR_DEPTH:
+            raise over_bound(f"an expression at most {MAX_KQL_EXPR_DEPTH} operators deep "
+                             "(let values expanded)", e.at)
         method = getattr(self, "_" + type(e).__name__.lower())
-        return method(e, scope, aggregates)
+        self.depth += 1
+        try:
+            out: Sql = method(e, scope, aggregates)
+        finally:
+            self.depth -= 1
+        if self.depth == 0:                 # a whole expression: it goes into the statement
+            self.budget.spend(out.text, e.at)
+        else:
+            self.budget.fits(out.text, e.at)
+        return out
 
     # ---- leaves ------------------------------------------------------------------------------
     def _literal(self, e: ast.Literal, scope, aggregates) -> Sql:
@@ -186,16 +202,16 @@ class Scalars:
         if word in ("has", "has_cs"):
             text = _has(a.text, needle, case_sensitive=word == "has_cs")
         elif word in ("hasprefix", "hassuffix"):
-            core = _regex_literal(needle, caseless=True)
-            text = (f"({a.text} RLIKE '(^|[^A-Za-z0-9]){core}')" if word == "hasprefix"
-                    else f"({a.text} RLIKE '{core}($|[^A-Za-z0-9])')")
+            core = regex_literal(needle, caseless=True)
+            pattern = _TERM_START + core if word == "hasprefix" else core + _TERM_END
+            text = f"({a.text} RLIKE {quote_string(pattern)})"
         elif word.endswith("_cs"):
             text = _like(a.text, needle, word[:-3])
         else:
-            core = _regex_literal(needle, caseless=True)
+            core = regex_literal(needle, caseless=True)
             pattern = {"contains": core, "startswith": "^" + core,
-                       "endswith": core + "\\\\z"}[word]
-            text = f"({a.text} RLIKE '{pattern}')"
+                       "endswith": core + r"\z"}[word]
+            text = f"({a.text} RLIKE {quote_string(pattern)})"
         if negated:
             return _negate(text, a, names, agg)
         return Sql(text, "bool", names, aggregate=agg)
@@ -284,37 +300,17 @@ def _has(column: str, needle: str, *, case_sensitive: bool) -> str:
     if len(needle) >= MIN_TOKEN_LEN and _TOKEN.match(needle):
         text = f"has({column}, {quote_string(needle)})"
         if case_sensitive:
-            text = (f"({text} AND {column} RLIKE "
-                    f"'(^|[^A-Za-z0-9]){needle}($|[^A-Za-z0-9])')")
+            bounded = _TERM_START + regex_literal(needle, caseless=False) + _TERM_END
+            text = f"({text} AND {column} RLIKE {quote_string(bounded)})"
         return text
-    core = _regex_literal(needle, caseless=not case_sensitive)
-    return f"({column} RLIKE '(^|[^A-Za-z0-9]){core}($|[^A-Za-z0-9])')"
-
-
-def _regex_literal(needle: str, *, caseless: bool) -> str:
-    """`needle` as a regex matching itself, inside a Spark SQL string literal; letters as
-    [xX] classes when `caseless`."""
-    out = []
-    for c in needle:
-        lo, up = c.lower(), c.upper()
-        if caseless and lo != up and len(lo) == 1 and len(up) == 1:
-            out.append(f"[{up}{lo}]")
-        elif c.isalnum():
-            out.append(c)
-        elif c in _CLASS_SAFE:
-            out.append(f"[{c}]")
-        elif c == "'":
-            out.append("\\'")
-        elif c in _REGEX_META:
-            out.append("\\\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        else:
-            out.append(c)
-    return "".join(out)
+    core = regex_literal(needle, caseless=not case_sensitive)
+    return f"({column} RLIKE {quote_string(_TERM_START + core + _TERM_END)})"
 
 
 def _like(column: str, needle: str, word: str) -> str:
+    """The case-sensitive forms: LIKE when the needle has no LIKE metacharacter (`%`, `_`,
+    or the escape `\\`), else Spark's `contains`/`startswith`/`endswith`, which take the
+    needle as plain text (no LIKE escaping to get wrong)."""
     if any(c in needle for c in "%_\\"):
         fn = {"contains": "contains", "startswith": "startswith", "endswith": "endswith"}[word]
         return f"{fn}({column}, {quote_string(needle)})"

@@ -28,8 +28,11 @@ from dataclasses import dataclass, field, replace
 from shoal.errors import TableNotFoundError
 from shoal.query.kql import ast
 from shoal.query.kql.functions import AGGREGATE_PREFIX, AGGREGATES, percentile_sql
+from shoal.query.kql.lexer import Token
+from shoal.query.kql.parser import MAX_KQL_NESTING
 from shoal.query.kql.scalar import Scalars, path_name
-from shoal.query.kql.sqltext import SPARK_TYPES, quote_ident, quote_string, semantic
+from shoal.query.kql.sqltext import (SPARK_TYPES, SqlBudget, over_bound, quote_ident,
+                                     quote_string, semantic)
 from shoal.query.kql.values import spark_timestamp
 
 JOIN_SQL = {"inner": "INNER JOIN", "innerunique": "INNER JOIN", "leftouter": "LEFT OUTER JOIN",
@@ -122,18 +125,22 @@ class _Translator:
         self.columns = itertools.count(1)
         self.render: dict[str, object] | None = None
         self.expanding: set[str] = set()
+        self.depth = 0          # pipelines being translated, `let` values expanded included
+        self.at = _first_token(query.body)      # the operator being translated (errors)
 
     def run(self) -> Translation:
         for let in self.query.lets:
             self.lets[let.name] = let
         stage = self.pipeline(self.query.body)
-        return Translation(stage.sql(), tuple(stage.outputs), self.render)
+        sql = SqlBudget.statement(stage.sql(), self.at)
+        return Translation(sql, tuple(stage.outputs), self.render)
 
     def alias(self) -> str:
         return f"_k{next(self.aliases)}"
 
     def wrap(self, stage: Stage) -> Stage:
-        out = Stage.reading(f"({stage.sql()}) AS {self.alias()}", stage.outputs)
+        frm = self.scalars.budget.spend(f"({stage.sql()}) AS {self.alias()}", self.at)
+        out = Stage.reading(frm, stage.outputs)
         if stage.order is not None and stage.order_names:
             out.carried = stage.order
         elif stage.order is None and stage.carried is not None and stage.items is None \
@@ -143,8 +150,20 @@ class _Translator:
 
     # ---- sources ----------------------------------------------------------------------------
     def pipeline(self, p: ast.Pipeline) -> Stage:
+        at = _first_token(p)
+        if self.depth >= MAX_KQL_NESTING:
+            raise over_bound(f"tabular expressions nested at most {MAX_KQL_NESTING} deep "
+                             "(let values expanded)", at)
+        self.depth += 1
+        try:
+            return self._pipeline(p)
+        finally:
+            self.depth -= 1
+
+    def _pipeline(self, p: ast.Pipeline) -> Stage:
         stage = self.source(p.source)
         for i, op in enumerate(p.operators):
+            self.at = op.at
             if isinstance(op, ast.Render):
                 if i != len(p.operators) - 1 or p is not self.query.body:
                     raise semantic("render comes last in the query", op.at)
@@ -453,13 +472,15 @@ class _Translator:
                 else:
                     select.append(quote_ident(name))
             if [c.name for c in leg.outputs] == list(kinds) and with_source is None:
-                parts.append(leg.sql())
+                parts.append(self.scalars.budget.spend(leg.sql(), self.at))
             else:
-                parts.append(f"SELECT {', '.join(select)} FROM ({leg.sql()}) AS {self.alias()}")
+                parts.append(self.scalars.budget.spend(
+                    f"SELECT {', '.join(select)} FROM ({leg.sql()}) AS {self.alias()}", self.at))
         cols = ([Column(with_source, "string")] if with_source is not None else []) + [
             Column(n, k) for n, k in kinds.items()]
         body = " UNION ALL ".join(f"({p})" for p in parts)
-        return Stage.reading(f"({body}) AS {self.alias()}", cols)
+        return Stage.reading(self.scalars.budget.spend(f"({body}) AS {self.alias()}", self.at),
+                             cols)
 
     def op_join(self, stage: Stage, op: ast.Join) -> Stage:
         right = self.pipeline(op.right)
@@ -498,11 +519,19 @@ class _Translator:
         select = ", ".join(f"{text} AS {quote_ident(name)}" for text, name in items)
         sql = (f"SELECT {select} FROM ({left_sql}) AS {la} {JOIN_SQL[op.kind]} "
                f"({right.sql()}) AS {ra} ON {cond}")
-        return Stage.reading(f"({sql}) AS {self.alias()}", outputs)
+        return Stage.reading(self.scalars.budget.spend(f"({sql}) AS {self.alias()}", self.at),
+                             outputs)
 
     def check_column(self, stage: Stage, name: ast.Name) -> None:
         if name.name not in {c.name for c in stage.outputs}:
             raise semantic(f"Failed to resolve column named '{name.name}'", name.at)
+
+
+def _first_token(p: ast.Pipeline) -> Token:
+    src: ast.TableSource | ast.UnionSource | ast.Pipeline = p
+    while isinstance(src, ast.Pipeline):
+        src = src.source
+    return src.at
 
 
 def _conjuncts(e: ast.Expr) -> list[ast.Expr]:

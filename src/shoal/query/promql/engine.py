@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import promql_parser as pp
 
+from shoal.query.promql.bounds import check_bounds
 from shoal.query.promql.errors import PromQLBadDataError, PromQLParseError
 from shoal.query.promql.errpos import line_col, locate
 from shoal.query.promql.evaluator import Evaluator, RangeValue, unwrap
@@ -24,7 +25,9 @@ DEFAULT_MAX_SAMPLES = 50_000_000
 
 
 def parse(expr: str) -> Any:
-    """promql-parser's tree of `expr`; a `PromQLParseError` with its message otherwise."""
+    """promql-parser's tree of `expr`; a `PromQLParseError` with its message otherwise
+    (also, before parsing, for an expression past the bounds of `bounds.check_bounds`)."""
+    check_bounds(expr)
     try:
         return pp.parse(expr)
     except ValueError as e:

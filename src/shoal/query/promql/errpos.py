@@ -25,7 +25,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from dataclasses import dataclass
 
-_TOKEN = re.compile(r"""
+TOKEN = re.compile(r"""
     (?P<space>\s+)
   | (?P<comment>\#[^\n]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`]*`)
@@ -52,7 +52,7 @@ class Token:
 
 def tokens(expr: str) -> list[Token]:
     out = []
-    for m in _TOKEN.finditer(expr):
+    for m in TOKEN.finditer(expr):
         kind = m.lastgroup or "other"
         if kind not in ("space", "comment"):
             out.append(Token(kind, m.group(), m.start()))
