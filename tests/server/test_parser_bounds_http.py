@@ -38,6 +38,8 @@ ATTACKS = [f't | where false and s {op} {needle} or s == "{PAYLOAD}"'
                               ("matches regex", '"\\\\\\\\"')]]
 GROWTH_BOUND = 64 << 20         # what 20 refused deep queries may cost the server in all
 
+pytestmark = pytest.mark.services   # a shoal serve process and Spark
+
 
 def _fill(db) -> None:
     db.create_table("t", [Column("s", STRING), Column("n", LONG)])
