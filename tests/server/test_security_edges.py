@@ -1,0 +1,239 @@
+"""The HTTP edge holds its bounds against hostile bodies and connections, over real servers.
+
+- gzip bodies decode in time linear in the body, with at most a few members plus one per
+  KiB: a body of 120,000 empty members is a 400 naming the bound on REST ingest and
+  OTLP/HTTP, while `cat a.gz b.gz` and bgzip-style bodies are ingested;
+- SIGTERM stops a real `shoal serve` whatever its requests are doing (a body trickling in,
+  a hostile gzip body);
+- a connection that does not finish its request headers within `header_timeout_s` is
+  closed (408 when part of a request came), while keep-alive clients and slow bodies after
+  complete headers are untouched.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import select
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+import shoal
+from shoal.server import create_app
+from tests.server.conftest import Live
+from tests.support.server import serve_app, start_server
+from tests.support.waiting import HANG_GUARD_S
+
+EMPTY_MEMBER = gzip.compress(b"", mtime=0)      # 20 bytes
+COLUMNS = [{"name": "n", "type": "long"}, {"name": "msg", "type": "string"}]
+HEADER_TIMEOUT_S = 0.3
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory) -> Iterator[Live]:
+    """A loopback server (no tokens), 64 MiB bodies, a small header timeout."""
+    db = shoal.connect(data_dir=str(tmp_path_factory.mktemp("edges")))
+    app = create_app(db, config=db.config, max_body_bytes=64 << 20)
+    try:
+        with serve_app(app, header_timeout_s=HEADER_TIMEOUT_S) as url:
+            live = Live(url, db)
+            with live.client() as c:
+                assert c.post("/v1/tables", json={"name": "t", "columns": COLUMNS}
+                              ).status_code == 201
+            yield live
+    finally:
+        db.close()
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def _connect(url: str) -> socket.socket:
+    s = socket.create_connection(_address(url), timeout=HANG_GUARD_S)
+    return s
+
+
+def _read_until_closed(s: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (hang guard only)."""
+    out = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def _count(live: Live, table: str) -> int:
+    with live.client() as c:
+        r = c.post("/v1/query", json={"sql": f"SELECT count(*) AS n FROM {table}"})
+        assert r.status_code == 200, r.text
+        return int(r.json()["rows"][0][0])
+
+
+# --- gzip ----------------------------------------------------------------------------
+
+
+def _ndjson(n: int, start: int = 0) -> bytes:
+    return b"".join(b'{"n": %d, "msg": "line %d"}\n' % (i, i) for i in range(start, start + n))
+
+
+def test_gzip_of_120k_empty_members_is_refused_naming_the_bound(edge: Live) -> None:
+    body = EMPTY_MEMBER * 120_000
+    with edge.client(timeout=HANG_GUARD_S) as c:
+        r = c.post("/v1/ingest/t", content=body, headers={"Content-Encoding": "gzip"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "bad_payload"
+    assert "members" in err["message"] and "per 1024 bytes" in err["message"]
+
+
+def test_otlp_http_gzip_of_many_empty_members_is_refused(edge: Live) -> None:
+    body = EMPTY_MEMBER * 120_000
+    with edge.client(timeout=HANG_GUARD_S) as c:
+        r = c.post("/v1/logs", content=body, headers={"Content-Encoding": "gzip",
+                                                      "Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert "members" in r.json()["message"]
+
+
+def test_concatenated_and_bgzip_style_bodies_are_ingested(edge: Live) -> None:
+    with edge.client() as c:
+        assert c.post("/v1/tables", json={"name": "gz", "columns": COLUMNS}).status_code == 201
+        two = gzip.compress(_ndjson(100)) + gzip.compress(_ndjson(100, 100))
+        r = c.post("/v1/ingest/gz", content=two, headers={"Content-Encoding": "gzip"})
+        assert r.status_code == 200, r.text
+        assert r.json()["rows"] == 200
+        # bgzip: independent members of at most 64 KiB of input each
+        raw = _ndjson(40_000, 200)
+        blocks = b"".join(gzip.compress(raw[i:i + 65280]) for i in range(0, len(raw), 65280))
+        r = c.post("/v1/ingest/gz", content=blocks, headers={"Content-Encoding": "gzip"})
+        assert r.status_code == 200, r.text
+        assert r.json()["rows"] == 40_000
+    assert _count(edge, "gz") == 40_200
+
+
+# --- SIGTERM -------------------------------------------------------------------------
+
+
+def test_sigterm_stops_serve_with_hostile_bodies_in_flight(tmp_path) -> None:
+    """A body trickling in (the body deadline an hour away) and a 40 MB body of empty gzip
+    members (hours of work for a decoder quadratic in members) do not keep `shoal serve`
+    from stopping on SIGTERM."""
+    server = start_server(tmp_path / "data", extra_args=["--lazy-spark"],
+                          env={"SHOAL_BODY_TIMEOUT_S": "3600",
+                               "SHOAL_SHUTDOWN_TIMEOUT_S": "1"})
+    try:
+        with httpx.Client(base_url=server.url, timeout=HANG_GUARD_S) as c:
+            assert c.post("/v1/tables", json={"name": "t", "columns": COLUMNS}
+                          ).status_code == 201
+        hostile = _connect(server.url)
+        body = EMPTY_MEMBER * 2_000_000
+        hostile.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body))
+        hostile.sendall(body)
+        answer = hostile.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+        # A body that trickles: the app has started reading it once it answers 100 Continue.
+        trickle = _connect(server.url)
+        trickle.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        b"Expect: 100-continue\r\nContent-Length: 1000000\r\n\r\n")
+        assert trickle.recv(4096).startswith(b"HTTP/1.1 100")
+        trickle.sendall(b'{"n": 1, "msg": "a"}\n')
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            server.proc.wait(timeout=HANG_GUARD_S)   # a hang guard, not a speed budget
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"shoal serve did not stop on SIGTERM; log:\n{server.log()}")
+        assert server.proc.returncode in (0, -signal.SIGTERM), server.log()
+        hostile.close()
+        trickle.close()
+    finally:
+        server.stop()
+
+
+# --- header timeout ------------------------------------------------------------------
+
+
+def test_half_a_request_line_is_closed_with_408(edge: Live) -> None:
+    with _connect(edge.url) as s:
+        s.sendall(b"GET /heal")
+        answer = _read_until_closed(s)
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    doc = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert doc["error"]["code"] == "request_timeout"
+
+
+def test_headers_trickled_byte_by_byte_are_cut_off(edge: Live) -> None:
+    """A client that keeps sending header bytes one at a time but never ends its headers
+    is closed while it still sends."""
+    with _connect(edge.url) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ")
+        sent = 0
+        answer = None
+        while answer is None and sent < 50_000_000:    # a hang guard
+            try:
+                s.sendall(b"a")
+            except (BrokenPipeError, ConnectionResetError):
+                answer = b""
+                break
+            sent += 1
+            if select.select([s], [], [], 0)[0]:
+                answer = _read_until_closed(s)
+    assert answer is not None, "the server kept reading headers"
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:200]
+
+
+def test_a_silent_connection_is_closed(edge: Live) -> None:
+    with _connect(edge.url) as s:
+        assert _read_until_closed(s) == b""
+
+
+def test_keep_alive_and_slow_bodies_after_the_headers_are_untouched(edge: Live) -> None:
+    """The deadline is for headers only: a keep-alive client making requests for longer
+    than it, and a body finished after it, are answered."""
+    with _connect(edge.url) as slow_body:
+        slow_body.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Content-Length: 42\r\n\r\n" + b'{"n": 7, "msg": "s"}\n')
+        # A connection opened after it and stalled in its request line: once the server
+        # has closed it, the slow body's header deadline (armed earlier) has passed too.
+        with _connect(edge.url) as marker:
+            marker.sendall(b"GE")
+            assert _read_until_closed(marker).startswith(b"HTTP/1.1 408")
+        slow_body.sendall(b'{"n": 8, "msg": "t"}\n')
+        answer = slow_body.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+    with _connect(edge.url) as s:
+        end = time.monotonic() + 4 * HEADER_TIMEOUT_S
+        answered = 0
+        while answered < 3 or time.monotonic() < end:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert _read_response(s).startswith(b"HTTP/1.1 200")
+            answered += 1
+
+
+def _read_response(s: socket.socket) -> bytes:
+    """One response with a Content-Length body from a keep-alive connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = s.recv(65536)
+        assert chunk, "connection closed mid-body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
