@@ -237,3 +237,39 @@ def _read_response(s: socket.socket) -> bytes:
         assert chunk, "connection closed mid-body"
         body += chunk
     return head + b"\r\n\r\n" + body
+
+
+# --- /metrics ------------------------------------------------------------------------
+
+METRICS_TOKEN, INGEST_TOKEN = "metrics-secret-5", "ingest-secret-6"
+
+
+@pytest.fixture(scope="module")
+def with_tokens(tmp_path_factory) -> Iterator[Live]:
+    db = shoal.connect(data_dir=str(tmp_path_factory.mktemp("edges_auth")),
+                       tokens=f"{METRICS_TOKEN}=metrics;{INGEST_TOKEN}=ingest")
+    app = create_app(db, config=db.config)
+    try:
+        with serve_app(app) as url:
+            yield Live(url, db)
+    finally:
+        db.close()
+
+
+def test_metrics_scope_reads_metrics_and_nothing_else(with_tokens: Live) -> None:
+    with with_tokens.client() as c:
+        assert c.get("/metrics").status_code == 401
+    with with_tokens.client(INGEST_TOKEN) as c:
+        assert c.get("/metrics").status_code == 403
+    with with_tokens.client(METRICS_TOKEN) as c:
+        r = c.get("/metrics")
+        assert r.status_code == 200 and "shoal_http_requests" in r.text
+        assert c.get("/v1/tables").status_code == 403
+        assert c.post("/v1/query", json={"sql": "SELECT 1"}).status_code == 403
+        assert c.post("/v1/ingest/t", content=b'{"n": 1}\n').status_code == 403
+
+
+def test_metrics_stay_open_without_tokens(edge: Live) -> None:
+    with edge.client() as c:
+        r = c.get("/metrics")
+    assert r.status_code == 200 and "shoal_http_requests" in r.text
