@@ -273,3 +273,33 @@ def test_metrics_stay_open_without_tokens(edge: Live) -> None:
     with edge.client() as c:
         r = c.get("/metrics")
     assert r.status_code == 200 and "shoal_http_requests" in r.text
+
+
+# --- Kusto routes take JSON only -------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v2/rest/query", "/v1/rest/mgmt"])
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x", None])
+def test_kusto_routes_refuse_bodies_a_form_can_send(edge: Live, path: str,
+                                                    content_type: str | None) -> None:
+    """A page elsewhere can send these without a preflight: they are never run."""
+    body = json.dumps({"db": "shoal", "csl": ".show tables" if "mgmt" in path else "t"})
+    with _connect(edge.url) as s:
+        head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        if content_type is not None:
+            head += f"Content-Type: {content_type}\r\n"
+        s.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n{body}".encode())
+        answer = _read_until_closed(s)
+    status, doc = answer.split(b"\r\n", 1)[0], json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert status.startswith(b"HTTP/1.1 415"), answer
+    assert doc["error"]["code"] == "unsupported_media_type"
+    assert "application/json" in doc["error"]["@message"]     # Kusto's error shape
+
+
+def test_kusto_mgmt_takes_json_as_kusto_clients_send_it(edge: Live) -> None:
+    with edge.client() as c:
+        r = c.post("/v1/rest/mgmt", content=json.dumps({"db": "shoal", "csl": ".show tables"}),
+                   headers={"Content-Type": "application/json; charset=utf-8"})
+    assert r.status_code == 200, r.text
+    assert ["t", "shoal", "", ""] in r.json()["Tables"][0]["Rows"]
