@@ -7,13 +7,18 @@
   a hostile gzip body);
 - a connection that does not finish its request headers within `header_timeout_s` is
   closed (408 when part of a request came), while keep-alive clients and slow bodies after
-  complete headers are untouched.
+  complete headers are untouched;
+- `/metrics` needs the `metrics` or `query` scope when tokens are configured;
+- the Kusto routes take JSON only (a form or `text/plain` body needs no preflight);
+- `/docs` is the vendored Swagger UI under the console's CSP; nothing loads from a CDN.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import re
 import select
 import signal
 import socket
@@ -26,6 +31,7 @@ import pytest
 
 import shoal
 from shoal.server import create_app
+from shoal.server.webconsole import CONSOLE_DIR, CSP
 from tests.server.conftest import Live
 from tests.support.server import serve_app, start_server
 from tests.support.waiting import HANG_GUARD_S
@@ -303,3 +309,63 @@ def test_kusto_mgmt_takes_json_as_kusto_clients_send_it(edge: Live) -> None:
                    headers={"Content-Type": "application/json; charset=utf-8"})
     assert r.status_code == 200, r.text
     assert ["t", "shoal", "", ""] in r.json()["Tables"][0]["Rows"]
+
+
+# --- the API reference at /docs ----------------------------------------------------------
+
+
+def _same_origin_refs(html: str) -> list[str]:
+    return re.findall(r'(?:src|href)="([^"]+)"', html)
+
+
+def test_docs_page_is_vendored_and_under_the_console_csp(edge: Live) -> None:
+    with edge.client() as c:
+        page = c.get("/docs")
+        assert page.status_code == 200
+        assert page.headers["content-security-policy"] == CSP
+        assert page.headers["x-content-type-options"] == "nosniff"
+        refs = _same_origin_refs(page.text)
+        assert refs and all(r.startswith("/") and not r.startswith("//") for r in refs), refs
+        assert "<script>" not in page.text                      # no inline script
+        for ref in refs:
+            r = c.get(ref)
+            assert r.status_code == 200, ref
+            assert r.headers["content-security-policy"] == CSP, ref
+        starter = c.get("/console/docs.js").text
+        assert "/openapi.json" in starter and "validatorUrl: null" in starter
+        assert not re.search(r"https?://", starter + page.text)
+        assert c.get("/redoc").status_code == 404                # loaded its script from a CDN
+
+
+def test_docs_page_renders_every_operation_with_nothing_refused(edge: Live) -> None:
+    """In a real browser: Swagger UI runs under the CSP (no refused script, style or
+    connection), lists the operations of /openapi.json, and asks only this origin."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.support.browser import launch_chromium
+
+    with edge.client() as c:
+        operations = sum(len(ops) for ops in c.get("/openapi.json").json()["paths"].values())
+    with sync_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            page = browser.new_page()
+            messages: list[str] = []
+            origins: set[str] = set()
+            page.on("console", lambda m: messages.append(m.text))
+            page.on("request", lambda r: origins.add(r.url.split("/", 3)[2]))
+            page.goto(edge.url + "/docs")
+            page.wait_for_selector(".opblock", timeout=HANG_GUARD_S * 1000)
+            assert page.locator(".opblock").count() == operations
+        finally:
+            browser.close()
+    assert origins == {edge.url.split("/", 3)[2]}, origins
+    assert not [m for m in messages if "Content Security Policy" in m or "Refused" in m]
+
+
+def test_vendored_swagger_ui_is_the_pinned_release() -> None:
+    folder = CONSOLE_DIR / "vendor" / "swagger-ui"
+    recorded = dict(re.findall(r"\| `([^`]+)` \| `[^`]+` \| `([0-9a-f]{64})` \|",
+                               (folder / "SOURCE.md").read_text()))
+    assert set(recorded) == {p.name for p in folder.iterdir()} - {"SOURCE.md"}
+    for name, digest in recorded.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name

@@ -221,7 +221,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                     # its way out, and the workers must be gone before the process is.
                     await anyio.to_thread.run_sync(coercion_pool.close)
 
-    app = FastAPI(title="shoal", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="shoal", version="0.1.0", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)     # /docs: webconsole, vendored
     app.state.shoal = state
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc

@@ -86,8 +86,9 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
             # The previous request is still being answered: let it finish, then close.
             self.cycle.keep_alive = False
             return
+        peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
         log.info("closing a connection from %s: request headers not received within %g s",
-                 "%s:%d" % self.client if self.client else "?", self.header_timeout_s)
+                 peer, self.header_timeout_s)
         if self._request_begun:
             self.transport.write(_timeout_response(self.header_timeout_s))
         self.transport.close()
