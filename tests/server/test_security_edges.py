@@ -10,7 +10,10 @@
   complete headers are untouched;
 - `/metrics` needs the `metrics` or `query` scope when tokens are configured;
 - the Kusto routes take JSON only (a form or `text/plain` body needs no preflight);
-- `/docs` is the vendored Swagger UI under the console's CSP; nothing loads from a CDN.
+- `/docs` is the vendored Swagger UI under the console's CSP; nothing loads from a CDN;
+- protobuf bodies (OTLP/HTTP, OTLP/gRPC, remote write) holding millions of attributes,
+  records, labels or series are refused (413, naming the field and the bound) while the
+  server's memory stays within a stated bound.
 """
 
 from __future__ import annotations
@@ -25,15 +28,19 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
+from google.rpc import status_pb2
 
 import shoal
 from shoal.server import create_app
 from shoal.server.webconsole import CONSOLE_DIR, CSP
 from tests.server.conftest import Live
-from tests.support.server import serve_app, start_server
+from tests.support.procmem import PeakMeter
+from tests.support.promdata import snappy
+from tests.support.server import free_port, serve_app, start_server
 from tests.support.waiting import HANG_GUARD_S
 
 EMPTY_MEMBER = gzip.compress(b"", mtime=0)      # 20 bytes
@@ -369,3 +376,131 @@ def test_vendored_swagger_ui_is_the_pinned_release() -> None:
     assert set(recorded) == {p.name for p in folder.iterdir()} - {"SOURCE.md"}
     for name, digest in recorded.items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
+# --- protobuf bodies -------------------------------------------------------------------
+# Each attack is a body far under the byte cap that parses into millions of objects. The
+# server is a real `shoal serve`; its memory is its process tree's peak growth while it
+# answers (`PeakMeter`). Bounds: the body itself (read and joined: twice its size) plus
+# 100 MB for everything else (measured: 8-30 MB). Before the bounds, the 3M-attribute
+# record grew the server by 2.1 GB and the 4M empty records by 1.8 GB, and both were taken.
+
+PEAK_EXTRA = 100 << 20
+
+
+def _ld(field: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    n, size = len(payload), bytearray()
+    while True:
+        size.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            break
+    return bytes([field << 3 | 2]) + bytes(size) + payload
+
+
+def _one_record_logs(record: bytes) -> bytes:
+    """ExportLogsServiceRequest{resource_logs{scope_logs{log_records: [record]}}}."""
+    return _ld(1, _ld(2, _ld(2, record)))
+
+
+ATTRIBUTE = _ld(6, _ld(1, b"a"))                 # LogRecord.attributes: {key: "a"}
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory) -> Iterator[Any]:
+    grpc_port = free_port()
+    server = start_server(tmp_path_factory.mktemp("edges_pb") / "data",
+                          extra_args=["--lazy-spark"],
+                          env={"SHOAL_OTLP_GRPC_PORT": str(grpc_port)})
+    server.grpc = f"127.0.0.1:{grpc_port}"          # type: ignore[attr-defined]
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _post_measured(server: Any, path: str, body: bytes,
+                   headers: dict[str, str]) -> tuple[httpx.Response, int]:
+    meter = PeakMeter(server.proc.pid).start()
+    with httpx.Client(base_url=server.url, timeout=HANG_GUARD_S) as c:
+        r = c.post(path, content=body, headers=headers)
+    return r, meter.growth_bytes()
+
+
+def test_otlp_record_with_3m_attributes_is_refused_in_bounded_memory(serve: Any) -> None:
+    body = _one_record_logs(ATTRIBUTE * 3_000_000)          # 15 MB
+    r, growth = _post_measured(serve, "/v1/logs", body,
+                               {"Content-Type": "application/x-protobuf"})
+    assert r.status_code == 413, r.text
+    status = status_pb2.Status.FromString(r.content)
+    assert status.code == 8                                   # RESOURCE_EXHAUSTED
+    assert "more than 1,024 attributes in one message" in status.message
+    assert "log_records[0].attributes" in status.message
+    assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
+
+
+def test_otlp_flood_of_empty_records_is_refused_in_bounded_memory(serve: Any) -> None:
+    body = _ld(1, _ld(2, _ld(2, b"") * 4_000_000))        # 4M empty log records, 8 MB
+    r, growth = _post_measured(serve, "/v1/logs", body,
+                               {"Content-Type": "application/x-protobuf"})
+    assert r.status_code == 413, r.text
+    assert "more than 500,000 elements in one request" in status_pb2.Status.FromString(
+        r.content).message
+    assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
+
+
+def test_otlp_grpc_refuses_the_same_with_resource_exhausted(serve: Any) -> None:
+    import grpc
+
+    body = _one_record_logs(ATTRIBUTE * 200_000)
+    with grpc.insecure_channel(serve.grpc, options=[
+            ("grpc.max_send_message_length", 64 << 20)]) as channel:
+        call = channel.unary_unary("/opentelemetry.proto.collector.logs.v1.LogsService/Export")
+        with pytest.raises(grpc.RpcError) as e:
+            call(body, timeout=HANG_GUARD_S)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "more than 1,024 attributes" in e.value.details()
+    # no RetryInfo: exporters must not send it again
+    assert not [k for k, _ in (e.value.trailing_metadata() or ()) if "retryinfo" in k]
+
+
+def test_otlp_array_value_over_the_bound_is_refused(serve: Any) -> None:
+    """An attribute pair is not entered on the wire; its array is bounded when mapped."""
+    value = _ld(5, b"".join(_ld(1, b"") for _ in range(50_000)))   # array of 50k values
+    body = _one_record_logs(_ld(6, _ld(1, b"a") + _ld(2, value)))
+    with httpx.Client(base_url=serve.url, timeout=HANG_GUARD_S) as c:
+        r = c.post("/v1/logs", content=body, headers={"Content-Type": "application/x-protobuf"})
+    assert r.status_code == 413, r.text
+    assert "more than 10,000 items in one array_value.values" in status_pb2.Status.FromString(
+        r.content).message
+
+
+def test_otlp_json_is_held_to_the_same_bounds(serve: Any) -> None:
+    doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": [
+        {"attributes": [{"key": f"k{i}", "value": {"intValue": i}} for i in range(2000)]}]}]}]}
+    with httpx.Client(base_url=serve.url, timeout=HANG_GUARD_S) as c:
+        r = c.post("/v1/logs", json=doc)
+    assert r.status_code == 413, r.text
+    assert "more than 1,024 attributes" in r.json()["message"]
+
+
+def test_remote_write_series_with_too_many_labels_is_refused(serve: Any) -> None:
+    labels = b"".join(_ld(1, _ld(1, b"l%d" % i) + _ld(2, b"v")) for i in range(300_000))
+    body = snappy(_ld(1, labels))                      # one TimeSeries, 300k labels
+    r, growth = _post_measured(serve, "/api/v1/write", body,
+                               {"Content-Type": "application/x-protobuf",
+                                "Content-Encoding": "snappy"})
+    assert r.status_code == 413, r.text
+    assert "more than 1,024 labels in one message" in r.text
+    assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
+
+
+def test_remote_write_flood_of_empty_series_is_refused(serve: Any) -> None:
+    body = snappy(_ld(1, b"") * 3_000_000)             # 3M empty series, 6 MB decoded
+    r, growth = _post_measured(serve, "/api/v1/write", body,
+                               {"Content-Type": "application/x-protobuf",
+                                "Content-Encoding": "snappy"})
+    assert r.status_code == 413, r.text
+    assert "more than 2,000,000 elements in one request" in r.text
+    assert growth < 2 * 6_000_000 + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
