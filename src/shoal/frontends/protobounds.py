@@ -28,9 +28,9 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from shoal.errors import IngestError, PayloadTooLargeError
 
-# field number -> (field name, repeated, the field's message type's shape or None when it
-# is a message of no message-typed fields, which the walk counts but does not enter)
-Shape = dict[int, tuple[str, bool, "Shape | None"]]
+# wire tag of a message-typed field -> (field name, repeated, the bound on its count in one
+# message or None, the shape of its type or None when the walk counts it without entering)
+Shape = dict[int, tuple[str, bool, "int | None", "Shape | None"]]
 
 
 class TooManyElementsError(PayloadTooLargeError):
@@ -46,17 +46,18 @@ class TooManyElementsError(PayloadTooLargeError):
 
 
 @cache
-def shape_of(descriptor: Descriptor, opaque: frozenset[str] = frozenset()) -> Shape:
+def shape_of(descriptor: Descriptor, opaque: frozenset[str] = frozenset(),
+             per_field: tuple[tuple[str, int], ...] = ()) -> Shape:
     """The message-typed fields of `descriptor`, recursively (recursive types share one
     shape object). Messages of the types named in `opaque` (full names) are counted but not
-    entered."""
+    entered; a repeated field named in `per_field` carries its bound."""
     shape: Shape = {}
-    _fill(descriptor, shape, {descriptor.full_name: shape}, opaque)
+    _fill(descriptor, shape, {descriptor.full_name: shape}, opaque, dict(per_field))
     return shape
 
 
 def _fill(descriptor: Descriptor, shape: Shape, seen: dict[str, Shape],
-          opaque: frozenset[str]) -> None:
+          opaque: frozenset[str], limits: dict[str, int]) -> None:
     for f in descriptor.fields:
         if f.type != FieldDescriptor.TYPE_MESSAGE:
             continue
@@ -67,92 +68,94 @@ def _fill(descriptor: Descriptor, shape: Shape, seen: dict[str, Shape],
         if child is None and not leaf:
             child = {}
             seen[sub.full_name] = child
-            _fill(sub, child, seen, opaque)
-        shape[f.number] = (f.name, bool(f.is_repeated), None if leaf else child)
+            _fill(sub, child, seen, opaque, limits)
+        repeated = bool(f.is_repeated)
+        shape[f.number << 3 | 2] = (f.name, repeated,
+                                    limits.get(f.name) if repeated else None,
+                                    None if leaf else child)
 
 
-class _Walk:
-    __slots__ = (
-        "body",
-        "elements",
-        "max_depth",
-        "max_elements",
-        "message",
-        "path",
-        "per_field",
-    )
+class _Bounds:
+    """The request-wide part of a walk: elements seen, the bounds, where the walk is."""
 
-    def __init__(self, body: bytes, message: str, per_field: Mapping[str, int],
-                 max_elements: int, max_depth: int) -> None:
-        self.body = body
+    __slots__ = ("elements", "max_depth", "max_elements", "message", "path")
+
+    def __init__(self, message: str, max_elements: int, max_depth: int) -> None:
         self.message = message
-        self.per_field = per_field
         self.max_elements = max_elements
         self.max_depth = max_depth
         self.elements = 0
-        self.path: list[str] = []       # where the walk is, for the refusal's message
+        self.path: list[tuple[str, int]] = []     # (field, index or -1), for the message
 
-    def walk(self, pos: int, end: int, shape: Shape) -> None:
-        body = self.body
-        counts: dict[int, int] = {}
-        while pos < end:
-            tag = body[pos]             # the field number and wire type (a varint)
+    def refuse(self, detail: str, name: str, count: int, limit: int) -> None:
+        steps = [f"{n}[{i}]" if i >= 0 else n for n, i in self.path]
+        if len(steps) > 8:
+            steps = [*steps[:8], "..."]
+        where = ".".join([*steps, name] if name else steps)
+        raise TooManyElementsError(f"{self.message}: {detail} (at {where})",
+                                   count=count, limit=limit)
+
+
+def _walk(body: bytes, pos: int, end: int, shape: Shape, bounds: _Bounds) -> None:
+    """Count (and enter, per `shape`) the message-typed fields of body[pos:end]."""
+    get = shape.get
+    counts: dict[int, int] | None = None
+    while pos < end:
+        tag = body[pos]                 # the field number and wire type (a varint)
+        pos += 1
+        if tag & 0x80:
+            tag, pos = _varint(body, pos, tag)
+            if pos < 0:
+                return
+        wire = tag & 7
+        if wire == 2:
+            if pos >= end:
+                return
+            length = body[pos]
             pos += 1
-            if tag & 0x80:
-                tag, pos = _varint(body, pos, tag)
+            if length & 0x80:
+                length, pos = _varint(body, pos, length)
                 if pos < 0:
                     return
-            wire = tag & 7
-            if wire == 2:
-                if pos >= end:
-                    return
-                length = body[pos]
-                pos += 1
-                if length & 0x80:
-                    length, pos = _varint(body, pos, length)
-                    if pos < 0:
-                        return
-                start, pos = pos, pos + length
-                if pos > end:
-                    return
-                field = shape.get(tag >> 3)
-                if field is None:
-                    continue
-                name, repeated, child = field
-                self.elements += 1
-                if self.elements > self.max_elements:
-                    self._refuse(f"more than {self.max_elements:,} elements in one request",
-                                 name, self.elements, self.max_elements)
-                index = -1
-                if repeated:
-                    index = counts.get(tag, 0)
-                    counts[tag] = index + 1
-                    limit = self.per_field.get(name)
-                    if limit is not None and index >= limit:
-                        self._refuse(f"more than {limit:,} {name} in one message", name,
-                                     index + 1, limit)
-                if child is not None:
-                    self.path.append(f"{name}[{index}]" if repeated else name)
-                    if len(self.path) > self.max_depth:
-                        self._refuse(f"messages nested deeper than {self.max_depth}", "",
-                                     len(self.path), self.max_depth)
-                    self.walk(start, pos, child)
-                    self.path.pop()
-            elif wire == 0:
-                while pos < end and body[pos] & 0x80:
-                    pos += 1
-                pos += 1
-            elif wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
-            else:                   # groups or garbage: the parser will say what is wrong
+            start = pos
+            pos += length
+            if pos > end:
                 return
-
-    def _refuse(self, detail: str, name: str, count: int, limit: int) -> None:
-        where = ".".join([*self.path[:8], *(["..."] if len(self.path) > 8 else []), name])
-        raise TooManyElementsError(f"{self.message}: {detail} (at {where.strip('.')})",
-                                   count=count, limit=limit)
+            entry = get(tag)
+            if entry is None:
+                continue
+            name, repeated, limit, child = entry
+            bounds.elements += 1
+            if bounds.elements > bounds.max_elements:
+                bounds.refuse(f"more than {bounds.max_elements:,} elements in one request",
+                              name, bounds.elements, bounds.max_elements)
+            index = -1
+            if repeated:
+                if counts is None:
+                    counts = {}
+                index = counts.get(tag, 0)
+                counts[tag] = index + 1
+                if limit is not None and index >= limit:
+                    bounds.refuse(f"more than {limit:,} {name} in one message", name,
+                                  index + 1, limit)
+            if child is not None:
+                path = bounds.path
+                path.append((name, index))
+                if len(path) > bounds.max_depth:
+                    bounds.refuse(f"messages nested deeper than {bounds.max_depth}", "",
+                                  len(path), bounds.max_depth)
+                _walk(body, start, pos, child, bounds)
+                path.pop()
+        elif wire == 0:
+            while pos < end and body[pos] & 0x80:
+                pos += 1
+            pos += 1
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:                   # groups or garbage: the parser will say what is wrong
+            return
 
 
 def _varint(body: bytes, pos: int, first: int) -> tuple[int, int]:
@@ -177,5 +180,5 @@ def check_bounds(body: bytes, message_type: Any, *, per_field: Mapping[str, int]
     """Refuse (`TooManyElementsError`) a serialized `message_type` over the bounds;
     sub-messages of the types in `opaque` are counted, not entered."""
     descriptor = message_type.DESCRIPTOR
-    _Walk(body, descriptor.name, per_field, max_elements, max_depth).walk(
-        0, len(body), shape_of(descriptor, opaque))
+    shape = shape_of(descriptor, opaque, tuple(sorted(per_field.items())))
+    _walk(body, 0, len(body), shape, _Bounds(descriptor.name, max_elements, max_depth))
