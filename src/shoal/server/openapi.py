@@ -84,9 +84,10 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
                        "securitySchemes": {"bearer": {
                            "type": "http", "scheme": "bearer",
                            "description": "A token of SHOAL_TOKENS or the tokens file, with "
-                                          "its scopes (ingest, query, metrics, admin; admin implies "
-                                          "the others). Without configured tokens the "
-                                          "server binds to loopback only and needs none."}}},
+                                          "its scopes (ingest, query, metrics, admin; admin "
+                                          "implies the others). Without configured tokens "
+                                          "the server binds to loopback only and needs "
+                                          "none."}}},
     }
 
 
