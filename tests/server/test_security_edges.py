@@ -207,6 +207,17 @@ def test_headers_trickled_byte_by_byte_are_cut_off(edge: Live) -> None:
     assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 
+def test_a_request_line_of_megabytes_is_cut_off_with_431(edge: Live) -> None:
+    """The parser would keep a URL of any length: past 64 KiB of head the answer is 431."""
+    with _connect(edge.url) as s:
+        s.sendall(b"GET /" + b"a" * 100_000)
+        answer = _read_until_closed(s)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "headers_too_large"
+    with edge.client() as c:         # a long but ordinary URL still works
+        assert c.get("/healthz", params={"q": "x" * 30_000}).status_code == 200
+
+
 def test_a_silent_connection_is_closed(edge: Live) -> None:
     with _connect(edge.url) as s:
         assert _read_until_closed(s) == b""
@@ -233,6 +244,19 @@ def test_keep_alive_and_slow_bodies_after_the_headers_are_untouched(edge: Live) 
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert _read_response(s).startswith(b"HTTP/1.1 200")
             answered += 1
+
+
+def test_pipelined_requests_with_big_bodies_are_not_taken_for_long_headers(
+        edge: Live) -> None:
+    """One write holding a 200 KB ingest request and a GET after it: both answered."""
+    body = _ndjson(8_000)
+    assert len(body) > 3 * (64 << 10)
+    with _connect(edge.url) as s:
+        s.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
+                  % len(body) + body + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first, second = _read_response(s), _read_response(s)
+    assert first.startswith(b"HTTP/1.1 200"), first[:300]
+    assert second.startswith(b"HTTP/1.1 200"), second[:300]
 
 
 def _read_response(s: socket.socket) -> bytes:
