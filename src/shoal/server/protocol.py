@@ -46,8 +46,9 @@ def _error_response(status: bytes, code: str, message: str) -> bytes:
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline on each request's headers
-    (`header_timeout_s`, set by `header_timeout_protocol`)."""
+    """uvicorn's httptools protocol with a deadline (`header_timeout_s`, set by
+    `header_timeout_protocol`) and a size cap (`max_header_bytes`) on each request's line
+    and headers."""
 
     header_timeout_s: float = 20.0
     max_header_bytes: int = MAX_HEADER_BYTES
