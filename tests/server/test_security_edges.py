@@ -254,26 +254,26 @@ def test_pipelined_requests_with_big_bodies_are_not_taken_for_long_headers(
     with _connect(edge.url) as s:
         s.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
                   % len(body) + body + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        first, second = _read_response(s), _read_response(s)
+        stream = s.makefile("rb")
+        first, second = _read_response(stream), _read_response(stream)
     assert first.startswith(b"HTTP/1.1 200"), first[:300]
     assert second.startswith(b"HTTP/1.1 200"), second[:300]
 
 
-def _read_response(s: socket.socket) -> bytes:
-    """One response with a Content-Length body from a keep-alive connection."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, f"connection closed after {data!r}"
-        data += chunk
-    head, body = data.split(b"\r\n\r\n", 1)
+def _read_response(s: socket.socket | Any) -> bytes:
+    """One response with a Content-Length body; `s` a socket (one request in flight) or a
+    file from `socket.makefile("rb")` (several)."""
+    stream = s.makefile("rb") if isinstance(s, socket.socket) else s
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        line = stream.readline()
+        assert line, f"connection closed after {head!r}"
+        head += line
     length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
                   if line.lower().startswith(b"content-length:"))
-    while len(body) < length:
-        chunk = s.recv(65536)
-        assert chunk, "connection closed mid-body"
-        body += chunk
-    return head + b"\r\n\r\n" + body
+    body = stream.read(length)
+    assert len(body) == length, "connection closed mid-body"
+    return head + body
 
 
 # --- /metrics ------------------------------------------------------------------------
