@@ -48,13 +48,11 @@ COLUMNS = [{"name": "n", "type": "long"}, {"name": "msg", "type": "string"}]
 HEADER_TIMEOUT_S = 0.3
 
 
-@pytest.fixture(scope="module")
-def edge(tmp_path_factory) -> Iterator[Live]:
-    """A loopback server (no tokens), 64 MiB bodies, a small header timeout."""
-    db = shoal.connect(data_dir=str(tmp_path_factory.mktemp("edges")))
+def _live(tmp_path_factory, name: str, **serve: Any) -> Iterator[Live]:
+    db = shoal.connect(data_dir=str(tmp_path_factory.mktemp(name)))
     app = create_app(db, config=db.config, max_body_bytes=64 << 20)
     try:
-        with serve_app(app, header_timeout_s=HEADER_TIMEOUT_S) as url:
+        with serve_app(app, **serve) as url:
             live = Live(url, db)
             with live.client() as c:
                 assert c.post("/v1/tables", json={"name": "t", "columns": COLUMNS}
@@ -62,6 +60,18 @@ def edge(tmp_path_factory) -> Iterator[Live]:
             yield live
     finally:
         db.close()
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory) -> Iterator[Live]:
+    """A loopback server (no tokens), 64 MiB bodies."""
+    yield from _live(tmp_path_factory, "edges")
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory) -> Iterator[Live]:
+    """The same with a header timeout of HEADER_TIMEOUT_S, for the tests of that timeout."""
+    yield from _live(tmp_path_factory, "edges_tight", header_timeout_s=HEADER_TIMEOUT_S)
 
 
 def _address(url: str) -> tuple[str, int]:
@@ -178,8 +188,8 @@ def test_sigterm_stops_serve_with_hostile_bodies_in_flight(tmp_path) -> None:
 # --- header timeout ------------------------------------------------------------------
 
 
-def test_half_a_request_line_is_closed_with_408(edge: Live) -> None:
-    with _connect(edge.url) as s:
+def test_half_a_request_line_is_closed_with_408(tight: Live) -> None:
+    with _connect(tight.url) as s:
         s.sendall(b"GET /heal")
         answer = _read_until_closed(s)
     assert answer.startswith(b"HTTP/1.1 408"), answer
@@ -187,10 +197,10 @@ def test_half_a_request_line_is_closed_with_408(edge: Live) -> None:
     assert doc["error"]["code"] == "request_timeout"
 
 
-def test_headers_trickled_byte_by_byte_are_cut_off(edge: Live) -> None:
+def test_headers_trickled_byte_by_byte_are_cut_off(tight: Live) -> None:
     """A client that keeps sending header bytes one at a time but never ends its headers
     is closed while it still sends."""
-    with _connect(edge.url) as s:
+    with _connect(tight.url) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ")
         sent = 0
         answer = None
@@ -207,37 +217,37 @@ def test_headers_trickled_byte_by_byte_are_cut_off(edge: Live) -> None:
     assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 
-def test_a_request_line_of_megabytes_is_cut_off_with_431(edge: Live) -> None:
+def test_a_request_line_of_megabytes_is_cut_off_with_431(tight: Live) -> None:
     """The parser would keep a URL of any length: past 64 KiB of head the answer is 431."""
-    with _connect(edge.url) as s:
+    with _connect(tight.url) as s:
         s.sendall(b"GET /" + b"a" * 100_000)
         answer = _read_until_closed(s)
     assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "headers_too_large"
-    with edge.client() as c:         # a long but ordinary URL still works
+    with tight.client() as c:         # a long but ordinary URL still works
         assert c.get("/healthz", params={"q": "x" * 30_000}).status_code == 200
 
 
-def test_a_silent_connection_is_closed(edge: Live) -> None:
-    with _connect(edge.url) as s:
+def test_a_silent_connection_is_closed(tight: Live) -> None:
+    with _connect(tight.url) as s:
         assert _read_until_closed(s) == b""
 
 
-def test_keep_alive_and_slow_bodies_after_the_headers_are_untouched(edge: Live) -> None:
+def test_keep_alive_and_slow_bodies_after_the_headers_are_untouched(tight: Live) -> None:
     """The deadline is for headers only: a keep-alive client making requests for longer
     than it, and a body finished after it, are answered."""
-    with _connect(edge.url) as slow_body:
+    with _connect(tight.url) as slow_body:
         slow_body.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                           b"Content-Length: 42\r\n\r\n" + b'{"n": 7, "msg": "s"}\n')
         # A connection opened after it and stalled in its request line: once the server
         # has closed it, the slow body's header deadline (armed earlier) has passed too.
-        with _connect(edge.url) as marker:
+        with _connect(tight.url) as marker:
             marker.sendall(b"GE")
             assert _read_until_closed(marker).startswith(b"HTTP/1.1 408")
         slow_body.sendall(b'{"n": 8, "msg": "t"}\n')
         answer = slow_body.recv(65536)
         assert answer.startswith(b"HTTP/1.1 200"), answer
-    with _connect(edge.url) as s:
+    with _connect(tight.url) as s:
         end = time.monotonic() + 4 * HEADER_TIMEOUT_S
         answered = 0
         while answered < 3 or time.monotonic() < end:
@@ -247,11 +257,11 @@ def test_keep_alive_and_slow_bodies_after_the_headers_are_untouched(edge: Live) 
 
 
 def test_pipelined_requests_with_big_bodies_are_not_taken_for_long_headers(
-        edge: Live) -> None:
+        tight: Live) -> None:
     """One write holding a 200 KB ingest request and a GET after it: both answered."""
     body = _ndjson(8_000)
     assert len(body) > 3 * (64 << 10)
-    with _connect(edge.url) as s:
+    with _connect(tight.url) as s:
         s.sendall(b"POST /v1/ingest/t HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
                   % len(body) + body + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         stream = s.makefile("rb")
