@@ -519,6 +519,15 @@ def test_otlp_json_is_held_to_the_same_bounds(serve: Any) -> None:
     assert "more than 1,024 attributes" in r.json()["message"]
 
 
+def test_otlp_json_of_millions_of_empty_objects_is_refused_before_parsing(serve: Any) -> None:
+    records = b",".join([b"{}"] * 2_500_000)                     # 7.5 MB
+    body = b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[' + records + b"]}]}]}"
+    r, growth = _post_measured(serve, "/v1/logs", body, {"Content-Type": "application/json"})
+    assert r.status_code == 413, r.text
+    assert "more than 2,000,000 JSON objects and arrays" in r.json()["message"]
+    assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
+
+
 def test_remote_write_series_with_too_many_labels_is_refused(serve: Any) -> None:
     labels = b"".join(_ld(1, _ld(1, b"l%d" % i) + _ld(2, b"v")) for i in range(300_000))
     body = snappy(_ld(1, labels))                      # one TimeSeries, 300k labels

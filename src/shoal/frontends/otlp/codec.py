@@ -15,7 +15,9 @@
   sub-messages (resources, scopes, records, spans, metrics, data points, attributes, ...)
   in one request, nested at most 64 deep; else `TooManyElementsError` (413 /
   `RESOURCE_EXHAUSTED` without retry info, which exporters do not retry) naming the field,
-  where it is and the bound. The body cap bounds everything else.
+  where it is and the bound. An OTLP/JSON body is first held to `MAX_JSON_CONTAINERS`
+  `{` and `[` (counted over its bytes, strings included: an upper bound on the objects and
+  arrays it holds) before it is parsed. The body cap bounds everything else.
 - Responses: `ExportXServiceResponse`, with `partial_success` (rejected count + message)
   when records were refused; errors as `google.rpc.Status` (code = the gRPC code the HTTP
   status stands for), both in the request's encoding.
@@ -35,7 +37,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from shoal.errors import BadJsonError, PayloadError
 from shoal.frontends.otlp.schemas import Signal
-from shoal.frontends.protobounds import check_bounds
+from shoal.frontends.protobounds import TooManyElementsError, check_bounds
 from shoal.types.jsonlimits import loads as json_loads
 
 WireFormat = Literal["protobuf", "json"]
@@ -65,6 +67,9 @@ REJECTED_FIELD: dict[Signal, str] = {"logs": "rejected_log_records",
 MAX_REPEATED = 1024
 MAX_ELEMENTS = 500_000
 _PER_FIELD = {"attributes": MAX_REPEATED, "events": MAX_REPEATED, "links": MAX_REPEATED}
+# An element of OTLP/JSON is an object or two (a record, its attributes' pairs and values):
+# four brackets an element, strings included, is far more than requests hold.
+MAX_JSON_CONTAINERS = 4 * MAX_ELEMENTS
 # Attribute pairs and values are counted, not entered: their insides (arrays and maps of
 # values) are bounded when they are mapped (`values.MAX_VALUE_ITEMS`).
 _OPAQUE = frozenset({"opentelemetry.proto.common.v1.KeyValue",
@@ -115,6 +120,11 @@ def decode_request(signal: Signal, body: bytes, fmt: WireFormat) -> Message:
             raise OtlpPayloadError(f"body is not a valid OTLP {name} (protobuf, "
                                    f"{len(body)} bytes): {e}") from None
         return msg
+    containers = body.count(b"{") + body.count(b"[")
+    if containers > MAX_JSON_CONTAINERS:
+        raise TooManyElementsError(
+            f"{name}: more than {MAX_JSON_CONTAINERS:,} JSON objects and arrays in one "
+            "request", count=containers, limit=MAX_JSON_CONTAINERS)
     try:  # under the JSON depth and number-length limits (shoal.types.jsonlimits)
         doc = json_loads(body, what="body")
     except BadJsonError as e:
