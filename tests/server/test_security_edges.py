@@ -149,6 +149,7 @@ def test_concatenated_and_bgzip_style_bodies_are_ingested(edge: Live) -> None:
 # --- SIGTERM -------------------------------------------------------------------------
 
 
+@pytest.mark.services
 def test_sigterm_stops_serve_with_hostile_bodies_in_flight(tmp_path) -> None:
     """A body trickling in (the body deadline an hour away) and a 40 MB body of empty gzip
     members (hours of work for a decoder quadratic in members) do not keep `shoal serve`
@@ -378,6 +379,7 @@ def test_docs_page_is_vendored_and_under_the_console_csp(edge: Live) -> None:
         assert c.get("/redoc").status_code == 404                # loaded its script from a CDN
 
 
+@pytest.mark.slow          # a browser
 def test_docs_page_renders_every_operation_with_nothing_refused(edge: Live) -> None:
     """In a real browser: Swagger UI runs under the CSP (no refused script, style or
     connection), lists the operations of /openapi.json, and asks only this origin."""
@@ -462,6 +464,7 @@ def _post_measured(server: Any, path: str, body: bytes,
     return r, meter.growth_bytes()
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_otlp_record_with_3m_attributes_is_refused_in_bounded_memory(serve: Any) -> None:
     body = _one_record_logs(ATTRIBUTE * 3_000_000)          # 15 MB
     r, growth = _post_measured(serve, "/v1/logs", body,
@@ -474,6 +477,7 @@ def test_otlp_record_with_3m_attributes_is_refused_in_bounded_memory(serve: Any)
     assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_otlp_flood_of_empty_records_is_refused_in_bounded_memory(serve: Any) -> None:
     body = _ld(1, _ld(2, _ld(2, b"") * 4_000_000))        # 4M empty log records, 8 MB
     r, growth = _post_measured(serve, "/v1/logs", body,
@@ -484,6 +488,7 @@ def test_otlp_flood_of_empty_records_is_refused_in_bounded_memory(serve: Any) ->
     assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_otlp_grpc_refuses_the_same_with_resource_exhausted(serve: Any) -> None:
     import grpc
 
@@ -499,6 +504,7 @@ def test_otlp_grpc_refuses_the_same_with_resource_exhausted(serve: Any) -> None:
     assert not [k for k, _ in (e.value.trailing_metadata() or ()) if "retryinfo" in k]
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_otlp_array_value_over_the_bound_is_refused(serve: Any) -> None:
     """An attribute pair is not entered on the wire; its array is bounded when mapped."""
     value = _ld(5, b"".join(_ld(1, b"") for _ in range(50_000)))   # array of 50k values
@@ -510,6 +516,7 @@ def test_otlp_array_value_over_the_bound_is_refused(serve: Any) -> None:
         r.content).message
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_otlp_json_is_held_to_the_same_bounds(serve: Any) -> None:
     doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": [
         {"attributes": [{"key": f"k{i}", "value": {"intValue": i}} for i in range(2000)]}]}]}]}
@@ -519,6 +526,7 @@ def test_otlp_json_is_held_to_the_same_bounds(serve: Any) -> None:
     assert "more than 1,024 attributes" in r.json()["message"]
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_otlp_json_of_millions_of_empty_objects_is_refused_before_parsing(serve: Any) -> None:
     records = b",".join([b"{}"] * 2_500_000)                     # 7.5 MB
     body = b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[' + records + b"]}]}]}"
@@ -528,6 +536,7 @@ def test_otlp_json_of_millions_of_empty_objects_is_refused_before_parsing(serve:
     assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_remote_write_series_with_too_many_labels_is_refused(serve: Any) -> None:
     labels = b"".join(_ld(1, _ld(1, b"l%d" % i) + _ld(2, b"v")) for i in range(300_000))
     body = snappy(_ld(1, labels))                      # one TimeSeries, 300k labels
@@ -539,6 +548,7 @@ def test_remote_write_series_with_too_many_labels_is_refused(serve: Any) -> None
     assert growth < 2 * len(body) + PEAK_EXTRA, f"server grew {growth / 1e6:.0f} MB"
 
 
+@pytest.mark.services     # a `shoal serve` subprocess
 def test_remote_write_flood_of_empty_series_is_refused(serve: Any) -> None:
     body = snappy(_ld(1, b"") * 3_000_000)             # 3M empty series, 6 MB decoded
     r, growth = _post_measured(serve, "/api/v1/write", body,
