@@ -11,6 +11,17 @@ For each kind of bad line it builds a body of about `--mb` MB where every line i
   body: wall time of the 400 answer and the server process tree's peak memory growth
   (VmHWM after a reset minus VmRSS before; `tests/support/procmem.py`).
 
+`--decoder` measures the request-body gzip decoder instead (`shoal.server.body.gunzip`
+against a copy of the decoder it replaced, which handed zlib the rest of the body after
+every member): MB/s of decoded NDJSON for one member, four members and bgzip-style 64 KiB
+blocks, and the seconds a body of 120,000 empty members costs (refused by the member bound
+now; also timed with the bound lifted, to show the decoder itself is linear).
+
+`--protobuf` measures the wire check that bounds protobuf bodies before they are parsed
+(`shoal.frontends.otlp.codec.check_request_bounds`) beside the parse and the mapping of
+the same request: a collector-sized batch of 8,192 log records (8 attributes each) and an
+SDK batch of 512 spans; then how fast it refuses the hostile bodies.
+
 Kinds: `type` (a string in an `int` column), `json` (truncated objects), `text` (not JSON),
 `notnull` (a NOT NULL column missing), `deep` (a value nested 1,000 deep), `bigint` (a
 5,000-digit integer: 100 lines per MB), `mixed` (type/json/notnull in turn). Output is
@@ -25,6 +36,7 @@ import platform
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -111,12 +123,206 @@ def over_http(bodies: dict[str, bytes]) -> dict[str, tuple[float, float, int, st
     return out
 
 
+def gunzip_before(data: bytes, *, limit: int) -> bytes:
+    """The decoder as it was: after each member, zlib's `unused_data` (a copy of the rest of
+    the body) became the next input, so N members cost N copies of the body."""
+    from shoal.errors import PayloadTooLargeError
+    from shoal.server.errors import BadRequestError
+
+    out = bytearray()
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    pending = data
+    try:
+        while True:
+            out += d.decompress(pending, limit - len(out) + 1)
+            if len(out) > limit:
+                raise PayloadTooLargeError(len(out), limit)
+            pending = d.unconsumed_tail
+            if pending:
+                continue
+            if d.eof:
+                rest = d.unused_data
+                if not rest:
+                    return bytes(out)
+                d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                pending = rest
+                continue
+            more = d.decompress(b"", limit - len(out) + 1)
+            if not more:
+                raise BadRequestError("gzip body is truncated", code="bad_payload")
+            out += more
+            if len(out) > limit:
+                raise PayloadTooLargeError(len(out), limit)
+            pending = d.unconsumed_tail
+    except zlib.error as e:
+        raise BadRequestError(f"body is not valid gzip: {e}", code="bad_payload") from None
+
+
+def _ndjson(mb: float) -> bytes:
+    lines = []
+    size = 0
+    i = 0
+    while size < mb * 1_000_000:
+        line = (b'{"ts":"2026-11-29T07:%02d:%02d.%06dZ","service":"checkout-%d","level":"%s",'
+                b'"status":%d,"latency_ms":%d,"msg":"GET /api/v1/items/%d answered"}\n'
+                % (i // 60 % 60, i % 60, i * 7919 % 1_000_000, i % 17,
+                   (b"info", b"warn", b"error")[i % 3], 200 + i % 5, i * 31 % 997, i))
+        lines.append(line)
+        size += len(line)
+        i += 1
+    return b"".join(lines)
+
+
+def _members(raw: bytes, n: int) -> bytes:
+    import gzip
+    step = -(-len(raw) // n)
+    return b"".join(gzip.compress(raw[i:i + step], mtime=0) for i in range(0, len(raw), step))
+
+
+def _best(fn, body: bytes, repeat: int) -> tuple[float, str]:
+    best, outcome = float("inf"), ""
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        try:
+            out = fn(body, limit=256 << 20)
+            outcome = f"{len(out):,} B"
+        except Exception as e:  # noqa: BLE001 - the refusal is the outcome being measured
+            outcome = f"{type(e).__name__}: {e}"[:70] + "..."
+        best = min(best, time.perf_counter() - t0)
+    return best, outcome
+
+
+def bench_decoder(mb: float, repeat: int) -> None:
+    import gzip
+
+    from shoal.server import body as body_mod
+
+    raw = _ndjson(mb)
+    bodies = {"1 member": _members(raw, 1), "4 members": _members(raw, 4),
+              "bgzip 64 KiB blocks": _members(raw, -(-len(raw) // 65280))}
+    print(f"# bench_limits --decoder: {len(raw) / 1e6:.0f} MB of NDJSON, best of {repeat}\n")
+    print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}\n")
+    print("| body | gzip MB | before MB/s | after MB/s |")
+    print("|---|---|---|---|")
+    for name, body in bodies.items():
+        before, _ = _best(gunzip_before, body, repeat)
+        after, _ = _best(body_mod.gunzip, body, repeat)
+        mb_out = len(raw) / 1e6
+        print(f"| {name} | {len(body) / 1e6:.1f} | {mb_out / before:.0f} | "
+              f"{mb_out / after:.0f} |")
+    hostile = gzip.compress(b"", mtime=0) * 120_000
+    print(f"\n120,000 empty members ({len(hostile) / 1e6:.1f} MB):\n")
+    print("| decoder | s | outcome |")
+    print("|---|---|---|")
+    dt, outcome = _best(gunzip_before, hostile, 1)
+    print(f"| before | {dt:.2f} | {outcome} |")
+    dt, outcome = _best(body_mod.gunzip, hostile, repeat)
+    print(f"| after | {dt:.4f} | {outcome} |")
+    base = body_mod.MEMBERS_BASE
+    body_mod.MEMBERS_BASE = 10**9
+    try:
+        dt, outcome = _best(body_mod.gunzip, hostile, repeat)
+    finally:
+        body_mod.MEMBERS_BASE = base
+    print(f"| after, member bound lifted | {dt:.3f} | {outcome} |")
+    big = gzip.compress(b"", mtime=0) * 3_000_000
+    dt, outcome = _best(body_mod.gunzip, big, 1)
+    print(f"| after, 3,000,000 members ({len(big) / 1e6:.0f} MB; before: hours) | {dt:.4f} | "
+          f"{outcome} |")
+    body_mod.MEMBERS_BASE = 10**9
+    try:
+        dt, outcome = _best(body_mod.gunzip, big, 1)
+    finally:
+        body_mod.MEMBERS_BASE = base
+    print(f"| the same, member bound lifted | {dt:.2f} | {outcome} |")
+
+
+def _timed(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        try:
+            fn()
+        except Exception:  # noqa: BLE001, S110 - the refusal is what is timed
+            pass
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench_protobuf(repeat: int) -> None:
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    from shoal.frontends.otlp.codec import check_request_bounds
+    from shoal.frontends.otlp.mapping import map_request
+
+    logs = logs_service_pb2.ExportLogsServiceRequest()
+    rl = logs.resource_logs.add()
+    for k in range(10):
+        rl.resource.attributes.add(key=f"service.attr{k}").value.string_value = "x" * 20
+    sl = rl.scope_logs.add()
+    sl.scope.name = "bench"
+    for i in range(8192):
+        r = sl.log_records.add(time_unix_nano=1_790_000_000_000_000_000 + i,
+                               severity_number=9, severity_text="INFO")
+        r.body.string_value = f"GET /api/v1/items/{i} answered 200 in {i % 97} ms"
+        for k in range(8):
+            r.attributes.add(key=f"http.attr{k}").value.string_value = f"value-{i}"
+    spans = trace_service_pb2.ExportTraceServiceRequest()
+    ss = spans.resource_spans.add().scope_spans.add()
+    for i in range(512):
+        sp = ss.spans.add(trace_id=i.to_bytes(16, "big"), span_id=(i + 1).to_bytes(8, "big"),
+                          name=f"GET /items/{i}", start_time_unix_nano=1, end_time_unix_nano=2)
+        for k in range(12):
+            sp.attributes.add(key=f"http.attr{k}").value.string_value = f"v{i}"
+        sp.events.add(name="event").attributes.add(key="k").value.int_value = i
+    print(f"# bench_limits --protobuf: best of {repeat}\n")
+    print("| request | MB | wire check ms | parse ms | map ms |")
+    print("|---|---|---|---|---|")
+    for signal, name, msg in (("logs", "8,192 log records", logs),
+                              ("traces", "512 spans", spans)):
+        wire = msg.SerializeToString()
+        check = _timed(lambda s=signal, w=wire: check_request_bounds(s, w), repeat)
+        parse = _timed(lambda m=msg, w=wire: type(m).FromString(w), repeat)
+        parsed = type(msg).FromString(wire)
+        mapping = _timed(lambda s=signal, p=parsed: map_request(s, p), repeat)
+        print(f"| {name} | {len(wire) / 1e6:.2f} | {check * 1e3:.1f} | {parse * 1e3:.1f} | "
+              f"{mapping * 1e3:.1f} |")
+
+    def ld(field: int, payload: bytes) -> bytes:
+        n, size = len(payload), bytearray()
+        while True:
+            size.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                break
+        return bytes([field << 3 | 2]) + bytes(size) + payload
+
+    hostile = {"3,000,000 attributes in one record":
+               ld(1, ld(2, ld(2, ld(6, ld(1, b"a")) * 3_000_000))),
+               "4,000,000 empty records": ld(1, ld(2, ld(2, b"") * 4_000_000))}
+    print("\n| hostile body | MB | refused in ms |")
+    print("|---|---|---|")
+    for name, wire in hostile.items():
+        dt = _timed(lambda w=wire: check_request_bounds("logs", w), repeat)
+        print(f"| {name} | {len(wire) / 1e6:.0f} | {dt * 1e3:.1f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=60.0)
     ap.add_argument("--kinds", default="type,json,text,notnull,mixed,deep,bigint")
     ap.add_argument("--no-server", action="store_true")
+    ap.add_argument("--decoder", action="store_true", help="bench the gzip body decoder")
+    ap.add_argument("--protobuf", action="store_true", help="bench the protobuf wire check")
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.protobuf:
+        bench_protobuf(args.repeat)
+        return
+    if args.decoder:
+        bench_decoder(args.mb, args.repeat)
+        return
     kinds = args.kinds.split(",")
     bodies = {}
     print(f"# bench_limits: {args.mb:g} MB bodies of bad lines\n")

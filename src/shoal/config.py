@@ -84,6 +84,11 @@ class Config:
     # reads nothing before it is cancelled.
     query_concurrency_per_client: int = 0
     flight_idle_timeout_s: float = 30.0
+    # The time a client may take to send a request's line and headers (the connection is
+    # closed after it), and how long `shoal serve` lets in-flight requests finish after
+    # SIGTERM before it cancels them and stops.
+    header_timeout_s: float = 20.0
+    shutdown_timeout_s: float = 30.0
     # Which engine answers a SELECT (SPEC §8): `auto` runs it in process (the embedded
     # engine) when it is vetted identical to Spark and its pruned scans plan at most
     # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
@@ -128,8 +133,8 @@ _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_row
                          "promql_max_samples", "coerce_workers"})
 QUERY_ENGINES = ("auto", "local", "spark")
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s",
-                           "flight_idle_timeout_s",
-                           "spark_start_timeout_s"})
+                           "flight_idle_timeout_s", "header_timeout_s",
+                           "shutdown_timeout_s", "spark_start_timeout_s"})
 _BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 

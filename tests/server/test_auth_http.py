@@ -105,7 +105,21 @@ def test_ops_endpoints_are_open(auth_server):
     with auth_server.client() as c:
         assert c.get("/healthz").json() == {"status": "ok"}
         assert c.get("/readyz").status_code == 200
-        assert c.get("/metrics").status_code == 200
+
+
+def test_metrics_need_the_metrics_or_query_scope(auth_server):
+    """`/metrics` names tables and their volumes: with tokens it is a read like the others."""
+    with auth_server.client() as c:
+        r = c.get("/metrics")
+        assert r.status_code == 401 and "shoal_" not in r.text
+    with auth_server.client(INGEST) as c:
+        r = c.get("/metrics")
+        assert r.status_code == 403 and "shoal_" not in r.text
+        assert r.json()["error"]["message"] == 'this token lacks the "metrics" or "query" scope'
+    for token in (QUERY, ADMIN):
+        with auth_server.client(token) as c:
+            r = c.get("/metrics")
+            assert r.status_code == 200 and "shoal_http_requests" in r.text
 
 
 # -- token parsing and the loopback rule ------------------------------------------------------
@@ -144,7 +158,7 @@ def test_loopback_rule():
 
 
 def test_metrics_never_show_tokens(auth_server):
-    with auth_server.client() as c:
+    with auth_server.client(QUERY) as c:
         text = c.get("/metrics").text
     assert ADMIN not in text and INGEST not in text and QUERY not in text
     json.dumps(text)

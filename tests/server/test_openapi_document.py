@@ -126,7 +126,7 @@ def test_error_answers_carry_the_error_document_and_their_headers(served):
 def test_scopes_in_the_document_are_the_ones_the_server_enforces(served):
     """Without a token exactly the routes with `x-shoal-scope` answer 401; with a token of
     another scope they answer 403."""
-    wrong = {"ingest": QUERY, "query": INGEST, "admin": QUERY}
+    wrong = {"ingest": QUERY, "query": INGEST, "admin": QUERY, "metrics": INGEST}
     for (method, path), op in _operations(served.doc).items():
         url = served.url + path.replace("{table}", "no_such_table")
         # JSON routes refuse other content types before anything else (shoal.server.edge)

@@ -37,7 +37,7 @@ def test_refuses_non_loopback_without_tokens(tmp_path):
               env={"SHOAL_TOKENS": "t=superuser"})
     assert out.returncode == 1
     assert out.stderr.strip() == ("error: SHOAL_TOKENS entry 1: unknown scope 'superuser' "
-                                  "(expected ingest, query, admin)")
+                                  "(expected ingest, query, metrics, admin)")
 
 
 def test_serve_round_trip_and_graceful_stop(tmp_path):

@@ -3,6 +3,8 @@
 - `serve_app(app)`: a context manager running a FastAPI app under a real uvicorn server on
   127.0.0.1 and a kernel-chosen port, in a background thread; yields the base URL. Fast, and
   the test keeps a handle on the app's objects (e.g. a `Shoal` with a tiny staging buffer).
+  It speaks HTTP through the same protocol as `shoal serve` (`shoal.server.protocol`, with
+  `header_timeout_s`).
 - `start_server(data_dir, ...)`: `python -m shoal --data-dir D serve --port N` as a
   subprocess (a real process that a test may SIGTERM or SIGKILL), waiting for `/readyz`.
   Returns a `ServerHandle` (`.url`, `.proc`, `.stop()`, `.kill()`, `.log()`); also a context
@@ -31,6 +33,8 @@ from typing import Any
 
 import uvicorn
 
+from shoal.config import Config
+from shoal.server.protocol import header_timeout_protocol
 from tests.support.tiers import guard
 from tests.support.waiting import HANG_GUARD_S, eventually
 
@@ -48,7 +52,8 @@ runpy.run_module("shoal", run_name="__main__", alter_sys=True)
 
 
 @contextmanager
-def serve_app(app: Any, *, startup_timeout_s: float = HANG_GUARD_S) -> Iterator[str]:
+def serve_app(app: Any, *, startup_timeout_s: float = HANG_GUARD_S,
+              header_timeout_s: float = Config.header_timeout_s) -> Iterator[str]:
     """Run `app` under uvicorn in a thread on 127.0.0.1; yield `http://127.0.0.1:<port>`.
 
     `startup_timeout_s` only guards against a hang."""
@@ -57,7 +62,8 @@ def serve_app(app: Any, *, startup_timeout_s: float = HANG_GUARD_S) -> Iterator[
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning",
-                                           access_log=False))
+                                           access_log=False,
+                                           http=header_timeout_protocol(header_timeout_s)))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
                               name=f"uvicorn-{port}", daemon=True)
     thread.start()

@@ -10,9 +10,14 @@ NDJSON bodies are coerced in `--coerce-workers` worker processes (SHOAL_COERCE_W
 default 0 = in the server process; `shoal.ingest.pool`), started before anything else
 and stopped with the app.
 
+Connections get `header_timeout_s` (SHOAL_HEADER_TIMEOUT_S) to send a request's headers
+(`shoal.server.protocol`), bodies `body_timeout_s`.
+
 Refuses (exit 1, one line) to bind to a non-loopback host when no tokens are configured.
-Graceful stop: uvicorn stops accepting, waits for in-flight requests, then the app's
-lifespan closes the client, flushing the staging buffer, before the process exits.
+Graceful stop: uvicorn stops accepting, waits for in-flight requests (at most
+`shutdown_timeout_s`, SHOAL_SHUTDOWN_TIMEOUT_S; then they are cancelled, so a client
+trickling a body cannot hold the process), then the app's lifespan closes the client,
+flushing the staging buffer, before the process exits.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ def serve_command(ctx: typer.Context,
     from shoal.client import Shoal
     from shoal.ingest.pool import CoercionPool
     from shoal.server import check_bind, create_app, load_tokens
+    from shoal.server.protocol import header_timeout_protocol
 
     base = config_of(ctx)
     cfg = replace(base, host=host or base.host, port=base.port if port is None else port,
@@ -103,9 +109,10 @@ def serve_command(ctx: typer.Context,
                          otlp_grpc_port=cfg.otlp_grpc_port,
                          flight_port=cfg.flight_port, maintenance=cfg.maintenance,
                          pipelines=cfg.pipelines, coercion_pool=pool)
-        server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port,
-                                               log_level=log_level.value, lifespan="on",
-                                               proxy_headers=False))
+        server = uvicorn.Server(uvicorn.Config(
+            app, host=cfg.host, port=cfg.port, log_level=log_level.value, lifespan="on",
+            proxy_headers=False, http=header_timeout_protocol(cfg.header_timeout_s),
+            timeout_graceful_shutdown=cfg.shutdown_timeout_s))  # type: ignore[arg-type]
         server.run()
         if not server.started:
             raise typer.Exit(EXIT_ERROR)

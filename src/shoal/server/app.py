@@ -3,12 +3,13 @@
 Routes (SPEC §11): the web console at `/` (`webconsole.py`), `/v1/tables...` (tables.py),
 `/v1/ingest/{table}` (ingest.py), OTLP/HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics`
 (`otlp_http.py`), Prometheus remote write `/api/v1/write` (`prometheus_write.py`), the
-Prometheus HTTP API `/api/v1/query...` (`prometheus_api.py`), and the open
-operational endpoints here: `GET /healthz` (the process answers), `GET /readyz` (the
+Prometheus HTTP API `/api/v1/query...` (`prometheus_api.py`), and the operational
+endpoints here: the open `GET /healthz` (the process answers) and `GET /readyz` (the
 catalog answers a cheap query, the server is not shutting down and, once the server has had
-a Spark session, that session is alive; else 503 + Retry-After) and `GET /metrics`
+a Spark session, that session is alive; else 503 + Retry-After), and `GET /metrics`
 (Prometheus text of this app's own registry, plus `shoal_queries_running` and
-`shoal_spark_restarts`).
+`shoal_spark_restarts`; it names tables and their volumes, so with tokens configured it
+needs the `metrics` or `query` scope).
 
 The query lane's bounds come from `config`: `query_concurrency` slots (`state.QuerySlots`,
 at most `query_concurrency_per_client` of them per client, by default all but one),
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 
@@ -58,7 +59,7 @@ from shoal.commit import LedgerSweeper
 from shoal.frontends.otlp import ExportResult, OtlpSink, OtlpTables
 from shoal.frontends.prometheus.sink import PromTables, PromWriteSink
 from shoal.query.limits import QueryLimits
-from shoal.server.auth import TokenTable, load_tokens
+from shoal.server.auth import TokenTable, load_tokens, require_scope
 from shoal.server.edge import EdgeMiddleware
 from shoal.server.errors import NotReadyError, install_error_handlers
 from shoal.server.ingest import router as ingest_router
@@ -223,7 +224,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                     # its way out, and the workers must be gone before the process is.
                     await anyio.to_thread.run_sync(coercion_pool.close)
 
-    app = FastAPI(title="shoal", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="shoal", version="0.1.0", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)     # /docs: webconsole, vendored
     app.state.shoal = state
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
@@ -247,7 +249,8 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
         app, db, config=config, enabled=warm_spark if pipelines is None else pipelines)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["ops"])
-    app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"])
+    app.add_api_route("/metrics", prometheus_metrics, methods=["GET"], tags=["ops"],
+                      dependencies=[Depends(require_scope("metrics", "query"))])
     install_console(app)    # GET /: the web console (static files; data through the API)
     install_openapi(app)    # /openapi.json: the real bodies, answers and errors
     return app

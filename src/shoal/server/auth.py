@@ -2,8 +2,9 @@
 
 Tokens come from `Config.tokens` (`"tok1=ingest,query;tok2=admin"`) and/or
 `Config.tokens_file` (one `token scope,scope` per line; blank lines and `#` comments
-ignored); a token listed twice gets the union of its scopes. Scopes are `ingest`, `query`
-and `admin`; `admin` implies the others.
+ignored); a token listed twice gets the union of its scopes. Scopes are `ingest`, `query`,
+`metrics` and `admin`; `admin` implies the others. `metrics` reads the server's own
+`/metrics` and nothing else (for a Prometheus that scrapes shoal); `query` reads it too.
 
 - No tokens configured: authentication is off, and `check_bind()` refuses any host that is
   not loopback (127.0.0.0/8, ::1, `localhost`), so an open server is never exposed.
@@ -30,8 +31,8 @@ from shoal.config import Config
 from shoal.errors import ConfigError
 from shoal.server.errors import ForbiddenError, UnauthorizedError
 
-AuthScope = Literal["ingest", "query", "admin"]
-SCOPES: tuple[AuthScope, ...] = ("ingest", "query", "admin")
+AuthScope = Literal["ingest", "query", "metrics", "admin"]
+SCOPES: tuple[AuthScope, ...] = ("ingest", "query", "metrics", "admin")
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,17 @@ class TokenTable:
                 found = scopes
         return found
 
-    def allows(self, token: str | None, scope: AuthScope) -> None:
-        """Return if `token` grants `scope`; raise `UnauthorizedError`/`ForbiddenError`."""
+    def allows(self, token: str | None, scope: AuthScope, *also: AuthScope) -> None:
+        """Return if `token` grants `scope` (or one of `also`); raise
+        `UnauthorizedError`/`ForbiddenError`."""
         if token is None:
             raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)",
                                     token_given=False)
         scopes = self.scopes_of(token)
         if scopes is None:
             raise UnauthorizedError("invalid bearer token", token_given=True)
-        if scope not in scopes and "admin" not in scopes:
-            raise ForbiddenError(scope)
+        if "admin" not in scopes and scope not in scopes and scopes.isdisjoint(also):
+            raise ForbiddenError(scope, also=also)
 
 
 def _scopes(text: str, where: str) -> frozenset[str]:
@@ -158,13 +160,14 @@ def bearer_token(request: Request) -> str | None:
     return bearer_of(request.headers.get("authorization"))
 
 
-def require_scope(scope: AuthScope) -> Callable[[Request], Awaitable[None]]:
-    """A FastAPI dependency: the route needs `scope` (a no-op when auth is off)."""
+def require_scope(scope: AuthScope, *also: AuthScope) -> Callable[[Request], Awaitable[None]]:
+    """A FastAPI dependency: the route needs `scope` or one of `also` (a no-op when auth is
+    off)."""
 
     async def dependency(request: Request) -> None:
         tokens: TokenTable = request.app.state.shoal.tokens
         if tokens.enabled:
-            tokens.allows(bearer_token(request), scope)
+            tokens.allows(bearer_token(request), scope, *also)
 
     dependency.__name__ = f"require_{scope}"
     return dependency

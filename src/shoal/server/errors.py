@@ -55,9 +55,10 @@ class ForbiddenError(NotAllowedError):
 
     code = "forbidden"
 
-    def __init__(self, scope: str) -> None:
+    def __init__(self, scope: str, *, also: Sequence[str] = ()) -> None:
         self.scope = scope
-        super().__init__(f'this token lacks the "{scope}" scope')
+        names = " or ".join(f'"{s}"' for s in (scope, *also))
+        super().__init__(f"this token lacks the {names} scope")
 
 
 class NotReadyError(UnavailableError):

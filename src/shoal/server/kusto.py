@@ -11,7 +11,10 @@ Kusto CLI, notebooks) work against a shoal server (issue 15).
   ".show table T cslschema"}`: Kusto's v1 answer (`{"Tables": [...]}`).
 
 `db` is accepted and ignored: a shoal server holds one database (named `shoal` in the
-answers). Column types: `datetime` (ISO 8601, UTC), `long`, `int`, `real`, `bool`, `string`,
+answers). Both routes take `Content-Type: application/json` only (with any parameters, as
+Kusto clients send `application/json; charset=utf-8`): anything else is 415 before the
+body is read, so a browser form or `text/plain` request, which needs no preflight, is never
+run. Column types: `datetime` (ISO 8601, UTC), `long`, `int`, `real`, `bool`, `string`,
 `dynamic` (a KQL dynamic value or an array/struct column: JSON values), `decimal`. Errors
 are shoal's error document, which carries the `code` and `message` of Kusto's OneApiError
 shape. Scope: `query`, as for `POST /v1/query`.
@@ -34,8 +37,8 @@ from shoal.errors import (BadJsonError, JsonLimitError, ShoalError, TableNotFoun
 from shoal.query.routing import engine_mode
 from shoal.server.auth import require_scope
 from shoal.server.body import read_body
-from shoal.server.errors import (BadRequestError, details_for, error_document, headers_for,
-                                 status_for)
+from shoal.server.errors import (BadRequestError, UnsupportedMediaTypeError, details_for,
+                                 error_document, headers_for, status_for)
 from shoal.server.query import MAX_QUERY_BYTES, run_on_engine
 from shoal.server.state import request_client, server_state
 from shoal.types.jsonlimits import loads as json_loads
@@ -54,6 +57,11 @@ _SHOW_SCHEMA = re.compile(r"^\.show\s+table\s+(\[?['\"]?)([A-Za-z_][A-Za-z0-9_]*
 
 
 async def _command(request: Request) -> str:
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";", 1)[0].strip().lower() != "application/json":
+        raise UnsupportedMediaTypeError(
+            f"{request.url.path} takes Content-Type: application/json, got "
+            f"{content_type[:100] or '(none)'!r}")
     raw = await read_body(request, limit=MAX_QUERY_BYTES)
     try:
         doc = json_loads(raw or b"null", what="the body")

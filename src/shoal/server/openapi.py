@@ -84,9 +84,10 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
                        "securitySchemes": {"bearer": {
                            "type": "http", "scheme": "bearer",
                            "description": "A token of SHOAL_TOKENS or the tokens file, with "
-                                          "its scopes (ingest, query, admin; admin implies "
-                                          "the others). Without configured tokens the "
-                                          "server binds to loopback only and needs none."}}},
+                                          "its scopes (ingest, query, metrics, admin; admin "
+                                          "implies the others). Without configured tokens "
+                                          "the server binds to loopback only and needs "
+                                          "none."}}},
     }
 
 
@@ -440,7 +441,9 @@ def _op(op_id: str, summary: str, tag: str, responses: dict[str, Any], *,
                       "security": [{"bearer": []}, {}] if scope else []}
     if scope:
         out["x-shoal-scope"] = scope
-        out["description"] = f"Needs the `{scope}` scope when tokens are configured."
+        either = " (or `query`)" if scope == "metrics" else ""
+        out["description"] = (f"Needs the `{scope}` scope{either} when tokens are "
+                              "configured.")
     if parameters:
         out["parameters"] = parameters
     if body:
@@ -579,9 +582,9 @@ def _operations() -> dict[tuple[str, str], Operation]:
             responses=_responses(_ok(_obj({"status": {"const": "ready"}}), "ready"),
                                  *OPEN, 503)),
         ("GET", "/metrics"): _op(
-            "metrics", "Prometheus metrics", "ops", scope=None,
+            "metrics", "Prometheus metrics", "ops", scope="metrics",
             responses=_responses(_ok(STR, "Prometheus text exposition format 0.0.4",
-                                     media="text/plain"), *OPEN)),
+                                     media="text/plain"), 401, 403)),
     }
     for signal, path in (("logs", "/v1/logs"), ("traces", "/v1/traces"),
                          ("metrics", "/v1/metrics")):

@@ -7,6 +7,10 @@ and metric the console shows comes from the JSON API, which it calls with the us
 bearer token (kept in the browser's sessionStorage). So the pages need no authentication
 of their own, and the API's scopes apply unchanged.
 
+`/docs` is the API reference: the vendored Swagger UI (`vendor/swagger-ui/`, started by
+`docs.js`) over `/openapi.json`, under the same headers as the console. FastAPI's own
+`/docs` and `/redoc`, which load their scripts from a CDN, are not served.
+
 Console responses carry a Content-Security-Policy that allows scripts, styles and
 connections to this origin only (no inline script; inline style attributes are allowed,
 uPlot sizes its elements with them), and may not be framed by another page. The routes are
@@ -47,12 +51,18 @@ class _ConsoleFiles(StaticFiles):
 
 
 def install_console(app: FastAPI) -> None:
-    """Serve the console: `/` (the page) and `/console/...` (its modules and styles)."""
+    """Serve the console: `/` (the page), `/docs` (the API reference) and `/console/...`
+    (their modules, styles and vendored libraries)."""
 
     async def console_page() -> FileResponse:
         return FileResponse(CONSOLE_DIR / "index.html", media_type="text/html",
                             headers=SECURITY_HEADERS)
 
+    async def api_docs() -> FileResponse:
+        return FileResponse(CONSOLE_DIR / "docs.html", media_type="text/html",
+                            headers=SECURITY_HEADERS)
+
     app.add_api_route("/", console_page, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/docs", api_docs, methods=["GET"], include_in_schema=False)
     app.mount("/console", _ConsoleFiles(directory=CONSOLE_DIR, check_dir=True),
               name="console")

@@ -9,6 +9,15 @@
   fields are ignored, as OTLP requires of receivers. The hex ids are turned into the bytes
   protobuf's JSON parser expects before parsing. The body obeys shoal's JSON limits
   (`shoal.types.jsonlimits`: 64 levels, number literals of 100 characters), else 400.
+- Bounds (`shoal.frontends.protobounds`), checked on the protobuf wire before it is parsed
+  (an OTLP/JSON body: on the message it parsed to, before it is mapped): at most
+  `MAX_REPEATED` attributes, events or links in one message and `MAX_ELEMENTS`
+  sub-messages (resources, scopes, records, spans, metrics, data points, attributes, ...)
+  in one request, nested at most 64 deep; else `TooManyElementsError` (413 /
+  `RESOURCE_EXHAUSTED` without retry info, which exporters do not retry) naming the field,
+  where it is and the bound. An OTLP/JSON body is first held to `MAX_JSON_CONTAINERS`
+  `{` and `[` (counted over its bytes, strings included: an upper bound on the objects and
+  arrays it holds) before it is parsed. The body cap bounds everything else.
 - Responses: `ExportXServiceResponse`, with `partial_success` (rejected count + message)
   when records were refused; errors as `google.rpc.Status` (code = the gRPC code the HTTP
   status stands for), both in the request's encoding.
@@ -28,6 +37,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from shoal.errors import BadJsonError, PayloadError
 from shoal.frontends.otlp.schemas import Signal
+from shoal.frontends.protobounds import TooManyElementsError, check_bounds
 from shoal.types.jsonlimits import loads as json_loads
 
 WireFormat = Literal["protobuf", "json"]
@@ -49,6 +59,28 @@ RESPONSE_TYPES: dict[Signal, type[Message]] = {
 REJECTED_FIELD: dict[Signal, str] = {"logs": "rejected_log_records",
                                      "traces": "rejected_spans",
                                      "metrics": "rejected_data_points"}
+
+# Bounds of one request. The SDKs' own limits are 128 attributes, events and links per
+# record or span; collectors batch 8,192 records or so a request, with a few attributes
+# each: the bounds refuse only what no exporter sends, and keep a request's parse and
+# mapping within a few hundred MB.
+MAX_REPEATED = 1024
+MAX_ELEMENTS = 500_000
+_PER_FIELD = {"attributes": MAX_REPEATED, "events": MAX_REPEATED, "links": MAX_REPEATED}
+# An element of OTLP/JSON is an object or two (a record, its attributes' pairs and values):
+# four brackets an element, strings included, is far more than requests hold.
+MAX_JSON_CONTAINERS = 4 * MAX_ELEMENTS
+# Attribute pairs and values are counted, not entered: their insides (arrays and maps of
+# values) are bounded when they are mapped (`values.MAX_VALUE_ITEMS`).
+_OPAQUE = frozenset({"opentelemetry.proto.common.v1.KeyValue",
+                     "opentelemetry.proto.common.v1.AnyValue"})
+
+
+def check_request_bounds(signal: Signal, wire: bytes) -> None:
+    """Refuse (`TooManyElementsError`) a serialized export request over the bounds."""
+    check_bounds(wire, REQUEST_TYPES[signal], per_field=_PER_FIELD,
+                 max_elements=MAX_ELEMENTS, opaque=_OPAQUE)
+
 
 class OtlpPayloadError(PayloadError):
     """An OTLP request that cannot be read (400 / `INVALID_ARGUMENT`); nothing was written."""
@@ -81,12 +113,18 @@ def decode_request(signal: Signal, body: bytes, fmt: WireFormat) -> Message:
     name = cls.DESCRIPTOR.name
     msg = cls()
     if fmt == "protobuf":
+        check_request_bounds(signal, body)
         try:
             msg.ParseFromString(body)
         except (DecodeError, ValueError) as e:
             raise OtlpPayloadError(f"body is not a valid OTLP {name} (protobuf, "
                                    f"{len(body)} bytes): {e}") from None
         return msg
+    containers = body.count(b"{") + body.count(b"[")
+    if containers > MAX_JSON_CONTAINERS:
+        raise TooManyElementsError(
+            f"{name}: more than {MAX_JSON_CONTAINERS:,} JSON objects and arrays in one "
+            "request", count=containers, limit=MAX_JSON_CONTAINERS)
     try:  # under the JSON depth and number-length limits (shoal.types.jsonlimits)
         doc = json_loads(body, what="body")
     except BadJsonError as e:
@@ -98,6 +136,7 @@ def decode_request(signal: Signal, body: bytes, fmt: WireFormat) -> Message:
         json_format.ParseDict(doc, msg, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as e:
         raise OtlpPayloadError(f"body is not a valid OTLP/JSON {name}: {e}") from None
+    check_request_bounds(signal, msg.SerializeToString())
     return msg
 
 

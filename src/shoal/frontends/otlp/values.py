@@ -12,6 +12,8 @@
   at that level (`{"db": {"system": "x", "system.name": "y"}}`), so nothing is lost. Keys
   with empty segments (`a..b`, `.a`) are kept literal. A repeated key: the last one wins.
 - Ids: lowercase hex; an empty id is `None`.
+- An array or map value of more than `MAX_VALUE_ITEMS` items is refused
+  (`TooManyElementsError`, 413) before it is built.
 """
 
 from __future__ import annotations
@@ -24,8 +26,19 @@ from typing import Any
 
 import msgspec
 
+from shoal.frontends.protobounds import TooManyElementsError
+
 _encode = msgspec.json.Encoder().encode
+# Items of one array or map value: checked before the value is built.
+MAX_VALUE_ITEMS = 10_000
 _by_key = itemgetter(0)
+
+
+def _check_items(n: int, name: str) -> None:
+    if n > MAX_VALUE_ITEMS:
+        raise TooManyElementsError(f"more than {MAX_VALUE_ITEMS:,} items in one {name} "
+                                   "(an attribute or body value)", count=n,
+                                   limit=MAX_VALUE_ITEMS)
 
 
 def any_value(v: Any) -> Any:
@@ -41,9 +54,13 @@ def any_value(v: Any) -> Any:
     if kind == "bool_value":
         return v.bool_value
     if kind == "kvlist_value":
-        return {kv.key: any_value(kv.value) for kv in v.kvlist_value.values}
+        pairs = v.kvlist_value.values
+        _check_items(len(pairs), "kvlist_value.values")
+        return {kv.key: any_value(kv.value) for kv in pairs}
     if kind == "array_value":
-        return [any_value(x) for x in v.array_value.values]
+        items = v.array_value.values
+        _check_items(len(items), "array_value.values")
+        return [any_value(x) for x in items]
     if kind == "bytes_value":
         return base64.b64encode(v.bytes_value).decode("ascii")
     return None

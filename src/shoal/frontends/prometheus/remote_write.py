@@ -21,12 +21,17 @@ The layout of both tables is `shoal.types.prometheus`'s; rows come from its `Sam
 - Metadata (`MetricMetadata`) becomes one row per entry: `metric`, `type` (lower case:
   `counter`, `gauge`, ...), `help`, `unit`; its `_timestamp` is the time it was ingested.
 
-A request of more than `MAX_SAMPLES` samples, histogram samples and metadata entries is
-refused (413, `TooManySamplesError`), which bounds the memory one request can take. A body
-that cannot be read is a `RemoteWriteError` (400: Prometheus drops the batch rather than
-retrying it forever) naming what and where: bad snappy, bad protobuf, a series without
-labels or with an empty or repeated label name, a timestamp outside shoal's range. Checks
-run before anything is written, so a 400 or 413 writes nothing.
+Before the decoded body is parsed, its wire format is checked (`shoal.frontends.protobounds`):
+at most `MAX_LABELS` labels in one series or exemplar and `MAX_ELEMENTS` sub-messages
+(series, labels, samples, exemplars, histograms, metadata, ...) in one request, else 413
+(`TooManyElementsError`) naming the field and the bound: an empty series or sample is two
+bytes on the wire and a hundred once parsed. A request of more than `MAX_SAMPLES` samples,
+histogram samples and metadata entries is refused (413, `TooManySamplesError`), which
+bounds the memory one request can take. A body that cannot be read is a `RemoteWriteError`
+(400: Prometheus drops the batch rather than retrying it forever) naming what and where:
+bad snappy, bad protobuf, a series without labels or with an empty or repeated label name,
+a timestamp outside shoal's range. Checks run before anything is written, so a 400 or 413
+writes nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from shoal.errors import IngestError, PayloadTooLargeError
+from shoal.frontends.protobounds import check_bounds
 from shoal.frontends.prometheus.remote_write_pb2 import (Histogram, MetricMetadata,
                                                          WriteRequest)
 from shoal.types.prometheus import PROM_METADATA_SCHEMA, SampleRows, is_stale
@@ -51,6 +57,10 @@ MAX_TIMESTAMP_MS = (2**63 - 1) // 1_000_000
 # under the byte cap could take gigabytes. Prometheus sends `max_samples_per_send` (500 to
 # 2,000 by default) a request, so the cap only ever refuses a misconfigured sender.
 MAX_SAMPLES = 100_000
+# Labels of one series (Prometheus's own series have tens) and sub-messages of one request
+# (100,000 samples in series of ~15 labels fit).
+MAX_LABELS = 1024
+MAX_ELEMENTS = 2_000_000
 _METADATA_COLUMNS = ("metric", "type", "help", "unit")
 
 
@@ -92,6 +102,8 @@ def decode_write(body: bytes, *, max_bytes: int) -> WriteRequest:
         raw = bytes(cramjam.snappy.decompress_raw(body))
     except cramjam.DecompressionError as e:
         raise RemoteWriteError(f"body is not valid snappy (block format): {e}") from None
+    check_bounds(raw, WriteRequest, per_field={"labels": MAX_LABELS},
+                 max_elements=MAX_ELEMENTS)
     request = WriteRequest()
     try:
         request.ParseFromString(raw)
