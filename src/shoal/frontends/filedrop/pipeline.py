@@ -37,7 +37,7 @@ from shoal.commit import CommitCoordinator, CommitSpec, discard_extents, discard
 from shoal.errors import CommitStateUnknownError, IngestError, ShoalError, TableNotFoundError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.frontends.filedrop.task import FileResult, TaskSpec, process_files
-from shoal.ingest.rejects import commit_rejects
+from shoal.commit.rejects import commit_rejects
 from shoal.storage import ObjectInfo
 from shoal.types.schema import Schema, SchemaMode
 

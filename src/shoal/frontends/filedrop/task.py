@@ -47,7 +47,7 @@ from shoal.commit import discard_extents, extent_prefix
 from shoal.errors import LineError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.ingest.chunks import iter_chunks
-from shoal.ingest.rejects import RejectRecord
+from shoal.commit.rejects import RejectRecord
 from shoal.storage import ObjectInfo, ObjectStore
 from shoal.types.schema import SchemaMode
 

@@ -46,7 +46,7 @@ from shoal.commit import CommitCoordinator, CommitSpec, discard_extents
 from shoal.errors import InvalidSchemaError, PipelineError
 from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
 from shoal.ingest.evolve import plan_evolution
-from shoal.ingest.rejects import RejectRecord, commit_rejects
+from shoal.commit.rejects import RejectRecord, commit_rejects
 from shoal.types.schema import Column, Schema, SchemaMode
 
 PSEUDO_COLUMNS: dict[str, tuple[str, ...]] = {
