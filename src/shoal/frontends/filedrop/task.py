@@ -44,11 +44,10 @@ import numpy as np
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
-from shoal.commit import extent_prefix
+from shoal.commit import RejectRecord, extent_prefix
 from shoal.errors import LineError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.ingest.chunks import iter_chunks
-from shoal.commit.rejects import RejectRecord
 from shoal.storage import ObjectInfo, ObjectStore
 from shoal.types.schema import SchemaMode
 

@@ -43,12 +43,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.catalog.base import Catalog, ManifestEntry
-from shoal.commit import (CommitCoordinator, OffsetsMovedError, Position, StagedOverlapError,
-                          StagedRange, append_ranges)
+from shoal.commit import (CommitCoordinator, OffsetsMovedError, Position, RejectRecord,
+                          StagedOverlapError, StagedRange, append_ranges)
 from shoal.errors import InvalidSchemaError, PipelineError
 from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
 from shoal.ingest.evolve import plan_evolution
-from shoal.commit.rejects import RejectRecord
 from shoal.types.schema import Column, Schema, SchemaMode
 
 PSEUDO_COLUMNS: dict[str, tuple[str, ...]] = {
