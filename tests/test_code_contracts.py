@@ -87,3 +87,57 @@ def test_no_broad_exception_is_swallowed_without_a_trace():
                     and any(_names(a) & _BROAD for a in node.args)):
                 silent.append(f"{path.relative_to(ROOT)}:{node.lineno} (suppress)")
     assert silent == []
+
+
+# Only the commit layer discards or deletes extents (storage/ implements `delete` itself): a
+# caller elsewhere states what it commits and the commit layer's recipes decide what goes.
+_DISCARD_NAMES = {"discard_extents", "discard_on_failure"}     # the commit layer's primitives
+_DELETE_METHODS = {"delete", "delete_extent", "delete_extents", "delete_objects", "unlink"}
+_DELETE_OWNERS = ("commit", "storage")
+_SQL_DELETES = ("catalog",)     # deletes rows of its own tables (SQL), never objects: no store
+
+
+def _deletes(tree: ast.AST, *, sql: bool = False) -> list[tuple[int, str]]:
+    found = []
+    routes = {id(d) for node in ast.walk(tree)   # `@router.delete(...)` declares an endpoint
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for d in node.decorator_list}
+    for node in ast.walk(tree):
+        if id(node) in routes:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            found += [(node.lineno, f"imports {a.name}") for a in node.names
+                      if a.name in _DISCARD_NAMES]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in _DISCARD_NAMES:
+                found.append((node.lineno, f"calls {func.id}()"))
+            elif isinstance(func, ast.Attribute) and (
+                    func.attr in _DISCARD_NAMES
+                    or (func.attr in _DELETE_METHODS and not (sql and func.attr == "delete"))):
+                found.append((node.lineno, f"calls .{func.attr}()"))
+            elif (isinstance(func, ast.Attribute) and func.attr == "remove"
+                  and isinstance(func.value, ast.Name) and func.value.id == "os"):
+                found.append((node.lineno, "calls os.remove()"))
+    return found
+
+
+def test_only_the_commit_layer_discards_or_deletes_extents():
+    package = ROOT / "src" / "shoal"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        top = path.relative_to(package).parts[0]
+        if top in _DELETE_OWNERS:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for line, what in sorted(_deletes(tree, sql=top in _SQL_DELETES)):
+            offenders.append(f"{path.relative_to(ROOT)}:{line} {what}")
+    assert offenders == [], ("discard or delete extents through a recipe of shoal.commit:\n"
+                             + "\n".join(offenders))
+
+
+def test_the_read_side_never_imports_the_commit_layer():
+    # What the query lane shares with the write side (the `Workspace` protocol) lives below it.
+    graph = grimp.build_graph("shoal", cache_dir=None)
+    assert not graph.direct_import_exists(importer="shoal.query", imported="shoal.commit",
+                                          as_packages=True)

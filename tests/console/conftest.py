@@ -133,7 +133,7 @@ def add_rejects(server: ServerHandle) -> None:
     """Two rejects of `logs`, committed the way the file-drop pipeline commits its own (the
     server's catalog and store, opened by a second client)."""
     import shoal
-    from shoal.ingest.rejects import RejectRecord, commit_rejects
+    from shoal.commit.rejects import RejectRecord, commit_rejects
 
     db = shoal.connect(data_dir=str(server.data_dir))
     try:

@@ -377,7 +377,7 @@ def _records(rows: list[tuple[int, int, bytes]], topic: str = "t") -> pa.Table:
 def test_sink_replay_crash_between_commits_and_racing_pipelines(tmp_path):
     from shoal.frontends.kafka import ConcurrentPipelineError, KafkaSink
     from shoal.frontends.kafka.sink import OffsetMismatchError, StagedBatch, prepare_records
-    from shoal.ingest.rejects import commit_rejects
+    from shoal.commit.rejects import commit_rejects
 
     db = shoal.connect(data_dir=str(tmp_path))
     db.sql("CREATE TABLE s (v long, h BYTES HEADER('h'))")

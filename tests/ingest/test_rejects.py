@@ -11,7 +11,7 @@ from shoal.catalog import open_catalog
 from shoal.commit import CommitCoordinator
 from shoal.format import default_formats
 from shoal.format.tlm import TlmFormat
-from shoal.ingest.rejects import (RejectRecord, commit_rejects, ensure_rejects_table,
+from shoal.commit.rejects import (RejectRecord, commit_rejects, ensure_rejects_table,
                                   rejects_batch, rejects_table_name)
 from shoal.query.scan import read_table
 from shoal.storage import open_store

@@ -1,4 +1,4 @@
-"""The commit coordinator: write extents, publish a snapshot by CAS, retry (SPEC §6.3).
+"""The commit coordinator: write extents, publish a snapshot by CAS, retry.
 
 `CommitCoordinator.run()` is the one retry loop of shoal. Each attempt re-reads the table and
 asks a `build` callback for the commit (the rebase: an append is unchanged, a schema change

@@ -9,9 +9,14 @@ part of the table. Until then an extent is unreferenced.
 failed commit, a rebase that gave up, a replayed ledger key, a parse that failed after some
 extents were written). A delete that fails is logged and left for orphan GC; it never
 raises, so it never hides the error that made the caller discard. `discard_on_failure`
-applies the rule of SPEC §6.3 around a commit: on an error the extents are discarded, except
+applies the failure rule around a commit: on an error the extents are discarded, except
 when the outcome is unknown (`CommitStateUnknownError`, or an interrupt that is not an
 `Exception`), when they are left for orphan GC because the commit may have landed.
+
+`StagedExtents` (from `ExtentStager.staged()`) is the scope of one unit of work whose
+extents are committed elsewhere (a dropped file parsed in a Spark task): whatever it wrote
+and did not `hand_over()` to a commit is discarded when the scope ends. Both functions and
+the scope are for the commit layer's own recipes; callers elsewhere use those recipes.
 """
 
 from __future__ import annotations
@@ -105,12 +110,22 @@ class ExtentStager:
         self.format = fmt
         self._on_stage = on_stage
 
-    def open(self, prefix: str, schema: Schema, *,
-             block_rows: int = DEFAULT_BLOCK_ROWS) -> OpenExtent:
+    def open(self, prefix: str, schema: Schema, *, block_rows: int = DEFAULT_BLOCK_ROWS,
+             on_written: Callable[[ManifestEntry], None] | None = None) -> OpenExtent:
         """Start an extent under `prefix` for rows already shaped to `schema`."""
         writer = self.format.start_extent(self.store, prefix, schema.arrow(),
                                           block_rows=block_rows)
-        return OpenExtent(writer, schema, self.format.name, self._written)
+
+        def written(entry: ManifestEntry) -> None:
+            self._written(entry)
+            if on_written is not None:
+                on_written(entry)
+
+        return OpenExtent(writer, schema, self.format.name, written)
+
+    def staged(self) -> StagedExtents:
+        """A scope for the extents of one unit of work (see `StagedExtents`)."""
+        return StagedExtents(self)
 
     def write(self, prefix: str, schema: Schema,
               batches: Iterable[pa.RecordBatch | pa.Table], *,
@@ -128,3 +143,35 @@ class ExtentStager:
     def _written(self, entry: ManifestEntry) -> None:
         if self._on_stage is not None:
             self._on_stage("extent_written", path=entry.object_path, extent_id=entry.extent_id)
+
+
+class StagedExtents:
+    """The extents one unit of work writes before a commit elsewhere takes them.
+
+    Use it as a context manager and open extents through it. When the block ends, every
+    extent written here that `hand_over()` did not pass on is discarded: a unit that fails,
+    or finds it has nothing to commit, leaves nothing behind. No commit happens inside the
+    block, so those extents certainly did not commit; they are discarded on any exit,
+    interrupts included.
+    """
+
+    def __init__(self, stager: ExtentStager) -> None:
+        self._stager = stager
+        self._entries: list[ManifestEntry] = []
+
+    def open(self, prefix: str, schema: Schema, *,
+             block_rows: int = DEFAULT_BLOCK_ROWS) -> OpenExtent:
+        return self._stager.open(prefix, schema, block_rows=block_rows,
+                                 on_written=self._entries.append)
+
+    def hand_over(self) -> list[ManifestEntry]:
+        """The extents written so far, now the business of the commit they go on to."""
+        entries, self._entries = self._entries, []
+        return entries
+
+    def __enter__(self) -> StagedExtents:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        entries, self._entries = self._entries, []
+        discard_extents(self._stager.store, entries)

@@ -1,2 +1,2 @@
-"""The shared write path: coercion, evolution, rejects, group commit; commits go through
-`shoal.commit`."""
+"""The shared write path: coercion, evolution, group commit; commits (and the reject tables'
+commits) go through `shoal.commit`."""

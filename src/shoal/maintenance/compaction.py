@@ -18,11 +18,10 @@ pruned whenever every one of its inputs would have been, subject to the sets' ca
 overflowing distinct set falls back to a membership filter where the writer builds one).
 
 Commit (driver): one snapshot `operation="compact"` removes the inputs and adds the outputs
-through `CommitCoordinator.run`. On a conflict the rebase keeps only the groups whose inputs
-are all still live (`live_extent_ids`); outputs of dropped groups are deleted; if no group
-survives the commit gives up cleanly and every output is deleted (`discard_extents`). Rows
-are checked: a task whose output row count differs from its inputs' fails the unit before
-anything commits.
+through the commit layer's `swap_extents`. On a conflict the rebase keeps only the groups
+whose inputs are all still live; outputs of dropped groups are deleted; if no group survives
+the commit gives up cleanly and every output is deleted. Rows are checked: a task whose
+output row count differs from its inputs' fails the unit before anything commits.
 A commit is also abandoned when `should_continue()` turns False (the worker lost its lease)
 or when writing took longer than `max_commit_delay_s` (orphan GC's grace period must never
 catch an output before its commit).
@@ -39,8 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
-from shoal.commit import (DEFAULT_BLOCK_ROWS, CommitCoordinator, CommitSpec, ExtentStager,
-                          discard_extents, extent_prefix)
+from shoal.commit import (DEFAULT_BLOCK_ROWS, CommitCoordinator, ExtentStager, Replacement,
+                          SwapRowCountError, extent_prefix, swap_extents)
 from shoal.errors import PipelineError
 from shoal.format.base import SegmentFormat
 from shoal.maintenance.policy import TablePolicy
@@ -242,43 +241,34 @@ def _compact_round(catalog: Catalog, coordinator: CommitCoordinator, runner: Tas
     results = runner.map(run_compaction_task, tasks,
                          description=f"shoal compact {table}: {len(groups)} groups")
     written_at = time.monotonic()
+    by_index = {r.index: r for r in results}
     outputs: dict[int, ManifestEntry] = {r.index: r.entry for r in results}
-    written = list(outputs.values())
-    for r in results:
-        if r.rows_in != groups[r.index].rows or r.entry.row_count != groups[r.index].rows:
-            discard_extents(coordinator.store, written)
-            raise CompactionError(table, f"group {r.index} read {r.rows_in} and wrote "
-                                  f"{r.entry.row_count} rows, expected {groups[r.index].rows}")
+    # A task reads every row of its inputs and writes them all: a swap refuses any other count.
+    replacements = [Replacement(g.entries, outputs[i]) for i, g in enumerate(groups)]
     if on_stage is not None:
-        on_stage("extents_written", table=table, paths=[e.object_path for e in written])
-    kept: list[int] = []
+        on_stage("extents_written", table=table, paths=[e.object_path for e in outputs.values()])
 
-    def build(current: TableInfo) -> CommitSpec | None:
-        if not should_continue() or time.monotonic() - written_at > max_commit_delay_s:
-            return None
-        ids = [x for g in groups for x in g.extent_ids]
-        live = catalog.live_extent_ids(table, ids)
-        kept[:] = [i for i, g in enumerate(groups) if set(g.extent_ids) <= live]
-        if not kept:
-            return None
+    def proceed() -> bool:
+        return should_continue() and time.monotonic() - written_at <= max_commit_delay_s
+
+    def committing(current: TableInfo) -> None:
         if on_stage is not None:
             on_stage("committing", table=table, expected=current.current_snapshot_id)
-        return CommitSpec(
-            operation="compact", add=[outputs[i] for i in kept],
-            remove=[x for i in kept for x in groups[i].extent_ids],
-            summary={"removed_extents": sum(len(groups[i].entries) for i in kept),
-                     "added_extents": len(kept),
-                     "rows": sum(groups[i].rows for i in kept)})
 
-    outcome = coordinator.run(table, build, written=written)
+    try:
+        outcome = swap_extents(coordinator, table, replacements, operation="compact",
+                               proceed=proceed, on_attempt=committing)
+    except SwapRowCountError as e:
+        r = by_index[e.index]
+        raise CompactionError(table, f"group {r.index} read {r.rows_in} and wrote "
+                              f"{r.entry.row_count} rows, expected {e.expected}") from None
+    kept = outcome.kept
     report.rounds += 1
     report.bytes_in += sum(r.bytes_in for r in results)
     if outcome.snapshot is None:
         report.gave_up = True
         report.dropped_groups += len(groups)
         return False
-    discard_extents(coordinator.store,
-                    [outputs[i] for i in range(len(groups)) if i not in kept])
     report.snapshot_id = outcome.snapshot.snapshot_id
     report.groups += len(kept)
     report.dropped_groups += len(groups) - len(kept)

@@ -1,29 +1,27 @@
-"""Orphan GC: delete objects under `tables/` that no manifest row references (SPEC §9).
+"""Orphan GC: delete objects under `tables/` that no manifest row references.
 
 Built on `find_orphans` (list the store first, then read the catalog, so an extent
 committed in between counts as referenced). Only objects older than `grace_s` are deleted:
 an extent written by a commit still in flight is younger than the grace period, and every
 writer of shoal commits well within it (compaction gives up a commit that would not). A
 manifest row of any table, live or removed but not yet expired, protects its object, so a
-file a retained snapshot references is never deleted. Before each delete the catalog is
-asked again about that very path: a commit that landed after the listing still wins.
+file a retained snapshot references is never deleted. The deletes are the commit layer's
+`delete_unreferenced`, which asks the catalog again right before deleting: a commit that
+landed after the listing still wins.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.catalog.base import Catalog
-from shoal.errors import ShoalError
+from shoal.commit import delete_unreferenced
 from shoal.maintenance.orphans import find_orphans
 from shoal.storage.base import ObjectStore
 
 DEFAULT_GRACE_S = 3600.0
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,17 +43,8 @@ def collect_garbage(catalog: Catalog, store: ObjectStore, *, grace_s: float = DE
     if dry_run or not orphans:
         report.paths = [o.path for o in orphans[:100]]
         return report
-    referenced = catalog.referenced_paths()    # re-read: the last word before deleting
-    for o in orphans:
-        if o.path in referenced:
-            continue
-        try:
-            store.delete(o.path)
-        except ShoalError as e:
-            log.warning("orphan GC could not delete %s (next run retries): %s", o.path, e)
-            continue
-        report.deleted += 1
-        report.bytes_deleted += o.size
-        if len(report.paths) < 100:
-            report.paths.append(o.path)
+    deleted = delete_unreferenced(catalog, store, orphans)
+    report.deleted = len(deleted)
+    report.bytes_deleted = sum(o.size for o in deleted)
+    report.paths = [o.path for o in deleted[:100]]
     return report

@@ -1,4 +1,4 @@
-"""Retention and snapshot expiry (SPEC §9, §6.2).
+"""Retention and snapshot expiry.
 
 Two steps per table, in this order:
 
@@ -15,25 +15,21 @@ Two steps per table, in this order:
    current snapshot is never expired.
 
 Files: the objects of the manifest rows dropped in step 2 are deleted after the catalog
-transaction commits; a crash in between leaves them unreferenced, and orphan GC deletes them
-later. A file referenced by any remaining manifest row, hence by any retained snapshot, is
-never deleted here.
+transaction commits, by the commit layer's `expire_history`; a crash in between leaves them
+unreferenced, and orphan GC deletes them later. A file referenced by any remaining manifest
+row, hence by any retained snapshot, is never deleted.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from shoal.catalog.base import Catalog, TableInfo
-from shoal.commit import CommitCoordinator, CommitSpec
-from shoal.errors import ShoalError
+from shoal.commit import CommitCoordinator, CommitSpec, expire_history
 from shoal.maintenance.policy import TablePolicy
 from shoal.storage.base import ObjectStore
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -94,16 +90,9 @@ def expire_snapshots(catalog: Catalog, store: ObjectStore, table: str, *,
     if not before:
         return report
     keep_from = max(before)
-    expired = catalog.expire_snapshots(table, keep_from=keep_from)
+    expired = expire_history(catalog, store, table, keep_from=keep_from)
     report.snapshots_expired = len(expired.snapshot_ids)
     report.oldest_retained_snapshot = keep_from
-    for path in expired.object_paths:
-        try:
-            size = store.size(path)
-            store.delete(path)
-        except ShoalError as e:  # already gone, or left to orphan GC
-            log.warning("could not delete expired extent %s: %s", path, e)
-            continue
-        report.files_deleted += 1
-        report.bytes_deleted += size
+    report.files_deleted += expired.files_deleted
+    report.bytes_deleted += expired.bytes_deleted
     return report

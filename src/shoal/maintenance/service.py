@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from shoal.commit import CommitCoordinator
-from shoal.commit.workspace import Workspace
+from shoal.catalog.workspace import Workspace
 from shoal.maintenance.runner import SparkTaskRunner
 from shoal.maintenance.scheduler import ScheduleSettings, Scheduler
 from shoal.maintenance.worker import MaintenanceWorker, WorkerSettings

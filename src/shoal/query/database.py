@@ -1,4 +1,4 @@
-"""What the query lane needs of an open shoal, as a protocol (`shoal.commit.workspace`)."""
+"""What the query lane needs of an open shoal, as a protocol (`shoal.catalog.workspace`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from shoal.catalog.base import TableInfo
-from shoal.commit.workspace import Workspace
+from shoal.catalog.workspace import Workspace
 from shoal.types import Column, SchemaMode
 
 

@@ -31,7 +31,7 @@ PROPS_COLUMN = "props"
 RESERVED_COLUMNS = (TIMESTAMP_COLUMN, PROPS_COLUMN)
 IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 MAX_NAME_CHARS = 128  # table and column names; a name becomes part of object paths
-# A data table `t` may get a companion `t__rejects` (shoal.ingest.rejects): that name may
+# A data table `t` may get a companion `t__rejects` (shoal.commit.rejects): that name may
 # pass the limit by its suffix, so every valid table can have one.
 REJECTS_SUFFIX = "__rejects"
 # Names the query lane makes up, so no table or column may take them: the virtual column

@@ -10,11 +10,12 @@ One `scan()`:
    concurrently from a small thread pool so commits overlap parsing; each job is one task
    running `task.process_files`, which hashes, checks the ledger, coerces and writes the
    extents itself, returning manifest entries and reject records;
-3. commits, as each job finishes: first the group's rejects (`commit_rejects`, keyed per
-   line), then the group's extents with one ledger row `filedrop:{sha256}` per file, in ONE
-   compare-and-swap through `CommitCoordinator.run`. Two identical objects in one scan are
-   one file: the copy's extents are deleted. If another pipeline landed one of the group's
-   keys meanwhile, the group is committed file by file and the replayed ones are dropped.
+3. commits, as each job finishes, through the commit layer's `append_files`: first the
+   group's rejects (keyed per line), then the group's extents with one ledger row
+   `filedrop:{sha256}` per file, in ONE compare-and-swap. Two identical objects in one scan
+   are one file: the copy is passed as already applied and its extents are deleted. If
+   another pipeline landed one of the group's keys meanwhile, the group is committed file by
+   file and the replayed ones are dropped.
 
 Exactly-once: a file's data and its ledger key land in one catalog transaction; a crash
 before it leaves only uncommitted extents (orphan GC) and, at most, the file's rejects,
@@ -32,12 +33,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
-from shoal.commit import CommitCoordinator, CommitSpec, discard_extents, discard_on_failure
+from shoal.catalog.base import Catalog, TableInfo
+from shoal.commit import CommitCoordinator, StagedFile, append_files
 from shoal.errors import CommitStateUnknownError, IngestError, ShoalError, TableNotFoundError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.frontends.filedrop.task import FileResult, TaskSpec, process_files
-from shoal.ingest.rejects import commit_rejects
 from shoal.storage import ObjectInfo
 from shoal.types.schema import Schema, SchemaMode
 
@@ -228,6 +228,7 @@ class FileDropPipeline:
     def _settle(self, results: list[FileResult], summary: ScanSummary,
                 in_scan: set[str]) -> None:
         fresh: list[FileResult] = []
+        copies: list[FileResult] = []
         for r in results:
             summary.bytes += r.size
             if r.status == "changed":
@@ -242,49 +243,38 @@ class FileDropPipeline:
                 else:
                     summary.known += 1
             elif r.sha256 in self._done or r.sha256 in in_scan:
-                discard_extents(self.coordinator.store, r.extents)
+                copies.append(r)
                 summary.duplicates += 1
             else:
                 in_scan.add(r.sha256)
                 fresh.append(r)
-        if fresh:
-            self._commit(fresh, summary)
+        if fresh or copies:
+            self._commit(fresh, copies, summary)
 
-    def _commit(self, files: list[FileResult], summary: ScanSummary) -> None:
-        records = [rec for r in files for rec in r.rejects]
-        if records:  # rejects first: their keys make a re-run after a crash a no-op
-            summary.rejected += commit_rejects(self.coordinator, self.catalog, self.table,
-                                               records)
-        add = [e for r in files for e in r.extents]
-        rows = sum(r.rows for r in files)
-        spec = CommitSpec(
-            operation="append", add=add,
-            ledger=[LedgerEntry(r.key, r.ack(self.table)) for r in files],
-            summary={"added_extents": len(add), "added_rows": rows, "source": "filedrop",
-                     "files": len(files)})
-        single = len(files) == 1
-        # One file: the coordinator discards its extents on a replay or a failure. Several:
-        # a replay retries them file by file, so only a failure discards them here.
-        with discard_on_failure(self.coordinator.store, () if single else add):
-            outcome = self.coordinator.run(self.table, lambda _info: spec,
-                                           written=add if single else ())
-        if outcome.replayed is not None:
-            if single:  # landed by another pipeline meanwhile (the coordinator dropped ours)
-                self._done.add(files[0].sha256)
-                summary.duplicates += 1
-            else:
-                for r in files:
-                    self._commit([r], summary)
-            return
-        for r in files:
+    def _commit(self, files: list[FileResult], copies: list[FileResult],
+                summary: ScanSummary) -> None:
+        """Rejects first (their keys make a re-run after a crash a no-op), then the files."""
+        outcome = append_files(
+            self.coordinator, self.table, [self._staged(r) for r in files],
+            known=[self._staged(r) for r in copies],
+            rejects=[rec for r in files for rec in r.rejects], summary={"source": "filedrop"})
+        summary.rejected += outcome.rejected
+        for i in outcome.replayed:  # landed by another pipeline meanwhile (ours dropped)
+            self._done.add(files[i].sha256)
+            summary.duplicates += 1
+        for i in outcome.landed:
+            r = files[i]
             self._done.add(r.sha256)
             summary.ingested += 1
             summary.rows += r.rows
             summary.text_bytes += r.text_bytes
             summary.new_columns.extend(c for c in r.new_columns
                                        if c not in summary.new_columns)
-        if outcome.snapshot is not None:
-            summary.snapshot_id = max(summary.snapshot_id or 0, outcome.snapshot.snapshot_id)
+        if outcome.snapshot_id is not None:
+            summary.snapshot_id = max(summary.snapshot_id or 0, outcome.snapshot_id)
+
+    def _staged(self, r: FileResult) -> StagedFile:
+        return StagedFile(r.key, r.ack(self.table), r.extents, r.rows)
 
     # ---- poll loop ----------------------------------------------------------------------------
     def run(self, *, once: bool = False, interval_s: float = 10.0,

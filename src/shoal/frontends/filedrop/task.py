@@ -24,8 +24,9 @@ group of objects of the watched prefix. For each object it:
 Nothing here commits data: the driver commits each file's extents with its ledger key
 (and, before that, its rejects). A file that cannot be decompressed at all (a corrupt gzip
 stream) yields no rows and one reject for the whole file (line 0); its key is committed too,
-so the same bytes are not retried forever. Extents written for a file that then fails are
-deleted before the error propagates.
+so the same bytes are not retried forever. A file's extents are written in the commit
+layer's `StagedExtents` scope: those of a file that fails, turns out corrupt or changed
+while read are deleted there, before the error propagates or the result is returned.
 """
 
 from __future__ import annotations
@@ -36,23 +37,22 @@ import io
 import time
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
-from shoal.commit import discard_extents, extent_prefix
+from shoal.commit import RejectRecord, extent_prefix
 from shoal.errors import LineError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.ingest.chunks import iter_chunks
-from shoal.ingest.rejects import RejectRecord
 from shoal.storage import ObjectInfo, ObjectStore
 from shoal.types.schema import SchemaMode
 
 if TYPE_CHECKING:
-    from shoal.commit import CommitCoordinator, ExtentStager, OpenExtent
+    from shoal.commit import CommitCoordinator, OpenExtent, StagedExtents
     from shoal.ingest.coerce import Coerced
 
 LEDGER_PREFIX = "filedrop:"
@@ -145,7 +145,6 @@ class _FileJob:
         self.source = source
         self.obj = obj
         self.display = spec.source.display(obj.path)
-        self.written: list[ManifestEntry] = []
 
     def run(self) -> FileResult:
         t0 = time.perf_counter()
@@ -168,22 +167,35 @@ class _FileJob:
             if self.catalog.ledger_get(ledger_key(sha)) is not None:
                 return self._result(sha, "known", size, t0)
             raw = self.source.open_input(obj.path)
+        head = raw.read(2)
+        raw.seek(0)
         try:
-            result = self._parse(raw, sha, size, t0)
-        except BaseException:
-            self._delete_written()
-            raise
-        finally:
-            raw.close()
-        if obj.size > self.spec.memory_limit and not self._unchanged():
-            self._delete_written()
-            return self._result(sha, "changed", size, t0)
-        return result
+            # Extents the file wrote and that are not handed over are deleted on the way out.
+            with self.coordinator.extents.staged() as staged:
+                try:
+                    result = self._parse(_text_stream(raw, head), staged, sha, size, t0)
+                finally:
+                    raw.close()
+                if self._changed():
+                    return self._result(sha, "changed", size, t0)
+                return replace(result, extents=staged.hand_over())
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            if not head.startswith(GZIP_MAGIC):
+                raise
+            if self._changed():
+                return self._result(sha, "changed", size, t0)
+            reject = RejectRecord(key=f"{REJECT_PREFIX}{sha}:0", raw=b"", source="filedrop",
+                                  error=f"file {self.display}: not a valid gzip stream: {e}",
+                                  file=self.display, line=0)
+            return self._result(sha, "new", size, t0, rejects=[reject])
 
-    def _unchanged(self) -> bool:
+    def _changed(self) -> bool:
+        """A large (streamed) object no longer has the size and time it was listed with."""
+        if self.obj.size <= self.spec.memory_limit:
+            return False
         now = [o for o in self.source.list(self.obj.path) if o.path == self.obj.path]
-        return bool(now) and (now[0].size, now[0].mtime_ns) == (self.obj.size,
-                                                                self.obj.mtime_ns)
+        return not (bool(now) and (now[0].size, now[0].mtime_ns) == (self.obj.size,
+                                                                     self.obj.mtime_ns))
 
     def _result(self, sha: str, status: FileStatus, size: int, t0: float,
                 **kw: object) -> FileResult:
@@ -191,16 +203,11 @@ class _FileJob:
                           mtime_ns=self.obj.mtime_ns, sha256=sha, status=status,
                           seconds=time.perf_counter() - t0, **kw)  # type: ignore[arg-type]
 
-    def _delete_written(self) -> None:
-        discard_extents(self.coordinator.store, self.written)
-        self.written = []
-
     # -- parsing ------------------------------------------------------------------------------
-    def _parse(self, raw: IO[bytes], sha: str, size: int, t0: float) -> FileResult:
-        head = raw.read(2)
-        raw.seek(0)
-        text = _text_stream(raw, head)
-        out = _ExtentSink(self.coordinator.extents, self.spec, self.written)
+    def _parse(self, text: IO[bytes], staged: StagedExtents, sha: str, size: int,
+               t0: float) -> FileResult:
+        """The file's rows as extents of `staged` (handed over by the caller) and rejects."""
+        out = _ExtentSink(staged, self.spec)
         rejects: list[RejectRecord] = []
         new_columns: list[str] = []
         rows = lines = text_bytes = 0
@@ -216,19 +223,12 @@ class _FileJob:
                 if coerced.rejected_lines:
                     rejects.extend(self._rejects(sha, chunk, before, coerced.rejected_lines,
                                                  coerced.errors))
-        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-            if not head.startswith(GZIP_MAGIC):
-                raise
+        except BaseException:
             out.abort()
-            self._delete_written()
-            reject = RejectRecord(key=f"{REJECT_PREFIX}{sha}:0", raw=b"", source="filedrop",
-                                  error=f"file {self.display}: not a valid gzip stream: {e}",
-                                  file=self.display, line=0)
-            return self._result(sha, "new", size, t0, rejects=[reject])
+            raise
         out.finish()
         return self._result(sha, "new", size, t0, rows=rows, lines=lines,
-                            text_bytes=text_bytes, extents=list(self.written),
-                            rejects=rejects, new_columns=new_columns)
+                            text_bytes=text_bytes, rejects=rejects, new_columns=new_columns)
 
     def _coerce(self, info: TableInfo, chunk: bytes, added_so_far: int
                 ) -> tuple[TableInfo, Coerced, list[str]]:
@@ -276,11 +276,9 @@ class _FileJob:
 class _ExtentSink:
     """A file's rows as extents: a new one per schema version, `EXTENT_ROWS`, `EXTENT_BYTES`."""
 
-    def __init__(self, extents: ExtentStager, spec: TaskSpec,
-                 written: list[ManifestEntry]) -> None:
+    def __init__(self, extents: StagedExtents, spec: TaskSpec) -> None:
         self.extents = extents
         self.spec = spec
-        self.written = written
         self.extent: OpenExtent | None = None
         self.rows = 0
         self.nbytes = 0
@@ -304,7 +302,7 @@ class _ExtentSink:
         if self.extent is None:
             return
         extent, self.extent = self.extent, None
-        self.written.append(extent.finish())
+        extent.finish()
 
     def abort(self) -> None:
         if self.extent is not None:

@@ -9,7 +9,8 @@ they commit each record exactly once:
 
 1. Records at or below the catalog's offset of their partition are dropped (already applied:
    a replayed batch after a crash or a Spark retry); a staged extent wholly below it is
-   deleted, one that straddles it fails the batch (`OffsetMismatchError`).
+   deleted, one that straddles it fails the batch (`OffsetMismatchError`). Steps 1 (for
+   staged extents), 4 and the deletes are the commit layer's `append_ranges`.
 2. Each value is one JSON object coerced against the table schema by `coerce_ndjson` in
    partial mode; unknown fields follow the pipeline's mode (`drop` by default for Kafka;
    `evolve` adds columns like the REST path; `reject` refuses the record). An empty value
@@ -41,12 +42,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal.catalog.base import Catalog, ManifestEntry, SourceOffset, TableInfo
-from shoal.commit import CommitCoordinator, CommitSpec, discard_extents
+from shoal.catalog.base import Catalog, ManifestEntry
+from shoal.commit import (CommitCoordinator, OffsetsMovedError, Position, RejectRecord,
+                          StagedOverlapError, StagedRange, append_ranges)
 from shoal.errors import InvalidSchemaError, PipelineError
 from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
 from shoal.ingest.evolve import plan_evolution
-from shoal.ingest.rejects import RejectRecord, commit_rejects
 from shoal.types.schema import Column, Schema, SchemaMode
 
 PSEUDO_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -173,63 +174,36 @@ class KafkaSink:
         a restart resumes at the catalog's offsets.
         """
         base = self.committed() if base is None else base
-        staged_entries = [sb.entry for sb in staged if sb.entry is not None]
-        keep: list[StagedBatch] = []
-        drop: list[ManifestEntry] = []
-        for sb in staged:
-            old = [k for k in sb.last if base.get(k, -1) >= sb.last[k]]
-            overlap = [k for k in sb.last if k not in old and base.get(k, -1) >= sb.first[k]]
-            if overlap:
-                t, p = overlap[0]
-                discard_extents(self.coordinator.store, staged_entries)
-                raise OffsetMismatchError(self.table, t, p, sb.first[(t, p)], base[(t, p)])
-            if old and len(old) == len(sb.last):
-                if sb.entry is not None:
-                    drop.append(sb.entry)
-                continue
-            if old:  # a task mixing applied and new ranges: never produced by the source
-                discard_extents(self.coordinator.store, staged_entries)
-                t, p = old[0]
-                raise OffsetMismatchError(self.table, t, p, sb.first[(t, p)], base[(t, p)])
-            keep.append(sb)
-        discard_extents(self.coordinator.store, drop)
-        rejects = [r for sb in keep for r in sb.rejects]
-        n_rejects = commit_rejects(self.coordinator, self.catalog, self.table, rejects)
-        last: dict[tuple[str, int], int] = {}
-        for sb in keep:
-            for k, o in sb.last.items():
-                last[k] = max(o, last.get(k, -1))
-        written = [sb.entry for sb in keep if sb.entry is not None]
-        n_rows = sum(sb.rows for sb in keep)
-        snapshot_id = self._commit(written, n_rows, last, base) if last else None
+
+        def position(key: tuple[str, int]) -> Position:
+            return (source_name(self.group, key[0]), str(key[1]))
+
+        keys = {position(k): k for sb in staged for k in sb.last}   # back to (topic, partition)
+        ranges = [StagedRange(sb.entry, {position(k): o for k, o in sb.first.items()},
+                              {position(k): o for k, o in sb.last.items()}, sb.rejects)
+                  for sb in staged]
+        try:
+            outcome = append_ranges(
+                self.coordinator, self.table, ranges,
+                base={position(k): o for k, o in base.items()},
+                summary={"source": "kafka", "group": self.group})
+        except StagedOverlapError as e:
+            topic, part = keys[e.position]
+            raise OffsetMismatchError(self.table, topic, part, e.first, e.committed) from None
+        except OffsetsMovedError as e:
+            raise ConcurrentPipelineError(self.table, e.source) from None
+        last = {keys[pos]: o for pos, o in outcome.last.items()}
         if self.on_kafka_commit is not None and last:
             try:
                 self.on_kafka_commit({k: o + 1 for k, o in last.items()})
             except Exception:  # noqa: BLE001 - lag tools only; the catalog holds the truth
                 log.warning("committing offsets of group %s back to Kafka failed", self.group,
                             exc_info=True)
-        return BatchResult(sum(sb.records for sb in keep), n_rows, n_rejects,
-                           sum(sb.value_bytes for sb in keep),
+        keep = [staged[i] for i in outcome.kept]
+        return BatchResult(sum(sb.records for sb in keep), sum(sb.rows for sb in keep),
+                           outcome.rejected, sum(sb.value_bytes for sb in keep),
                            sum(sb.records for sb in staged) - sum(sb.records for sb in keep),
-                           snapshot_id, last)
-
-    def _commit(self, written: list[ManifestEntry], n_rows: int,
-                last: dict[tuple[str, int], int], base: dict[tuple[str, int], int]
-                ) -> int | None:
-        offsets = [SourceOffset(source_name(self.group, t), str(p), o)
-                   for (t, p), o in sorted(last.items())]
-
-        def build(_info: TableInfo) -> CommitSpec:
-            now = self.committed()
-            for key in last:
-                if now.get(key) != base.get(key):
-                    raise ConcurrentPipelineError(self.table, source_name(self.group, key[0]))
-            return CommitSpec(operation="append", add=written, offsets=offsets,
-                              summary={"added_extents": len(written), "added_rows": n_rows,
-                                       "source": "kafka", "group": self.group})
-
-        outcome = self.coordinator.run(self.table, build, written=written)
-        return None if outcome.snapshot is None else outcome.snapshot.snapshot_id
+                           outcome.snapshot_id, last)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""What an open shoal offers the layers above the commit layer, as a protocol.
+"""What an open shoal offers the layers above the catalog, as a protocol.
 
-`shoal.client.Shoal` is the implementation. The query lane and maintenance sit below the
-client in the layers, so they name these members (and what they add: `Database`,
-`MaintenanceHost`) and never import the client.
+`shoal.client.Shoal` is the implementation. The query lane (read side) and maintenance (write
+side) both sit below the client in the layers, so they name these members (and what they
+add: `Database`, `MaintenanceHost`) and never import the client. It lives here, the lowest
+layer that sees a catalog, a store and formats together, so the read side needs nothing of
+the write side's commit layer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reject tables: where the bulk paths (Kafka, file-drop) put records that fail coercion (SPEC §3).
+"""Reject tables: where the bulk paths (Kafka, file-drop) put records that fail coercion.
 
 A data table `t` has a companion `t__rejects` (created on first use, schema mode `reject`) with
 one row per rejected record: its raw bytes as received, the precise error, the field, the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog, LedgerEntry, TableInfo
-from shoal.commit import CommitCoordinator
+from shoal.commit.coordinator import CommitCoordinator
 from shoal.errors import (CommitRetriesExhaustedError, TableAlreadyExistsError,
                           TableNotFoundError)
 from shoal.types.columns import BYTES, INT, LONG, STRING
