@@ -19,7 +19,7 @@ def open_catalog(url: str, *, clock: Clock = time.time) -> Catalog:
     reading the time from `clock` (see `Clock`). An embedded SQLite file gets `LiteCatalog`
     (its hot operations without SQLAlchemy: `shoal ingest` start-up), anything else
     `SqlCatalog`."""
-    from shoal.catalog.peek import sqlite_file
+    from shoal.catalog.sqlite import sqlite_file
 
     if sqlite_file(url) is not None:
         from shoal.catalog.lite import LiteCatalog
