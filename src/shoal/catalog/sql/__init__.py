@@ -8,7 +8,7 @@ protocols of `shoal.catalog.base`:
 - `ledger`: the idempotency ledger and source offsets (`LedgerCatalog`);
 - `snapshots`: commits, snapshots and manifests, expiry (`SnapshotCatalog`);
 - `work`: the work-unit queue (`WorkCatalog`);
-- `planning`: stage-1 pruning queries (`PruningCatalog`);
+- `pruning`: stage-1 pruning queries (`PruningCatalog`);
 - `model`: the catalog's SQL tables and their migrations.
 
 The operations the embedded catalog's `LiteCatalog` also runs (`load_table`, `ledger_get`,
@@ -20,13 +20,13 @@ documents, membership filters) raise `CatalogCorruptError` naming the catalog ta
 
 from __future__ import annotations
 
-from shoal.catalog.sql.planning import SqlPlanning
+from shoal.catalog.sql.pruning import SqlPruning
 from shoal.catalog.sql.snapshots import SqlSnapshots
 from shoal.catalog.sql.tables import SqlTables
 from shoal.catalog.sql.work import SqlWork
 
 
-class SqlCatalog(SqlTables, SqlSnapshots, SqlWork, SqlPlanning):
+class SqlCatalog(SqlTables, SqlSnapshots, SqlWork, SqlPruning):
     """The `Catalog` protocol over one SQL database (see the package's docstring)."""
 
 

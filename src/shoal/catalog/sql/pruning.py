@@ -28,7 +28,7 @@ from shoal.format.membership import BloomFilter
 from shoal.types.schema import Schema
 
 
-class SqlPlanning(SqlConnections):
+class SqlPruning(SqlConnections):
     """The `PruningCatalog` role over SQLAlchemy."""
 
     def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
