@@ -244,7 +244,8 @@ class LiteCatalog:
             raise CommitConflictError(table, expected_snapshot_id)
         return snap
 
-    # ---- everything else: SqlCatalog ----------------------------------------------------------
+    # ---- everything else: SqlCatalog, by role --------------------------------------------
+    # tables and schema versions
     def create_table(self, name: str, schema: Schema, *, mode: SchemaMode = "evolve",
                      properties: dict[str, Any] | None = None) -> TableInfo:
         return self.full().create_table(name, schema, mode=mode, properties=properties)
@@ -262,6 +263,7 @@ class LiteCatalog:
                        mode: SchemaMode | None = None) -> TableInfo:
         return self.full().set_properties(name, properties, mode=mode)
 
+    # snapshots and manifests
     def snapshot(self, table: str, snapshot_id: int | None = None) -> Snapshot:
         return self.full().snapshot(table, snapshot_id)
 
@@ -274,10 +276,6 @@ class LiteCatalog:
     def live_extent_ids(self, table: str, extent_ids: Sequence[str]) -> set[str]:
         return self.full().live_extent_ids(table, extent_ids)
 
-    def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
-                     snapshot_id: int | None = None) -> PlanResult:
-        return self.full().plan_extents(table, predicate, snapshot_id=snapshot_id)
-
     def table_counts(self, table: str, snapshot_id: int | None = None) -> tuple[int, int]:
         return self.full().table_counts(table, snapshot_id)
 
@@ -287,12 +285,19 @@ class LiteCatalog:
     def expire_snapshots(self, table: str, *, keep_from: int) -> ExpiredSnapshots:
         return self.full().expire_snapshots(table, keep_from=keep_from)
 
+    # pruning queries
+    def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
+                     snapshot_id: int | None = None) -> PlanResult:
+        return self.full().plan_extents(table, predicate, snapshot_id=snapshot_id)
+
+    # ledger and source offsets
     def sweep_ledger(self, older_than_s: float) -> int:
         return self.full().sweep_ledger(older_than_s)
 
     def source_offsets(self, source: str) -> dict[str, int]:
         return self.full().source_offsets(source)
 
+    # work units
     def enqueue_work(self, kind: str, *, table: str | None = None,
                      payload: dict[str, Any] | None = None, dedupe: bool = False) -> WorkUnit:
         return self.full().enqueue_work(kind, table=table, payload=payload, dedupe=dedupe)
