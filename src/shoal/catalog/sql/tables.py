@@ -16,6 +16,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from shoal.catalog import operations as ops
+from shoal.catalog import statements as S
 from shoal.catalog.base import TableInfo
 from shoal.catalog.rows import decoding
 from shoal.catalog.sql import model as T
@@ -44,12 +45,12 @@ class SqlTables(SqlConnections):
                 table_id = inserted_id(conn.execute(insert(T.tables).values(
                     name=name, current_snapshot_id=1, schema_version=1, mode=mode,
                     properties=properties or {}, created_at=now)))
-                conn.execute(insert(T.schema_versions).values(
-                    table_id=table_id, version=1, schema=schema.to_json(), created_at=now))
-                conn.execute(insert(T.snapshots).values(
-                    table_id=table_id, snapshot_id=1, parent_id=None, schema_version=1,
-                    operation="create", commit_id=uuid.uuid4().hex, created_at=now,
-                    summary={}))
+                db.run(S.INSERT_SCHEMA_VERSION, {"table_id": table_id, "version": 1,
+                                                 "schema": schema.to_json(), "created_at": now})
+                db.run(S.INSERT_SNAPSHOT, {
+                    "table_id": table_id, "snapshot_id": 1, "parent_id": None,
+                    "schema_version": 1, "operation": "create",
+                    "commit_id": uuid.uuid4().hex, "created_at": now, "summary": {}})
                 return ops.load_table(db, name)
         except IntegrityError:
             raise TableAlreadyExistsError(name) from None
