@@ -262,7 +262,7 @@ def test_migrations_recorded_and_idempotent(catalog_url):
     import sqlalchemy as sa
 
     from shoal.catalog import open_catalog
-    from shoal.catalog import tables as T
+    from shoal.catalog.sql import model as T
 
     cat = open_catalog(catalog_url)
     cat.create_table("logs", SCHEMA)

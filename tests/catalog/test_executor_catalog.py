@@ -1,4 +1,4 @@
-"""The catalog Spark tasks share (issue 19): one per URL per process, a bounded pool, and at
+"""The catalog Spark tasks share: one per URL per process, a bounded pool, and at
 most `EXECUTOR_CATALOGS` URLs kept open."""
 
 from __future__ import annotations

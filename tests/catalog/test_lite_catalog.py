@@ -20,7 +20,7 @@ import pytest
 from shoal.catalog import open_catalog
 from shoal.catalog.base import (LedgerEntry, LedgerKeyExistsError, ManifestEntry, SourceOffset)
 from shoal.catalog.lite import LiteCatalog, _Pool
-from shoal.catalog.peek import sqlite_file
+from shoal.catalog.sqlite import sqlite_file
 from shoal.catalog.sql import SqlCatalog
 from shoal.errors import CatalogBusyError, CommitConflictError, TableNotFoundError
 from shoal.format.membership import BloomFilter

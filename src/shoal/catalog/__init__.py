@@ -1,4 +1,19 @@
-"""The transactional catalog (SPEC §6.2): protocol, SQL implementation, stage-1 pruning."""
+"""The transactional catalog: the only record of which tables, snapshots and extents exist.
+
+`open_catalog` gives the catalog for a URL, `executor_catalog` the one a Spark task shares.
+What lives where:
+
+- `base`: the records and the protocols, one per role (`TableCatalog`, `SnapshotCatalog`,
+  `LedgerCatalog`, `WorkCatalog`, `PruningCatalog`), `Catalog` their union;
+- `statements`: the SQL texts more than one path runs, each written once;
+  `operations`: those operations, written once over either driver (`statements.Db`);
+- `sql`: `SqlCatalog` on SQLAlchemy (SQLite and Postgres), one module per role;
+- `lite`: `LiteCatalog`, the embedded catalog's hot operations on `sqlite3`;
+  `sqlite`: the `sqlite3` connections; `peek`: a table's schema read before any of the rest;
+- `pruning`: stage 1 as SQL; `cache`: decoded extents for it; `rows`: rows to records;
+  `describe`: the describe document of a table; `workspace`: a catalog with its object
+  store and extent formats, what the write and read sides both open.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +34,7 @@ def open_catalog(url: str, *, clock: Clock = time.time) -> Catalog:
     reading the time from `clock` (see `Clock`). An embedded SQLite file gets `LiteCatalog`
     (its hot operations without SQLAlchemy: `shoal ingest` start-up), anything else
     `SqlCatalog`."""
-    from shoal.catalog.peek import sqlite_file
+    from shoal.catalog.sqlite import sqlite_file
 
     if sqlite_file(url) is not None:
         from shoal.catalog.lite import LiteCatalog
@@ -39,7 +54,7 @@ _executor_lock = threading.Lock()
 
 
 def executor_catalog(url: str) -> Catalog:
-    """The catalog a Spark task uses (issue 19): one per URL in this process, kept open across
+    """The catalog a Spark task uses: one per URL in this process, kept open across
     tasks (Spark reuses its Python workers), with a pool of at most
     `EXECUTOR_POOL_SIZE + EXECUTOR_MAX_OVERFLOW` connections; so a cluster holds a bounded
     number of catalog connections (that times its executor cores), and a task does not pay

@@ -1,4 +1,10 @@
-"""The catalog protocol: the only source of truth for what is visible (SPEC §6.2).
+"""The catalog protocols and records: the only source of truth for what is visible.
+
+`Catalog` is the union of five role protocols, one per kind of state it keeps:
+`TableCatalog` (tables and schema versions), `SnapshotCatalog` (snapshots and manifests),
+`LedgerCatalog` (idempotency ledger and source offsets), `WorkCatalog` (work units) and
+`PruningCatalog` (stage-1 pruning queries). `shoal.catalog.sql` implements each in a module
+of its own; `shoal.catalog.lite` runs the hot ones on `sqlite3`.
 
 A table's state is a linear chain of snapshots `1, 2, 3, ...` (snapshot 1 is the creation).
 Publishing snapshot `n + 1` is one catalog transaction that carries the manifest rows it adds
@@ -161,11 +167,11 @@ class LedgerKeyExistsError(CommitError):
                          f"{record.snapshot_id}")
 
 
-@runtime_checkable
-class Catalog(Protocol):
-    url: str
+class TableCatalog(Protocol):
+    """Tables and their schema versions. A table's schema changes only by a commit that
+    carries the next version (`SnapshotCatalog.commit`); its properties and mode by
+    `set_properties`."""
 
-    # tables and schemas
     def create_table(self, name: str, schema: Schema, *, mode: SchemaMode = "evolve",
                      properties: dict[str, Any] | None = None) -> TableInfo: ...
     def load_table(self, name: str) -> TableInfo: ...
@@ -175,7 +181,11 @@ class Catalog(Protocol):
     def set_properties(self, name: str, properties: dict[str, Any], *,
                        mode: SchemaMode | None = None) -> TableInfo: ...
 
-    # snapshots and manifests
+
+class SnapshotCatalog(Protocol):
+    """Snapshots and the manifest rows they see: publishing one (`commit`, which also
+    writes ledger keys and source offsets), reading them, expiring old ones."""
+
     def commit(self, table: str, *, expected_snapshot_id: int, operation: str,
                commit_id: str, add: Sequence[ManifestEntry] = (),
                remove: Sequence[str] = (), schema: Schema | None = None,
@@ -186,8 +196,6 @@ class Catalog(Protocol):
     def find_commit(self, table: str, commit_id: str) -> Snapshot | None: ...
     def manifests(self, table: str, snapshot_id: int | None = None) -> list[ManifestEntry]: ...
     def live_extent_ids(self, table: str, extent_ids: Sequence[str]) -> set[str]: ...
-    def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
-                     snapshot_id: int | None = None) -> PlanResult: ...
     def table_counts(self, table: str, snapshot_id: int | None = None) -> tuple[int, int]:
         """(row_count, extent_count) at the snapshot."""
         ...
@@ -199,7 +207,11 @@ class Catalog(Protocol):
         manifest rows removed at or before `keep_from`, which no retained snapshot sees."""
         ...
 
-    # idempotency ledger and source offsets
+
+class LedgerCatalog(Protocol):
+    """The idempotency ledger and the positions of bulk sources, both written only by
+    commits (in the transaction of the snapshot they belong to)."""
+
     def ledger_get(self, key: str) -> LedgerRecord | None: ...
     def sweep_ledger(self, older_than_s: float) -> int:
         """Delete ledger rows older than `older_than_s`, except keys starting with one of
@@ -207,7 +219,10 @@ class Catalog(Protocol):
         ...
     def source_offsets(self, source: str) -> dict[str, int]: ...
 
-    # work units
+
+class WorkCatalog(Protocol):
+    """The work-unit queue: maintenance tasks that workers claim under a lease."""
+
     def enqueue_work(self, kind: str, *, table: str | None = None,
                      payload: dict[str, Any] | None = None, dedupe: bool = False) -> WorkUnit:
         """Add a pending unit; with `dedupe`, return the pending or running unit of the same
@@ -225,5 +240,22 @@ class Catalog(Protocol):
                   limit: int = 100) -> list[WorkUnit]:
         """Units, newest first (by id)."""
         ...
+
+
+class PruningCatalog(Protocol):
+    """Stage 1 of the pruning cascade: the extents of a snapshot that may hold rows
+    matching a predicate, decided from what the catalog holds (`shoal.catalog.pruning`)."""
+
+    def plan_extents(self, table: str, predicate: BlockPredicate | None = None, *,
+                     snapshot_id: int | None = None) -> PlanResult: ...
+
+
+@runtime_checkable
+class Catalog(TableCatalog, SnapshotCatalog, LedgerCatalog, WorkCatalog, PruningCatalog,
+              Protocol):
+    """The whole catalog: every role, one database. A caller that needs one role may ask
+    for that protocol alone."""
+
+    url: str
 
     def close(self) -> None: ...

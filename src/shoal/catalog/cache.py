@@ -1,4 +1,4 @@
-"""What stage 1 needs of each extent, decoded once per process (SPEC §6.2, issue 13).
+"""What stage 1 needs of each extent, decoded once per process.
 
 A manifest row is written once, by the commit that adds its extent, together with the
 extent's membership filters; afterwards only `removed_snapshot_id` changes (when a later

@@ -1,4 +1,5 @@
-"""The describe document of a table (SPEC §11), shared by the HTTP API and the CLI."""
+"""The describe document of a table, shared by the HTTP API (`GET /v1/tables/{t}`) and the
+CLI (`shoal describe`)."""
 
 from __future__ import annotations
 

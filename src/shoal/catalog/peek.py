@@ -8,37 +8,26 @@ the schema it loads through the catalog equals the hint (`shoal.cli.ingest._Spec
 a table changed in between, a Postgres catalog, a catalog this cannot read all mean the
 chunk is coerced as usual.
 
-It reads two tables of `shoal.catalog.tables` (`tables`, `schema_versions`) by their
-column names, read-only; a catalog laid out otherwise gives None (and a debug log line).
+It reads the table row and its current schema version with the statements `load_table`
+runs (`shoal.catalog.statements`), on a read-only connection that never waits for a lock;
+a catalog laid out otherwise, or anything else that fails, gives None (and a debug log line).
+Imports neither SQLAlchemy nor the catalog's records, the extent formats or the stores.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
-from urllib.parse import quote
 
+from shoal.catalog import statements as S
+from shoal.catalog.sqlite import SqliteDb, connect_read_only, sqlite_file
 from shoal.errors import ShoalError
 from shoal.types.schema import SCHEMA_MODES, Schema, SchemaMode
 
 logger = logging.getLogger(__name__)
 
-SQLITE_PREFIX = "sqlite:///"
-_QUERY = ("SELECT sv.schema, t.mode FROM tables AS t JOIN schema_versions AS sv "
-          "ON sv.table_id = t.id AND sv.version = t.schema_version WHERE t.name = ?")
-
-
-def sqlite_file(url: str) -> str | None:
-    """The file of a plain `sqlite:///<path>` URL (as SQLAlchemy spells it), or None for
-    anything else (Postgres, `:memory:`, URL parameters)."""
-    if not url.startswith(SQLITE_PREFIX) or "?" in url:
-        return None
-    path = url[len(SQLITE_PREFIX):]
-    if not path or path == ":memory:":
-        return None
-    return path
+__all__ = ["peek_table"]
 
 
 def peek_table(url: str, name: str) -> tuple[Schema, SchemaMode] | None:
@@ -49,14 +38,18 @@ def peek_table(url: str, name: str) -> tuple[Schema, SchemaMode] | None:
     if path is None or not os.path.isfile(path):
         return None
     try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=0.0)
+        conn = connect_read_only(path)
         try:
-            row = conn.execute(_QUERY, (name,)).fetchone()
+            db = SqliteDb(conn)
+            conn.execute("BEGIN")       # the row and its schema version: one snapshot
+            row = db.one(S.TABLE_BY_NAME, {"name": name})
+            found = None if row is None else db.one(
+                S.SCHEMA_VERSION, {"table_id": row["id"], "version": row["schema_version"]})
         finally:
             conn.close()
-        if row is None:
+        if row is None or found is None:
             return None
-        schema, mode = Schema.from_json(json.loads(row[0])), row[1]
+        schema, mode = Schema.from_json(found["schema"]), row["mode"]
     except (sqlite3.Error, ShoalError, ValueError, KeyError, TypeError) as e:
         logger.debug("no schema hint for table %r from %s: %s: %s", name, path,
                      type(e).__name__, e)

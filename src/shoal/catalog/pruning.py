@@ -1,4 +1,4 @@
-"""Stage 1 of the pruning cascade: a `BlockPredicate` as a catalog query (SPEC §6.2, §8).
+"""Stage 1 of the pruning cascade: a `BlockPredicate` as a catalog query.
 
 `compile_predicate()` lowers a predicate into a SQL condition over manifest rows, for SQLite
 (`json_each`) and Postgres (JSONB `@>`), using only what the catalog holds: time bounds,

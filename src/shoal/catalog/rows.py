@@ -1,20 +1,20 @@
 """How catalog rows map to the records of `shoal.catalog.base`, shared by the two ways the
 catalog is reached: SQLAlchemy (`shoal.catalog.sql`, every operation, SQLite and Postgres)
 and the standard library's `sqlite3` (`shoal.catalog.lite`, the embedded catalog's hot
-operations). Imports neither SQLAlchemy nor pyarrow.
+operations). A row is a mapping by column name, its JSON columns decoded. Imports neither
+SQLAlchemy nor pyarrow.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from shoal.catalog.base import ManifestEntry, Snapshot
 from shoal.errors import CatalogCorruptError, SchemaError
 
-# The catalog schema version this shoal writes (`shoal.catalog.tables.MIGRATIONS` has one
+# The catalog schema version this shoal writes (`shoal.catalog.sql.model.MIGRATIONS` has one
 # migration per version, and checks it on import).
 CATALOG_VERSION = 1
 IN_CHUNK = 2000          # ids per `IN (...)` list
@@ -37,11 +37,6 @@ def decoding(catalog_table: str, row: str) -> Iterator[None]:
         raise CatalogCorruptError(catalog_table, row, f"{type(e).__name__}: {e}") from e
 
 
-def to_json(value: Any) -> str:
-    """A JSON column's stored text on SQLite, as SQLAlchemy's `JSON` type writes it."""
-    return json.dumps(value)
-
-
 def manifest_row(table_id: int, snapshot_id: int, e: ManifestEntry) -> dict[str, Any]:
     """The `manifests` row of `e`, added by snapshot `snapshot_id` (JSON values unencoded)."""
     return {"table_id": table_id, "extent_id": e.extent_id, "added_snapshot_id": snapshot_id,
@@ -49,6 +44,17 @@ def manifest_row(table_id: int, snapshot_id: int, e: ManifestEntry) -> dict[str,
             "byte_size": e.byte_size, "row_count": e.row_count, "block_count": e.block_count,
             "min_ts": e.min_ts, "max_ts": e.max_ts, "schema_version": e.schema_version,
             "column_stats": e.column_stats, "present_paths": e.present_paths}
+
+
+def manifest_entry(m: Mapping[Any, Any]) -> ManifestEntry:
+    """The entry of a `manifests` row (its column stats only if the row has them)."""
+    return ManifestEntry(
+        extent_id=m["extent_id"], object_path=m["object_path"], byte_size=m["byte_size"],
+        row_count=m["row_count"], block_count=m["block_count"], min_ts=m["min_ts"],
+        max_ts=m["max_ts"], schema_version=m["schema_version"], format=m["format"],
+        column_stats=dict(m["column_stats"]) if "column_stats" in m else {},
+        present_paths=dict(m["present_paths"] or {}),
+        added_snapshot_id=m["added_snapshot_id"], removed_snapshot_id=m["removed_snapshot_id"])
 
 
 def snapshot_of(s: Any, summary: dict[str, Any]) -> Snapshot:

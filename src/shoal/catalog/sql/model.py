@@ -1,4 +1,5 @@
-"""The catalog's own SQL schema and its migrations (SQLite and Postgres, one definition).
+"""The catalog's own SQL tables, as SQLAlchemy metadata, and their migrations (SQLite and
+Postgres, one definition).
 
 `MIGRATIONS` is an append-only list; migration *i* moves the catalog from version *i* to
 *i + 1*. `migrate()` applies the missing ones in one transaction each and records the version
@@ -13,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (JSON, BigInteger, Column, Connection, Dialect, Float, ForeignKey, Index,
-                        Integer, LargeBinary, MetaData, String, Table, Text, select, text)
+                        Integer, LargeBinary, MetaData, String, Table, Text, and_, or_, text)
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from shoal.catalog.rows import CATALOG_VERSION
+from shoal.catalog.statements import READ_CATALOG_VERSION
 from shoal.errors import ConfigError
 
 metadata = MetaData()
@@ -157,8 +159,7 @@ assert len(MIGRATIONS) == CATALOG_VERSION, "one migration per catalog version"
 def current_version(conn: Connection) -> int:
     if not conn.dialect.has_table(conn, "catalog_meta"):
         return 0
-    row = conn.execute(select(catalog_meta.c.value)
-                       .where(catalog_meta.c.key == "version")).first()
+    row = conn.execute(text(READ_CATALOG_VERSION.sql)).first()
     return int(row[0]) if row else 0
 
 
@@ -184,3 +185,11 @@ def migrate(conn: Connection) -> int:
             conn.execute(catalog_meta.update().where(catalog_meta.c.key == "version")
                          .values(value=str(CATALOG_VERSION)))
     return CATALOG_VERSION
+
+
+def visible(table_id: int, snapshot_id: int) -> Any:
+    """The manifest rows of table `table_id` visible at snapshot `snapshot_id`: added at or
+    before it, not removed at or before it."""
+    m = manifests.c
+    return and_(m.table_id == table_id, m.added_snapshot_id <= snapshot_id,
+                or_(m.removed_snapshot_id.is_(None), m.removed_snapshot_id > snapshot_id))
