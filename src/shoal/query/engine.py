@@ -61,7 +61,7 @@ from shoal.config import Config
 from shoal.query.cluster import SparkRole
 from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
 from shoal.query.guard import SPARK_HARDENING, classify
-from shoal.query.limits import QueryLimits, cap_table
+from shoal.query.limits import QueryLimits, cap_table, collect_capped
 from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
 from shoal.query.scanspec import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
@@ -85,6 +85,9 @@ _view_ids = itertools.count(1)
 # A cancelled statement is cancelled again at this interval until it returns: a job that
 # started just after a cancellation must not escape it.
 CANCEL_REPEAT_S = 0.25
+# Rows per batch read from the embedded engine: the byte cap is checked once per batch, so
+# at most one batch beyond the caps is held.
+LOCAL_BATCH_ROWS = 1 << 14
 
 
 def spark_session(master: str = "local[*]", *, processing_log: str | None = None,
@@ -349,8 +352,12 @@ class QueryEngine:
 
                 log = os.path.join(self.db.config.data_dir, "processing.log")
                 threads = max(1, os.cpu_count() or 1)
-                self._local = LocalEngine(self.db.store, self.db.formats, DuckDBExecutor(
-                    threads=threads, processing_log=log), read_threads=threads)
+                memory = self.db.config.local_query_memory
+                executor = DuckDBExecutor(threads=threads, query_memory=memory,
+                                          idle=self.db.config.query_concurrency,
+                                          processing_log=log)
+                self._local = LocalEngine(self.db.store, self.db.formats, executor,
+                                          read_threads=threads, input_limit=memory)
             return self._local
 
     # ---- entry points --------------------------------------------------------------------
@@ -393,10 +400,7 @@ class QueryEngine:
                 from shoal.query.local import LocalExecutionError
 
                 try:
-                    local = self._run_local(planned, route, run)
-                    table, truncated = cap_table(local.table, max_rows=limits.max_rows,
-                                                 max_bytes=limits.max_bytes)
-                    return QueryResult(table, local.stats, truncated=truncated)
+                    return self._run_local(planned, route, run, limits)
                 except LocalExecutionError as e:
                     run.check()             # interrupted at the deadline: a timeout
                     if mode == "local":
@@ -492,22 +496,23 @@ class QueryEngine:
         return choose(mode, planned_bytes=planned.planned_bytes,
                       budget=self.db.config.local_query_max_bytes, vet=vet)
 
-    def _run_local(self, planned: Planned, route: Route, run: _Run) -> QueryResult:
+    def _run_local(self, planned: Planned, route: Route, run: _Run,
+                   limits: QueryLimits) -> QueryResult:
+        """The embedded engine's answer, read from it batch by batch only as far as the
+        caps (the statement stops at the first batch over one)."""
+        from shoal.query.local import answer_schema
+
         assert route.statement is not None
         local = self.local
-        inputs: dict[str, pa.Table] = {}
-        for view, spec, scan in zip(_local_views(len(planned.specs)), planned.specs,
-                                    planned.stats.scans, strict=True):
-            s: ScanStats = scan["stats"]
-
-            def count(n: int, s: ScanStats = s) -> None:
-                s.bytes_read += n
-
-            inputs[view] = local.read(spec, count)
+        inputs = read_local_inputs(local, planned)
         run.check()
-        table = local.answer(route.statement, inputs, on_cancel=run.on_cancel)
+        batches = local.stream(route.statement, inputs, on_cancel=run.on_cancel,
+                               batch_rows=LOCAL_BATCH_ROWS)
+        table, truncated = collect_capped(batches, answer_schema(route.statement),
+                                          max_rows=limits.max_rows,
+                                          max_bytes=limits.max_bytes)
         planned.stats.engine, planned.stats.engine_reason = route.engine, route.reason
-        return QueryResult(table, planned.stats)
+        return QueryResult(table, planned.stats, truncated=truncated)
 
     def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False,
               planned: Planned | None = None, run: _Run | None = None):
@@ -798,6 +803,17 @@ def _engine_gone(e: BaseException) -> str | None:
     if any(marker in text for marker in _DEAD_CONTEXT):
         return "the Spark context was shut down"
     return None
+
+
+def read_local_inputs(local: LocalEngine, planned: Planned) -> dict[str, pa.Table]:
+    """The planned scans read for the embedded engine, by view name; each scan's stats
+    count the bytes it read."""
+    counters = []
+    for scan in planned.stats.scans:
+        def count(n: int, s: ScanStats = scan["stats"]) -> None:
+            s.bytes_read += n
+        counters.append(count)
+    return local.read_inputs(_local_views(len(planned.specs)), planned.specs, counters)
 
 
 def _local_views(n: int) -> list[str]:
