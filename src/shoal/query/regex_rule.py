@@ -1,0 +1,135 @@
+"""Which regular expressions a query may use: those whose cost is at most polynomial of a
+low degree in the length of the text, on every engine.
+
+Spark evaluates `RLIKE`, `regexp_*`, `split` and `LIKE` with Java's backtracking regex
+engine, whose matching of some patterns takes exponential (or high polynomial) time, and
+whose loop never checks its thread's interrupt: a task stuck in `(.*a){7}$` runs on after
+its job is cancelled. The embedded engine (DuckDB) uses RE2, which is linear, but a
+statement may reach Spark whatever engine was asked for (`auto` hands failures over), so one
+rule applies to every query, checked on the parsed statement before any engine runs:
+
+- the pattern is a string literal (not a column or an expression);
+- RE2 compiles it: no backreferences, no lookaround (what only a backtracking engine runs);
+- no nested repetition: the body of a repetition that can repeat more than once (`*`, `+`,
+  `{n,m}` with m > 1) holds no repetition of variable length and no alternation whose
+  branches can start alike (`(a+)+`, `(.*a){7}`, `(\\w+\\s?)*`, `(a|aa)+` are refused;
+  `(ab|cd)+`, `[a-z]+`, `(\\d{3}-)+` are fine);
+- at most `MAX_UNBOUNDED` unbounded or wide repetitions in the whole pattern (`*`, `+`,
+  `{n,}`, `{n,m}` with m - n >= `WIDE_REPEAT`; each `%` of a LIKE pattern counts): each one
+  multiplies the backtracking of a failed match by the text's length.
+
+`check_pattern(pattern)` returns why a pattern is refused, or None. The structure is read
+with Python's own regex parser (`re._parser`), which reads Java's common syntax; a pattern it
+cannot read is refused as unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAX_UNBOUNDED = 4
+WIDE_REPEAT = 64
+
+try:                                      # the module's name since Python 3.11
+    from re import _constants as _c
+    from re import _parser as _sre
+except ImportError:  # pragma: no cover - older Pythons
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _sre  # type: ignore[no-redef]
+
+_REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT) + ((_c.POSSESSIVE_REPEAT,)
+                                             if hasattr(_c, "POSSESSIVE_REPEAT") else ())
+
+
+# Java escapes that Python's parser lacks, as what they are structurally: a Unicode class,
+# `\h`, `\R`... stand for one character; `\z` and `\G` are anchors.
+_JAVA_ESCAPE = re.compile(r"\\(?:[pP](?:\{[^}]*\}|[A-Za-z])|[hHvVRXe]|c.|[zG])|\\.", re.S)
+
+
+def _python_syntax(pattern: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        text = m.group(0)
+        if text in ("\\z", "\\G"):
+            return "\\Z" if text == "\\z" else ""
+        return "." if len(text) > 2 or text[1] in "hHvVRXe" else text
+    return _JAVA_ESCAPE.sub(one, pattern)
+
+
+def _re2_error(pattern: str) -> str | None:
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        re2.compile(pattern, options)
+    except re2.error as e:
+        text = e.args[0] if e.args else e
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        return str(text)
+    return None
+
+
+def check_pattern(pattern: str) -> str | None:
+    """Why `pattern` (a Java regular expression) is refused, or None when it is allowed."""
+    problem = _re2_error(pattern)
+    if problem is not None:
+        return f"not a linear-time regular expression ({problem})"
+    try:
+        parsed = _sre.parse(_python_syntax(pattern))
+    except (re.error, OverflowError, RecursionError) as e:
+        return f"a regular expression that cannot be checked ({e})"
+    wide = 0
+    stack: list[tuple[Any, bool]] = [(parsed, False)]
+    while stack:
+        items, in_repeat = stack.pop()
+        for op, av in items:
+            if op in _REPEATS:
+                lo, hi, body = av
+                variable = hi != lo
+                if hi == _c.MAXREPEAT or hi - lo >= WIDE_REPEAT:
+                    wide += 1
+                if in_repeat and variable:
+                    return "nested repetition (a repeated group holds a repetition)"
+                stack.append((body, in_repeat or hi > 1))
+            elif op == _c.BRANCH:
+                branches = av[1]
+                if in_repeat and not _distinct_starts(branches):
+                    return ("a repeated alternation whose branches can start with the same "
+                            "character")
+                stack.extend((b, in_repeat) for b in branches)
+            elif op == _c.SUBPATTERN:
+                stack.append((av[-1], in_repeat))
+            elif op in (_c.ASSERT, _c.ASSERT_NOT):
+                return "lookaround"
+            elif op == _c.GROUPREF or op == getattr(_c, "GROUPREF_EXISTS", None):
+                return "a backreference"
+            elif op == getattr(_c, "ATOMIC_GROUP", None):
+                stack.append((av, in_repeat))
+    if wide > MAX_UNBOUNDED:
+        return (f"{wide} unbounded repetitions (at most {MAX_UNBOUNDED}: each multiplies a "
+                "failed match's work by the text's length)")
+    return None
+
+
+def _distinct_starts(branches: list[Any]) -> bool:
+    """Whether every branch starts with a literal character and no two with the same one."""
+    seen: set[int] = set()
+    for branch in branches:
+        items = list(branch)
+        while items and items[0][0] == _c.SUBPATTERN:
+            items = list(items[0][1][-1])
+        if not items or items[0][0] != _c.LITERAL or items[0][1] in seen:
+            return False
+        seen.add(items[0][1])
+    return True
+
+
+def check_like(pattern: str) -> str | None:
+    """Why a LIKE pattern is refused (its `%` become `.*` in Spark's regex), or None."""
+    wide = len(re.findall(r"(?<!\\)%+", pattern))
+    if wide > MAX_UNBOUNDED:
+        return (f"a LIKE pattern with {wide} runs of % (at most {MAX_UNBOUNDED}: each "
+                "multiplies a failed match's work by the text's length)")
+    return None
