@@ -46,6 +46,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
@@ -621,6 +622,13 @@ class CancelHandle:
             run = self._run
         return True if run is None else run.cancel()
 
+    def wait_stopped(self, guard_s: float) -> bool:
+        """After the statement returned: wait until none of its Spark tasks still runs
+        (`_Run.wait_stopped`). True at once when it never reached Spark."""
+        with self._lock:
+            run = self._run
+        return True if run is None else run.wait_stopped(guard_s)
+
 
 class _Run:
     """One statement's Spark work on the calling thread: the watchdog that cancels it at the
@@ -749,6 +757,50 @@ class _Run:
                     return
             if self._finished.wait(CANCEL_REPEAT_S):
                 return
+
+    def spark_tasks_running(self) -> int:
+        """Tasks of this statement's Spark jobs still running, by Spark's status tracker (a
+        job still running counts one at least). A cancelled job fails at once, but a task
+        that never checks for interruption (a JVM loop such as Java's regex matching) runs on
+        until it ends by itself: this counts it. 0 when the statement never reached Spark or
+        its jobs were not tagged."""
+        if not self._tagged or self.spark is None:
+            return 0
+        tracker = self.spark.sparkContext._jsc.sc().statusTracker()
+        running = 0
+        for job in tracker.getJobIdsForTag(self.tag):
+            info = tracker.getJobInfo(job)
+            if info.isEmpty():          # forgotten by the status store: long finished
+                continue
+            tasks = 0
+            for stage in info.get().stageIds():
+                stage_info = tracker.getStageInfo(stage)
+                if not stage_info.isEmpty():
+                    tasks += stage_info.get().numActiveTasks()
+            if str(info.get().status()) == "RUNNING":
+                tasks = max(tasks, 1)
+            running += tasks
+        return running
+
+    def wait_stopped(self, guard_s: float, *, poll_s: float = 0.1) -> bool:
+        """Wait until no task of this statement's Spark jobs runs (the statement itself has
+        returned). False, with a log line, if Spark still shows one after `guard_s`; True at
+        once if the engine is gone (its tasks went with it)."""
+        end = time.monotonic() + guard_s
+        while True:
+            try:
+                running = self.spark_tasks_running()
+            except Exception as e:  # noqa: BLE001 - a dead JVM runs nothing
+                log.info("query %s: Spark's status tracker did not answer (%s); its tasks "
+                         "are taken as stopped", self.tag, _spark_message(e))
+                return True
+            if running == 0:
+                return True
+            if time.monotonic() >= end:
+                log.error("query %s: %d Spark task(s) still running %gs after the statement "
+                          "ended; its slot is freed anyway", self.tag, running, guard_s)
+                return False
+            time.sleep(poll_s)
 
     def check(self) -> None:
         """Raise if the deadline passed or the statement was cancelled (before starting a

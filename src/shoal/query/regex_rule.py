@@ -14,9 +14,18 @@ rule applies to every query, checked on the parsed statement before any engine r
   `{n,m}` with m > 1) holds no repetition of variable length and no alternation whose
   branches can start alike (`(a+)+`, `(.*a){7}`, `(\\w+\\s?)*`, `(a|aa)+` are refused;
   `(ab|cd)+`, `[a-z]+`, `(\\d{3}-)+` are fine);
-- at most `MAX_UNBOUNDED` unbounded or wide repetitions in the whole pattern (`*`, `+`,
-  `{n,}`, `{n,m}` with m - n >= `WIDE_REPEAT`; each `%` of a LIKE pattern counts): each one
-  multiplies the backtracking of a failed match by the text's length.
+- a degree of at most `MAX_DEGREE`: the unbounded or wide repetitions of the pattern (`*`,
+  `+`, `{n,}`, `{n,m}` with m - n >= `WIDE_REPEAT`), plus one when it does not start with
+  `^` (RLIKE searches: every start position is tried). Each multiplies the work of a
+  failed match by the text's length, so a failed match costs at most about n^2 steps for a
+  text of n characters (`error.*timeout`, `^a.*b.*c` are fine; `.*a.*b`, `a.*b.*c` are
+  refused). A LIKE pattern's degree is its runs of `%` that do not end it (Spark matches
+  LIKE as a regex anchored at both ends, `%` as `.*`).
+
+What remains is quadratic: a few seconds for one 30,000-character text on one core, tens of
+seconds at 60,000 (`^.*a.*ac`). Such a task does not stop when its job is cancelled either;
+the server holds the statement's query slot until Spark shows it ended, so at most
+`query_concurrency` of them run at once.
 
 `check_pattern(pattern)` returns why a pattern is refused, or None. The structure is read
 with Python's own regex parser (`re._parser`), which reads Java's common syntax; a pattern it
@@ -28,7 +37,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MAX_UNBOUNDED = 4
+MAX_DEGREE = 2
 WIDE_REPEAT = 64
 
 try:                                      # the module's name since Python 3.11
@@ -107,9 +116,13 @@ def check_pattern(pattern: str) -> str | None:
                 return "a backreference"
             elif op == getattr(_c, "ATOMIC_GROUP", None):
                 stack.append((av, in_repeat))
-    if wide > MAX_UNBOUNDED:
-        return (f"{wide} unbounded repetitions (at most {MAX_UNBOUNDED}: each multiplies a "
-                "failed match's work by the text's length)")
+    anchored = bool(parsed.data) and parsed.data[0][0] == _c.AT and parsed.data[0][1] in (
+        _c.AT_BEGINNING, _c.AT_BEGINNING_STRING)
+    degree = wide + (0 if anchored else 1)
+    if degree > MAX_DEGREE:
+        return (f"{wide} unbounded repetitions{'' if anchored else ' in a search'} "
+                f"(degree {degree}, at most {MAX_DEGREE}: each multiplies a failed match's "
+                "work by the text's length; anchor it with ^ or use fewer .* / +)")
     return None
 
 
@@ -128,8 +141,9 @@ def _distinct_starts(branches: list[Any]) -> bool:
 
 def check_like(pattern: str) -> str | None:
     """Why a LIKE pattern is refused (its `%` become `.*` in Spark's regex), or None."""
-    wide = len(re.findall(r"(?<!\\)%+", pattern))
-    if wide > MAX_UNBOUNDED:
-        return (f"a LIKE pattern with {wide} runs of % (at most {MAX_UNBOUNDED}: each "
-                "multiplies a failed match's work by the text's length)")
+    runs = [m.end() for m in re.finditer(r"(?<!\\)%+", pattern)]
+    degree = sum(1 for end in runs if end < len(pattern))
+    if degree > MAX_DEGREE:
+        return (f"a LIKE pattern with {degree} runs of % before its end (at most "
+                f"{MAX_DEGREE}: each multiplies a failed match's work by the text's length)")
     return None

@@ -137,6 +137,10 @@ class QueryStream:
         """Stop early: the engine's work is interrupted and its resources freed."""
         self._batches.close()
 
+    def wait_stopped(self, guard_s: float) -> bool:
+        """After the stream ended: wait until none of its Spark tasks still runs."""
+        return self._run.wait_stopped(guard_s)
+
     def final_stats(self) -> dict[str, Any]:
         """The answer's stats as `/v1/query` gives them, with `truncated` (and
         `truncated_by`), `rows` and `bytes` sent."""

@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Generator
+import threading
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -186,21 +187,54 @@ async def run_on_engine(state: ServerState, sql: str, *, prune: bool, engine: st
 def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
                 kql: bool = False, cancel: CancelHandle | None = None) -> QueryResult:
     """One statement on the engine under the server's bounds, blocking: a free slot (else
-    429), a live engine (else 503), the timeout and the result caps."""
+    429), a live engine (else 503), the timeout and the result caps. The slot is freed when
+    the work has stopped: at once for an answer; for a failed, timed-out or cancelled
+    statement, once Spark shows none of its tasks still running (`release_when_stopped`)."""
     reason = state.spark.unavailable()
     if reason is not None:
         raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
+    cancel = cancel or CancelHandle()       # also what tells when its Spark work stopped
     state.query_slots.acquire()
+    failed = True
     try:
         executor = state.db.query_engine
         run = executor.execute_kql if kql else executor.execute
-        return run(sql, prune=prune, engine=engine, limits=state.query_limits, cancel=cancel)
+        result = run(sql, prune=prune, engine=engine, limits=state.query_limits,
+                     cancel=cancel)
+        failed = False
+        return result
     except EngineUnavailableError as e:
         e.retry_after_s = state.spark.retry_after_s
         state.spark.wake()          # restart now rather than at the next probe
         raise
     finally:
-        state.query_slots.release()
+        if failed:
+            release_when_stopped(state, cancel.wait_stopped)
+        else:
+            state.query_slots.release()
+
+
+# How long a failed statement's slot waits for Spark to show its tasks gone before it is
+# freed anyway (with an error in the log): a guard against a status that never comes, far
+# beyond any task that stops by itself in a sane time.
+STOP_GUARD_S = 600.0
+
+
+def release_when_stopped(state: ServerState, wait_stopped: Callable[[float], bool]) -> None:
+    """Free a query slot once `wait_stopped(guard_s)` returns, from a thread of its own (the
+    answer, an error, leaves at once): a statement that timed out or was cancelled may still
+    have Spark tasks running (a task stuck in a JVM loop ignores interruption), and its slot
+    must not be reused before they end."""
+    def wait_then_release() -> None:
+        try:
+            wait_stopped(STOP_GUARD_S)
+        except Exception as e:  # noqa: BLE001 - the slot must be freed whatever happens
+            log.error("could not tell when a query's Spark tasks stopped: %s", e)
+        finally:
+            state.query_slots.release()
+
+    threading.Thread(target=wait_then_release, name="shoal-slot-release",
+                     daemon=True).start()
 
 
 # ---- streamed answers (Flight SQL) ----------------------------------------------------------
@@ -267,20 +301,27 @@ class BoundedStream:
         self.batches = self._batches()
 
     def _batches(self) -> Generator[pa.RecordBatch, None, None]:
+        completed = False
         try:
             yield from self.stream
+            completed = True
         except EngineUnavailableError as e:
             e.retry_after_s = self.state.spark.retry_after_s
             self.state.spark.wake()
             raise
         finally:
             self.stream.close()
-            self.release()
+            self.release(stopped=completed)
 
-    def release(self) -> None:
+    def release(self, *, stopped: bool = False) -> None:
+        """Free the slot: at once when the stream `stopped` by itself; else once its Spark
+        tasks are gone (`release_when_stopped`)."""
         if not self._released:
             self._released = True
-            self.state.query_slots.release()
+            if stopped:
+                self.state.query_slots.release()
+            else:
+                release_when_stopped(self.state, self.stream.wait_stopped)
 
     def close(self) -> None:
         """Abandon the stream: stop the engine, free the slot (also when never started)."""
