@@ -17,9 +17,13 @@ and keeps Spark's behaviour): the statement's Spark jobs carry a job tag on the 
 thread (PySpark pins Python threads to JVM threads, and the threads Spark starts for a
 collection inherit the tag); a watchdog cancels the tag at `timeout_s` (interrupting tasks)
 and keeps cancelling until the statement returns, which then raises `QueryTimeoutError`. A
-cancelled job fails its caller at once, whatever its tasks still do. `max_rows` limits the
+cancelled job fails its caller at once, whatever its tasks still do; `CancelHandle.
+wait_stopped` then waits until Spark's status tracker shows none of them running (what the
+server waits for before reusing the statement's slot). `max_rows` limits the
 DataFrame to `max_rows + 1` rows before collecting, so Spark never collects more; the answer
-is then cut to both caps (`QueryResult.truncated` names the cap). `max_result_bytes` (set by
+is then cut to both caps (`QueryResult.truncated` names the cap). The embedded engine's
+answer is read batch by batch only as far as the caps: the statement stops at the first
+batch over one. `max_result_bytes` (set by
 the server before the session starts) becomes `spark.driver.maxResultSize`: a collection
 beyond it fails as `ResultTooLargeError` instead of filling the driver.
 

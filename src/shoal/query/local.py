@@ -9,12 +9,19 @@ sums, `list<element: float>`), or `LocalMismatchError` when a column comes back 
 that is not certainly Spark's.
 
 The engine is an `Executor` (one small protocol, so another embedded engine can replace
-it); `DuckDBExecutor` is the one chosen by `bench/bench_engines.py` (BENCHMARKS.md). Its one
-in-memory database is created locked: no file or network access
-(`enable_external_access=false`), no extension installed or loaded on demand, and no
-setting a statement could change (`lock_configuration=true`). A query only ever sees the
-Arrow tables registered on its own cursor, plus shoal's byte functions (the same
-vectorised code as the Spark UDFs, reporting to the same processing log).
+it); `DuckDBExecutor` is the one chosen by `bench/bench_engines.py` (BENCHMARKS.md). Each
+running statement has an in-memory database of its own (from a pool of idle ones), created
+locked: no file or network access (`enable_external_access=false`), no extension installed
+or loaded on demand, no spilling to disk, a `memory_limit` of its own (the per-query memory,
+`Config.local_query_memory`) and no setting a statement could change
+(`lock_configuration=true`). A query only ever sees the Arrow tables registered on its own
+cursor, plus shoal's byte functions (the same vectorised code as the Spark UDFs, reporting
+to the same processing log).
+
+Memory: `LocalEngine.read_inputs` stops with `LocalMemoryError` once the inputs' Arrow bytes
+pass the per-query memory (DuckDB does not count them), DuckDB's own working memory stops at
+its `memory_limit` (the same error), and `stream` yields the answer batch by batch, so a
+caller that stops reading (the caps) stops the statement.
 
 Timestamps go in as zone-less µs values (UTC wall time, which is what Spark shows with its
 UTC session) because DuckDB's zone-aware kernels are ~3x slower; every zone-less timestamp

@@ -19,8 +19,10 @@ rule applies to every query, checked on the parsed statement before any engine r
   `^` (RLIKE searches: every start position is tried). Each multiplies the work of a
   failed match by the text's length, so a failed match costs at most about n^2 steps for a
   text of n characters (`error.*timeout`, `^a.*b.*c` are fine; `.*a.*b`, `a.*b.*c` are
-  refused). A LIKE pattern's degree is its runs of `%` that do not end it (Spark matches
-  LIKE as a regex anchored at both ends, `%` as `.*`).
+  refused). A repetition of one character class followed by a literal the class cannot
+  match (`[a-z]+=`, `\\d+\\.`) does not count: its backtracking ends at once. A LIKE
+  pattern's degree is its runs of `%` that do not end it (Spark matches LIKE as a regex
+  anchored at both ends, `%` as `.*`).
 
 What remains is quadratic: a few seconds for one 30,000-character text on one core, tens of
 seconds at 60,000 (`^.*a.*ac`). Such a task does not stop when its job is cancelled either;
@@ -90,32 +92,34 @@ def check_pattern(pattern: str) -> str | None:
     except (re.error, OverflowError, RecursionError) as e:
         return f"a regular expression that cannot be checked ({e})"
     wide = 0
-    stack: list[tuple[Any, bool]] = [(parsed, False)]
-    while stack:
-        items, in_repeat = stack.pop()
-        for op, av in items:
+    stack: list[tuple[Any, bool, Any]] = [(parsed, False, None)]
+    while stack:   # (items, inside a repetition, the item after them)
+        items, in_repeat, follow = stack.pop()
+        for i, (op, av) in enumerate(items):
+            after = items[i + 1] if i + 1 < len(items) else follow
             if op in _REPEATS:
                 lo, hi, body = av
                 variable = hi != lo
-                if hi == _c.MAXREPEAT or hi - lo >= WIDE_REPEAT:
+                if (hi == _c.MAXREPEAT or hi - lo >= WIDE_REPEAT) and not _stops_at(
+                        parsed, body, after):
                     wide += 1
                 if in_repeat and variable:
                     return "nested repetition (a repeated group holds a repetition)"
-                stack.append((body, in_repeat or hi > 1))
+                stack.append((body, in_repeat or hi > 1, None))
             elif op == _c.BRANCH:
                 branches = av[1]
                 if in_repeat and not _distinct_starts(branches):
                     return ("a repeated alternation whose branches can start with the same "
                             "character")
-                stack.extend((b, in_repeat) for b in branches)
+                stack.extend((b, in_repeat, after) for b in branches)
             elif op == _c.SUBPATTERN:
-                stack.append((av[-1], in_repeat))
+                stack.append((av[-1], in_repeat, after))
             elif op in (_c.ASSERT, _c.ASSERT_NOT):
                 return "lookaround"
             elif op == _c.GROUPREF or op == getattr(_c, "GROUPREF_EXISTS", None):
                 return "a backreference"
             elif op == getattr(_c, "ATOMIC_GROUP", None):
-                stack.append((av, in_repeat))
+                stack.append((av, in_repeat, after))
     anchored = bool(parsed.data) and parsed.data[0][0] == _c.AT and parsed.data[0][1] in (
         _c.AT_BEGINNING, _c.AT_BEGINNING_STRING)
     degree = wide + (0 if anchored else 1)
@@ -124,6 +128,23 @@ def check_pattern(pattern: str) -> str | None:
                 f"(degree {degree}, at most {MAX_DEGREE}: each multiplies a failed match's "
                 "work by the text's length; anchor it with ^ or use fewer .* / +)")
     return None
+
+
+def _stops_at(parsed: Any, body: Any, after: Any) -> bool:
+    """Whether a repetition of one character class (`[a-z]+`, `\\d*`) is followed by a
+    literal character the class cannot match: its backtracking then ends at once (`\\w+=`
+    costs like a possessive `\\w++=`), so it does not multiply a failed match's work."""
+    if after is None or after[0] != _c.LITERAL or len(body) != 1:
+        return False
+    if body[0][0] not in (_c.IN, _c.LITERAL, _c.NOT_LITERAL, _c.ANY):
+        return False
+    try:
+        from re import _compiler
+
+        one = _sre.SubPattern(parsed.state, [body[0]])
+        return _compiler.compile(one, parsed.state.flags).fullmatch(chr(after[1])) is None
+    except Exception:  # noqa: BLE001 - not provable: counted as multiplying
+        return False
 
 
 def _distinct_starts(branches: list[Any]) -> bool:

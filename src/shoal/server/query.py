@@ -23,7 +23,10 @@ Bounded cost (settings of `shoal.config.Config`):
 - `query_timeout_s`: past it the statement's Spark jobs are cancelled and the answer is
   400 `query_timeout` naming the limit (400, not 408: 408 means the client was slow to send
   its request, and clients may resend a 408 as is; the same statement would time out again).
-  The slot is freed when the worker thread returns, which a cancelled job makes prompt.
+  The slot of a statement that failed, timed out or was cancelled is freed only once its
+  work has stopped: the embedded engine's run has returned, and Spark's status tracker
+  shows no task of its job tag running (a task in a loop that ignores interruption, such as
+  Java's regex matching, runs on after its job is cancelled); the answer leaves at once.
 - A client that goes away (closes its connection) has its statement cancelled the same way
   (`_cancel_when_gone`: Spark jobs cancelled, the embedded run interrupted, the slot freed).
 - `query_max_rows`, `query_max_bytes`: the answer holds at most that many rows and bytes of
