@@ -633,6 +633,12 @@ class CancelHandle:
             run = self._run
         return True if run is None else run.wait_stopped(guard_s)
 
+    def stopped(self) -> bool:
+        """Whether none of the statement's Spark tasks runs now (no waiting)."""
+        with self._lock:
+            run = self._run
+        return True if run is None else run.stopped()
+
 
 class _Run:
     """One statement's Spark work on the calling thread: the watchdog that cancels it at the
@@ -786,25 +792,28 @@ class _Run:
             running += tasks
         return running
 
+    def stopped(self) -> bool:
+        """Whether no task of this statement's Spark jobs runs now (True if the engine does
+        not answer: a dead JVM runs nothing)."""
+        try:
+            return self.spark_tasks_running() == 0
+        except Exception as e:  # noqa: BLE001 - a dead JVM runs nothing
+            log.info("query %s: Spark's status tracker did not answer (%s); its tasks are "
+                     "taken as stopped", self.tag, _spark_message(e))
+            return True
+
     def wait_stopped(self, guard_s: float, *, poll_s: float = 0.1) -> bool:
         """Wait until no task of this statement's Spark jobs runs (the statement itself has
         returned). False, with a log line, if Spark still shows one after `guard_s`; True at
         once if the engine is gone (its tasks went with it)."""
         end = time.monotonic() + guard_s
-        while True:
-            try:
-                running = self.spark_tasks_running()
-            except Exception as e:  # noqa: BLE001 - a dead JVM runs nothing
-                log.info("query %s: Spark's status tracker did not answer (%s); its tasks "
-                         "are taken as stopped", self.tag, _spark_message(e))
-                return True
-            if running == 0:
-                return True
+        while not self.stopped():
             if time.monotonic() >= end:
-                log.error("query %s: %d Spark task(s) still running %gs after the statement "
-                          "ended; its slot is freed anyway", self.tag, running, guard_s)
+                log.error("query %s: Spark task(s) still running %gs after the statement "
+                          "ended; its slot is freed anyway", self.tag, guard_s)
                 return False
             time.sleep(poll_s)
+        return True
 
     def check(self) -> None:
         """Raise if the deadline passed or the statement was cancelled (before starting a

@@ -141,6 +141,10 @@ class QueryStream:
         """After the stream ended: wait until none of its Spark tasks still runs."""
         return self._run.wait_stopped(guard_s)
 
+    def stopped(self) -> bool:
+        """Whether none of its Spark tasks runs now."""
+        return self._run.stopped()
+
     def final_stats(self) -> dict[str, Any]:
         """The answer's stats as `/v1/query` gives them, with `truncated` (and
         `truncated_by`), `rows` and `bytes` sent."""

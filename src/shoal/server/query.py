@@ -212,7 +212,7 @@ def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
         raise
     finally:
         if failed:
-            release_when_stopped(state, cancel.wait_stopped)
+            release_when_stopped(state, cancel.stopped, cancel.wait_stopped)
         else:
             state.query_slots.release()
 
@@ -223,11 +223,16 @@ def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
 STOP_GUARD_S = 600.0
 
 
-def release_when_stopped(state: ServerState, wait_stopped: Callable[[float], bool]) -> None:
-    """Free a query slot once `wait_stopped(guard_s)` returns, from a thread of its own (the
-    answer, an error, leaves at once): a statement that timed out or was cancelled may still
-    have Spark tasks running (a task stuck in a JVM loop ignores interruption), and its slot
-    must not be reused before they end."""
+def release_when_stopped(state: ServerState, stopped: Callable[[], bool],
+                         wait_stopped: Callable[[float], bool]) -> None:
+    """Free a query slot now if `stopped()`, else once `wait_stopped(guard_s)` returns, from
+    a thread of its own (the answer, an error, leaves at once): a statement that timed out or
+    was cancelled may still have Spark tasks running (a task stuck in a JVM loop ignores
+    interruption), and its slot must not be reused before they end."""
+    if stopped():
+        state.query_slots.release()
+        return
+
     def wait_then_release() -> None:
         try:
             wait_stopped(STOP_GUARD_S)
@@ -324,7 +329,8 @@ class BoundedStream:
             if stopped:
                 self.state.query_slots.release()
             else:
-                release_when_stopped(self.state, self.stream.wait_stopped)
+                release_when_stopped(self.state, self.stream.stopped,
+                                     self.stream.wait_stopped)
 
     def close(self) -> None:
         """Abandon the stream: stop the engine, free the slot (also when never started)."""
