@@ -223,7 +223,10 @@ def test_a_timed_out_regex_holds_its_slot_until_its_spark_task_has_ended(db):
         assert r.status_code == 400, r.text
         assert r.json()["error"]["code"] == "query_timeout"
         tracker = db.query_engine.spark.sparkContext.statusTracker()
-        assert tracker.getActiveJobsIds() == []          # the job itself failed at once
+        # The job itself failed at the deadline (its end reaches the tracker through
+        # Spark's listener bus, so it is awaited):
+        eventually(lambda: tracker.getActiveJobsIds(), "the cancelled job to be inactive",
+                   until=lambda ids: ids == [])
         held_while_running = []
 
         def slot_then_tasks() -> tuple[float, int]:
