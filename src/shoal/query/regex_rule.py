@@ -36,18 +36,18 @@ cannot read is refused as unchecked.
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
 MAX_DEGREE = 2
 WIDE_REPEAT = 64
 
-try:                                      # the module's name since Python 3.11
-    from re import _constants as _c
-    from re import _parser as _sre
-except ImportError:  # pragma: no cover - older Pythons
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _sre  # type: ignore[no-redef]
+# Python's own regex parser and compiler (modules of the standard library's `re`, read as
+# they are: their names have been stable since 3.11).
+_c: Any = importlib.import_module("re._constants")
+_sre: Any = importlib.import_module("re._parser")
+_compiler: Any = importlib.import_module("re._compiler")
 
 _REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT) + ((_c.POSSESSIVE_REPEAT,)
                                              if hasattr(_c, "POSSESSIVE_REPEAT") else ())
@@ -139,11 +139,9 @@ def _stops_at(parsed: Any, body: Any, after: Any) -> bool:
     if body[0][0] not in (_c.IN, _c.LITERAL, _c.NOT_LITERAL, _c.ANY):
         return False
     try:
-        from re import _compiler
-
         one = _sre.SubPattern(parsed.state, [body[0]])
         return _compiler.compile(one, parsed.state.flags).fullmatch(chr(after[1])) is None
-    except Exception:  # noqa: BLE001 - not provable: counted as multiplying
+    except (re.error, TypeError, ValueError, OverflowError):    # not provable: it counts
         return False
 
 
