@@ -1,6 +1,15 @@
-"""Benchmark: the cost of refusing a large body of bad lines (issue #12, bounded cost).
+"""Benchmark: the cost of refusing a large body of bad lines (issue #12, bounded cost), and
+of a capped answer of the embedded engine.
 
     .venv/bin/python bench/bench_limits.py [--mb 60] [--kinds type,json,text,mixed] [--no-server]
+    .venv/bin/python bench/bench_limits.py --capped-answer [--rows 1000000] [--max-rows 10000]
+        [--src /path/to/other/tree/src]
+
+`--capped-answer`: a real `shoal serve --lazy-spark` (with `--src`, the server runs that
+source tree instead, e.g. an older checkout for a before/after figure) holds a table of
+`--rows` rows (a long and a 40-character string); `SELECT * FROM t` on the embedded engine
+with `SHOAL_QUERY_MAX_ROWS=--max-rows` and the default byte cap, as JSON and as Arrow:
+wall time of the answer and the server's peak memory growth (best and worst of 3 runs).
 
 For each kind of bad line it builds a body of about `--mb` MB where every line is bad
 (1,000,000 lines of 60 bytes at 60 MB) and measures:
@@ -308,6 +317,61 @@ def bench_protobuf(repeat: int) -> None:
         print(f"| {name} | {len(wire) / 1e6:.0f} | {dt * 1e3:.1f} |")
 
 
+def capped_answer(rows: int, max_rows: int, src: str | None) -> None:
+    """The embedded engine's capped answer over HTTP: time and server peak growth."""
+    import json
+
+    import httpx
+
+    from tests.support.server import start_server
+
+    env = {"SHOAL_QUERY_MAX_ROWS": str(max_rows)}
+    if src is not None:
+        env["PYTHONPATH"] = src
+    print(f"# bench_limits: SELECT * of {rows:,} rows, capped at {max_rows:,} rows "
+          f"(server source: {src or 'this tree'})\n")
+    print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}\n")
+    with tempfile.TemporaryDirectory(prefix="bench-capped-") as work:
+        server = start_server(Path(work) / "data", extra_args=["--lazy-spark"], env=env)
+        try:
+            with httpx.Client(base_url=server.url, timeout=600) as http:
+                r = http.post("/v1/tables", json={"name": "t", "columns": [
+                    {"name": "n", "type": "long"}, {"name": "s", "type": "string"}]})
+                r.raise_for_status()
+                step = 200_000
+                for lo in range(0, rows, step):
+                    body = "".join(json.dumps({"n": i, "s": f"row {i:020d} of the table"}) + "\n"
+                                   for i in range(lo, min(rows, lo + step)))
+                    http.post("/v1/ingest/t", content=body.encode()).raise_for_status()
+                http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM t"})  # warm
+                print("| answer | status | rows | truncated_by | time s (best / worst) | "
+                      "server peak +MB (best / worst) |")
+                print("|---|---|---|---|---|---|")
+                for label, headers in (("JSON", {}), ("Arrow", {
+                        "Accept": "application/vnd.apache.arrow.stream"})):
+                    times, peaks = [], []
+                    for _ in range(3):
+                        meter = PeakMeter(server.proc.pid).start()
+                        t0 = time.perf_counter()
+                        r = http.post("/v1/query", params={"engine": "local"},
+                                      json={"sql": "SELECT * FROM t"}, headers=headers)
+                        times.append(time.perf_counter() - t0)
+                        peaks.append(meter.growth_bytes() / 1e6)
+                    if label == "JSON":
+                        doc = r.json() if r.status_code == 200 else {}
+                        n = len(doc.get("rows", []))
+                        cut = doc.get("stats", {}).get("truncated_by")
+                    else:
+                        import pyarrow as pa
+
+                        n = pa.ipc.open_stream(r.content).read_all().num_rows
+                        cut = json.loads(r.headers["x-shoal-stats"]).get("truncated_by")
+                    print(f"| {label} | {r.status_code} | {n:,} | {cut} | {min(times):.2f} / "
+                          f"{max(times):.2f} | {min(peaks):.0f} / {max(peaks):.0f} |")
+        finally:
+            server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=60.0)
@@ -315,6 +379,11 @@ def main() -> None:
     ap.add_argument("--no-server", action="store_true")
     ap.add_argument("--decoder", action="store_true", help="bench the gzip body decoder")
     ap.add_argument("--protobuf", action="store_true", help="bench the protobuf wire check")
+    ap.add_argument("--capped-answer", action="store_true",
+                    help="bench the embedded engine's capped answer over HTTP")
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--max-rows", type=int, default=10_000)
+    ap.add_argument("--src", default=None)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.protobuf:
@@ -322,6 +391,9 @@ def main() -> None:
         return
     if args.decoder:
         bench_decoder(args.mb, args.repeat)
+        return
+    if args.capped_answer:
+        capped_answer(args.rows, args.max_rows, args.src)
         return
     kinds = args.kinds.split(",")
     bodies = {}

@@ -94,6 +94,10 @@ class Config:
     # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
     query_engine: str = "auto"
     local_query_max_bytes: int = 256 << 20
+    # The memory one embedded-engine query may take: DuckDB's working memory (its database's
+    # `memory_limit`, no spilling) and, separately, its inputs read as Arrow. Past either it
+    # is answered by Spark (`auto`) or refused with 400 `query_memory_exceeded` (`local`).
+    local_query_memory: int = 512 << 20
     # `shoal serve` coerces NDJSON bodies in this many worker processes (issue 18;
     # `shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
     # measured, the pool cost as much CPU as it freed (BENCHMARKS.md, REST on every core).
@@ -130,6 +134,7 @@ _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
                          "query_max_bytes", "query_concurrency", "local_query_max_bytes",
                          "query_concurrency_per_client",
+                         "local_query_memory",
                          "promql_max_samples", "coerce_workers"})
 QUERY_ENGINES = ("auto", "local", "spark")
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s",

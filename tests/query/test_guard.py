@@ -146,3 +146,45 @@ def test_spark_itself_refuses_what_the_guard_refuses_first(spark, tmp_path):
     with pytest.raises(AnalysisException):
         spark.sql(f"SELECT * FROM text.`{secret}`").collect()
     assert spark.sql("SELECT '${env:HOME}' AS v").collect()[0].v == "${env:HOME}"
+
+
+# Patterns that backtrack away in Java's regex (or that only a backtracking engine runs),
+# with what the refusal says.
+BACKTRACKING = [
+    (r"s RLIKE '(.*a){7}$'", "nested repetition"),
+    (r"s RLIKE '(a+)+b'", "nested repetition"),
+    (r"regexp_extract(s, '(\\w+\\s?)*x', 1)", "nested repetition"),
+    (r"s RLIKE '(a|aa)+b'", "repeated alternation"),
+    (r"s RLIKE '.*a.*b'", "degree 3"),
+    (r"regexp_replace(s, 'a.*b.*c', '')", "degree 3"),
+    (r"split(s, '(?=,)')", "not a linear-time regular expression"),
+    (r"s RLIKE '(a)\\1'", "not a linear-time regular expression"),
+    (r"regexp(s, '(x+)+')", "nested repetition"),
+    (r"s LIKE '%a%b%c%'", "3 runs of %"),
+    (r"s LIKE ANY ('%a%', '%a%a%a%a%')", "4 runs of %"),
+    (r"str_to_map(s, '(,+)+', ':')", "nested repetition"),
+    ("s RLIKE s", "string literal"),
+    ("s LIKE concat('%', s)", "string literal"),
+]
+LINEAR_ENOUGH = [
+    r"s RLIKE 'u1[0-9] login'", r"s RLIKE 'error.*timeout'", r"s RLIKE '^a.*b.*c'",
+    r"s RLIKE '^(db|auth) '", r"s RLIKE '(foo|bar)+x'", r"s RLIKE '\\d{1,3}\\.\\d{1,3}'",
+    r"s RLIKE '\\p{L}+x'", r"s RLIKE '(?i)(^|[^A-Za-z0-9])tok($|[^A-Za-z0-9])'",
+    r"s RLIKE '[ ][Oo][Kk]\\z'", r"split(s, ',')", r"s LIKE '%a%b%'", r"s LIKE 'abc%'",
+    r"regexp_extract(s, '([a-z]+)=([0-9]+)', 2)",
+]
+
+
+@pytest.mark.parametrize("expr, why", BACKTRACKING)
+def test_backtracking_patterns_are_refused_with_where_and_why(expr, why):
+    from shoal.query.guard import RegexTooComplexError
+
+    with pytest.raises(RegexTooComplexError, match=why) as e:
+        check_query(parse(f"SELECT n,\n  {expr} AS x FROM logs"))
+    assert e.value.code == "regex_too_complex"
+    assert e.value.line == 2
+
+
+@pytest.mark.parametrize("expr", LINEAR_ENOUGH)
+def test_linear_or_quadratic_patterns_pass(expr):
+    check_query(parse(f"SELECT {expr} AS x FROM logs"))

@@ -1,8 +1,10 @@
 """The query lane's bounds over a real socket, on in-process apps (so the test sees the Spark
 engine): the row and byte caps cut answers to a prefix and say so (`truncated`), in JSON
 and in Arrow; the timeout cancels the statement's Spark jobs (no task keeps running) and
-answers 400 `query_timeout`; a busy slot gives 429 + Retry-After while DDL still answers;
-the engine keeps answering afterwards."""
+answers 400 `query_timeout`; a task that ignores the cancellation (Java's regex matching)
+keeps its statement's slot until Spark shows it ended; a busy slot gives 429 + Retry-After
+while DDL still answers; the engine keeps answering afterwards. The embedded engine's
+memory limit hands a statement over it to Spark in `auto`."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ from tests.support.server import serve_app
 ARROW = "application/vnd.apache.arrow.stream"
 NUMS = 200_000          # a cross join of nums with itself is 4e10 rows: it never ends here
 TEXTS, TEXT_LEN = 400, 1000
+# One text on which `^.*a.*ac` fails in ~n^2 steps: 20-30 s of one core in Java's regex, a
+# loop that never checks for interruption.
+LONG_TEXT = 60_000
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +45,8 @@ def db(tmp_path_factory, spark) -> Iterator[Shoal]:
     client.ingest_arrow("texts", pa.table({
         "n": pa.array(range(TEXTS), pa.int64()),
         "s": [chr(ord("a") + i % 26) * TEXT_LEN for i in range(TEXTS)]}))
+    client.sql("CREATE TABLE long_texts (s string)")
+    client.ingest_arrow("long_texts", pa.table({"s": ["a" * LONG_TEXT + "b"]}))
     client.query_engine.warm_up()
     yield client
     client.close()
@@ -144,7 +151,8 @@ def test_timeout_cancels_the_spark_job_and_frees_the_slot(db):
         # Cancelled in Spark: no task of it keeps running, and the slot is free again.
         eventually(lambda: running_tasks(db), "the cancelled tasks to stop",
                    until=lambda n: n == 0)
-        assert queries_running(http) == 0
+        eventually(lambda: queries_running(http), "the slot to be freed",
+                   until=lambda n: n == 0)
     # The engine keeps answering (through an app whose limit does not race a busy machine).
     with live(db) as http:
         after = http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM nums"})
@@ -198,6 +206,68 @@ def test_a_client_that_goes_away_cancels_its_query(db, engine):
         after = http.post("/v1/query", params={"engine": engine},
                           json={"sql": "SELECT count(*) AS c FROM nums"})
         assert after.status_code == 200 and after.json()["rows"] == [[NUMS]], after.text
+
+
+@pytest.mark.slow
+def test_a_timed_out_regex_holds_its_slot_until_its_spark_task_has_ended(db):
+    """Java's regex matching ignores the interrupt of a cancelled task: the job fails at the
+    deadline but its task runs on. The statement's slot stays taken until Spark's status
+    tracker shows no task of it running, so such statements cannot pile up."""
+    slow = "SELECT count(*) AS c FROM long_texts WHERE s RLIKE '^.*a.*ac'"   # allowed: quadratic
+    # Warm, without a deadline: reading the text is quick then, so the deadline lands inside
+    # the regex (a task cancelled while it still reads does stop).
+    warm = db.sql("SELECT length(s) AS n FROM long_texts", engine="spark")
+    assert warm.table.column("n").to_pylist() == [LONG_TEXT + 1]
+    with live(db, query_timeout_s=4.0, query_concurrency=1) as http:
+        r = http.post("/v1/query", params={"engine": "spark"}, json={"sql": slow})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["code"] == "query_timeout"
+        tracker = db.query_engine.spark.sparkContext.statusTracker()
+        # The job itself failed at the deadline (its end reaches the tracker through
+        # Spark's listener bus, so it is awaited):
+        eventually(lambda: tracker.getActiveJobsIds(), "the cancelled job to be inactive",
+                   until=lambda ids: ids == [])
+        held_while_running = []
+
+        def slot_then_tasks() -> tuple[float, int]:
+            slots = queries_running(http)                # read first: a slot freed now...
+            tasks = running_tasks(db)
+            assert slots == 1 or tasks == 0, "the slot was freed while a task still ran"
+            if slots == 1 and tasks > 0:                 # ...means no task was left then
+                held_while_running.append(tasks)
+            return slots, tasks
+
+        eventually(slot_then_tasks, "the regex task to end and its slot to be freed",
+                   until=lambda seen: seen == (0, 0), timeout_s=600)
+        assert held_while_running, "the regex task had ended before the answer"
+        busy_free = http.post("/v1/query", params={"engine": "spark"},
+                              json={"sql": "SELECT count(*) AS c FROM nums"})
+        assert busy_free.status_code == 200 and busy_free.json()["rows"] == [[NUMS]]
+        assert tracker.getActiveJobsIds() == [] and running_tasks(db) == 0
+
+
+def test_auto_hands_a_statement_over_the_memory_limit_to_spark(db, tmp_path):
+    """With a tiny per-query memory, the embedded engine cannot take the statement: in
+    `auto` Spark answers it (and says why); with `local` it is refused with the setting's
+    name."""
+    from shoal.query.local import LocalMemoryError
+
+    small = shoal.connect(data_dir=db.config.data_dir, spark_master=SPARK_MASTER,
+                          local_query_memory=64 << 10)
+    try:
+        sql = "SELECT n, s FROM texts ORDER BY n"
+        result = small.sql(sql)
+        assert result.stats.engine == "spark", result.stats.engine_reason
+        assert "SHOAL_LOCAL_QUERY_MEMORY" in result.stats.engine_reason
+        assert result.table.column("n").to_pylist() == list(range(TEXTS))
+        with pytest.raises(LocalMemoryError, match="inputs read as Arrow"):
+            small.sql(sql, engine="local")
+        # The same statement within the default limit: answered in process, same answer.
+        whole = db.sql(sql)
+        assert whole.stats.engine == "local"
+        assert whole.table.to_pylist() == result.table.to_pylist()
+    finally:
+        small.close()
 
 
 def test_python_api_keeps_whole_answers(db):

@@ -17,9 +17,13 @@ and keeps Spark's behaviour): the statement's Spark jobs carry a job tag on the 
 thread (PySpark pins Python threads to JVM threads, and the threads Spark starts for a
 collection inherit the tag); a watchdog cancels the tag at `timeout_s` (interrupting tasks)
 and keeps cancelling until the statement returns, which then raises `QueryTimeoutError`. A
-cancelled job fails its caller at once, whatever its tasks still do. `max_rows` limits the
+cancelled job fails its caller at once, whatever its tasks still do; `CancelHandle.
+wait_stopped` then waits until Spark's status tracker shows none of them running (what the
+server waits for before reusing the statement's slot). `max_rows` limits the
 DataFrame to `max_rows + 1` rows before collecting, so Spark never collects more; the answer
-is then cut to both caps (`QueryResult.truncated` names the cap). `max_result_bytes` (set by
+is then cut to both caps (`QueryResult.truncated` names the cap). The embedded engine's
+answer is read batch by batch only as far as the caps: the statement stops at the first
+batch over one. `max_result_bytes` (set by
 the server before the session starts) becomes `spark.driver.maxResultSize`: a collection
 beyond it fails as `ResultTooLargeError` instead of filling the driver.
 
@@ -46,6 +50,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
@@ -61,7 +66,7 @@ from shoal.config import Config
 from shoal.query.cluster import SparkRole
 from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
 from shoal.query.guard import SPARK_HARDENING, classify
-from shoal.query.limits import QueryLimits, cap_table
+from shoal.query.limits import QueryLimits, cap_table, collect_capped
 from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
 from shoal.query.scanspec import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
@@ -85,6 +90,9 @@ _view_ids = itertools.count(1)
 # A cancelled statement is cancelled again at this interval until it returns: a job that
 # started just after a cancellation must not escape it.
 CANCEL_REPEAT_S = 0.25
+# Rows per batch read from the embedded engine: the byte cap is checked once per batch, so
+# at most one batch beyond the caps is held.
+LOCAL_BATCH_ROWS = 1 << 14
 
 
 def spark_session(master: str = "local[*]", *, processing_log: str | None = None,
@@ -349,8 +357,12 @@ class QueryEngine:
 
                 log = os.path.join(self.db.config.data_dir, "processing.log")
                 threads = max(1, os.cpu_count() or 1)
-                self._local = LocalEngine(self.db.store, self.db.formats, DuckDBExecutor(
-                    threads=threads, processing_log=log), read_threads=threads)
+                memory = self.db.config.local_query_memory
+                executor = DuckDBExecutor(threads=threads, query_memory=memory,
+                                          idle=self.db.config.query_concurrency,
+                                          processing_log=log)
+                self._local = LocalEngine(self.db.store, self.db.formats, executor,
+                                          read_threads=threads, input_limit=memory)
             return self._local
 
     # ---- entry points --------------------------------------------------------------------
@@ -393,10 +405,7 @@ class QueryEngine:
                 from shoal.query.local import LocalExecutionError
 
                 try:
-                    local = self._run_local(planned, route, run)
-                    table, truncated = cap_table(local.table, max_rows=limits.max_rows,
-                                                 max_bytes=limits.max_bytes)
-                    return QueryResult(table, local.stats, truncated=truncated)
+                    return self._run_local(planned, route, run, limits)
                 except LocalExecutionError as e:
                     run.check()             # interrupted at the deadline: a timeout
                     if mode == "local":
@@ -492,22 +501,23 @@ class QueryEngine:
         return choose(mode, planned_bytes=planned.planned_bytes,
                       budget=self.db.config.local_query_max_bytes, vet=vet)
 
-    def _run_local(self, planned: Planned, route: Route, run: _Run) -> QueryResult:
+    def _run_local(self, planned: Planned, route: Route, run: _Run,
+                   limits: QueryLimits) -> QueryResult:
+        """The embedded engine's answer, read from it batch by batch only as far as the
+        caps (the statement stops at the first batch over one)."""
+        from shoal.query.local import answer_schema
+
         assert route.statement is not None
         local = self.local
-        inputs: dict[str, pa.Table] = {}
-        for view, spec, scan in zip(_local_views(len(planned.specs)), planned.specs,
-                                    planned.stats.scans, strict=True):
-            s: ScanStats = scan["stats"]
-
-            def count(n: int, s: ScanStats = s) -> None:
-                s.bytes_read += n
-
-            inputs[view] = local.read(spec, count)
+        inputs = read_local_inputs(local, planned)
         run.check()
-        table = local.answer(route.statement, inputs, on_cancel=run.on_cancel)
+        batches = local.stream(route.statement, inputs, on_cancel=run.on_cancel,
+                               batch_rows=LOCAL_BATCH_ROWS)
+        table, truncated = collect_capped(batches, answer_schema(route.statement),
+                                          max_rows=limits.max_rows,
+                                          max_bytes=limits.max_bytes)
         planned.stats.engine, planned.stats.engine_reason = route.engine, route.reason
-        return QueryResult(table, planned.stats)
+        return QueryResult(table, planned.stats, truncated=truncated)
 
     def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False,
               planned: Planned | None = None, run: _Run | None = None):
@@ -615,6 +625,19 @@ class CancelHandle:
             self._cancelled = True
             run = self._run
         return True if run is None else run.cancel()
+
+    def wait_stopped(self, guard_s: float) -> bool:
+        """After the statement returned: wait until none of its Spark tasks still runs
+        (`_Run.wait_stopped`). True at once when it never reached Spark."""
+        with self._lock:
+            run = self._run
+        return True if run is None else run.wait_stopped(guard_s)
+
+    def stopped(self) -> bool:
+        """Whether none of the statement's Spark tasks runs now (no waiting)."""
+        with self._lock:
+            run = self._run
+        return True if run is None else run.stopped()
 
 
 class _Run:
@@ -745,6 +768,53 @@ class _Run:
             if self._finished.wait(CANCEL_REPEAT_S):
                 return
 
+    def spark_tasks_running(self) -> int:
+        """Tasks of this statement's Spark jobs still running, by Spark's status tracker (a
+        job still running counts one at least). A cancelled job fails at once, but a task
+        that never checks for interruption (a JVM loop such as Java's regex matching) runs on
+        until it ends by itself: this counts it. 0 when the statement never reached Spark or
+        its jobs were not tagged."""
+        if not self._tagged or self.spark is None:
+            return 0
+        tracker = self.spark.sparkContext._jsc.sc().statusTracker()
+        running = 0
+        for job in tracker.getJobIdsForTag(self.tag):
+            info = tracker.getJobInfo(job)
+            if info.isEmpty():          # forgotten by the status store: long finished
+                continue
+            tasks = 0
+            for stage in info.get().stageIds():
+                stage_info = tracker.getStageInfo(stage)
+                if not stage_info.isEmpty():
+                    tasks += stage_info.get().numActiveTasks()
+            if str(info.get().status()) == "RUNNING":
+                tasks = max(tasks, 1)
+            running += tasks
+        return running
+
+    def stopped(self) -> bool:
+        """Whether no task of this statement's Spark jobs runs now (True if the engine does
+        not answer: a dead JVM runs nothing)."""
+        try:
+            return self.spark_tasks_running() == 0
+        except Exception as e:  # noqa: BLE001 - a dead JVM runs nothing
+            log.info("query %s: Spark's status tracker did not answer (%s); its tasks are "
+                     "taken as stopped", self.tag, _spark_message(e))
+            return True
+
+    def wait_stopped(self, guard_s: float, *, poll_s: float = 0.1) -> bool:
+        """Wait until no task of this statement's Spark jobs runs (the statement itself has
+        returned). False, with a log line, if Spark still shows one after `guard_s`; True at
+        once if the engine is gone (its tasks went with it)."""
+        end = time.monotonic() + guard_s
+        while not self.stopped():
+            if time.monotonic() >= end:
+                log.error("query %s: Spark task(s) still running %gs after the statement "
+                          "ended; its slot is freed anyway", self.tag, guard_s)
+                return False
+            time.sleep(poll_s)
+        return True
+
     def check(self) -> None:
         """Raise if the deadline passed or the statement was cancelled (before starting a
         job that nothing would cancel)."""
@@ -798,6 +868,17 @@ def _engine_gone(e: BaseException) -> str | None:
     if any(marker in text for marker in _DEAD_CONTEXT):
         return "the Spark context was shut down"
     return None
+
+
+def read_local_inputs(local: LocalEngine, planned: Planned) -> dict[str, pa.Table]:
+    """The planned scans read for the embedded engine, by view name; each scan's stats
+    count the bytes it read."""
+    counters = []
+    for scan in planned.stats.scans:
+        def count(n: int, s: ScanStats = scan["stats"]) -> None:
+            s.bytes_read += n
+        counters.append(count)
+    return local.read_inputs(_local_views(len(planned.specs)), planned.specs, counters)
 
 
 def _local_views(n: int) -> list[str]:

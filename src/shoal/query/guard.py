@@ -20,7 +20,10 @@ engine sees it. The check is an allow-list, never a pattern on the text:
   variables are refused wherever they appear.
 
 Statements are also bounded: at most `MAX_SQL_DEPTH` nested parentheses or expression
-levels, so a pathological statement is a positioned 400, never a recursion error.
+levels, so a pathological statement is a positioned 400, never a recursion error. Every
+regular expression (`RLIKE`, `regexp_*`, `split`, `str_to_map`) and LIKE pattern is a string
+literal that `shoal.query.regex_rule` accepts (no backtracking blow-up in Spark's Java
+regex), else a positioned 400 `regex_too_complex` naming the pattern.
 
 `SPARK_HARDENING` holds the session settings that back this up inside Spark (no SQL on
 files, no `${env:...}` substitution, no SQL scripting), applied when the session starts.
@@ -223,6 +226,22 @@ class SqlTooDeepError(QueryError):
         super().__init__(f"statement nested more than {limit} levels deep{where}")
 
 
+class RegexTooComplexError(QueryError):
+    """A regular expression or LIKE pattern whose matching could run away in a backtracking
+    engine, or that is not a string literal (400 `regex_too_complex`)."""
+
+    code = "regex_too_complex"
+
+    def __init__(self, pattern: str | None, why: str, *, line: int | None = None,
+                 column: int | None = None) -> None:
+        self.pattern = pattern
+        self.line = line
+        self.column = column
+        where = f" (line {line}, column {column})" if line is not None else ""
+        shown = "" if pattern is None else f" {pattern[:200]!r}"
+        super().__init__(f"pattern{shown} refused{where}: {why}")
+
+
 @dataclass(frozen=True)
 class Statement:
     """A statement classified by its first token (comments and white space skipped)."""
@@ -308,6 +327,54 @@ def check_query(tree: exp.Expr) -> None:
         if what is not None:
             line, col = _node_position(node)
             raise ForbiddenQueryError(what, line=line, column=col)
+        if isinstance(node, _PATTERN_NODES):
+            _check_patterns(node)
+
+
+# Nodes whose arguments are Java regular expressions (or LIKE patterns), by argument name.
+_REGEX_ARGS: dict[type[exp.Expr], tuple[str, ...]] = {
+    **{c: ("expression",) for c in (
+        getattr(exp, n, None) for n in (
+            "RegexpLike", "RegexpILike", "RegexpExtract", "RegexpExtractAll",
+            "RegexpReplace", "RegexpCount", "RegexpInstr", "RegexpSubstr", "RegexpSplit",
+            "RegexpFullMatch")) if c is not None},
+    exp.StrToMap: ("pair_delim", "key_value_delim"),
+}
+_LIKE_NODES: tuple[type[exp.Expr], ...] = (exp.Like, exp.ILike)
+_PATTERN_NODES = (*_REGEX_ARGS, *_LIKE_NODES, exp.Anonymous)
+
+
+def _check_patterns(node: exp.Expr) -> None:
+    """Refuse a regular expression or LIKE pattern of `node` that `regex_rule` refuses."""
+    from shoal.query.regex_rule import check_like, check_pattern
+
+    if isinstance(node, exp.Anonymous):
+        if str(node.this).lower() != "regexp" or len(node.expressions) < 2:
+            return
+        patterns, like = [node.expressions[1]], False
+    elif isinstance(node, _LIKE_NODES):
+        pattern = node.args.get("expression")
+        if isinstance(pattern, (exp.Any, exp.All)):
+            pattern = pattern.this
+        patterns = list(pattern.expressions) if isinstance(pattern, exp.Tuple) else [pattern]
+        like = True
+    else:
+        patterns = [node.args.get(name) for name in _REGEX_ARGS[type(node)]]
+        like = False
+    for pattern in patterns:
+        if pattern is None:
+            continue
+        if isinstance(pattern, exp.Paren):
+            pattern = pattern.unnest()
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            line, col = _node_position(node)
+            raise RegexTooComplexError(None, "a pattern must be a string literal",
+                                       line=line, column=col)
+        text = pattern.this      # the literal's value (sqlglot reads its escapes)
+        why = check_like(text) if like else check_pattern(text)
+        if why is not None:
+            line, col = _node_position(node)
+            raise RegexTooComplexError(text, why, line=line, column=col)
 
 
 def _forbidden(node: exp.Expr) -> str | None:

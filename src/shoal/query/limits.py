@@ -7,10 +7,14 @@ caps and says which cap cut it.
 Caps keep a prefix of the answer, so an ordered query keeps its first rows. The row cap is
 applied in Spark too (the engine collects at most `max_rows + 1` rows); the byte cap counts
 Arrow bytes (`pa.Table.nbytes`, which counts only what a slice references).
+`collect_capped` applies the caps to an answer that arrives as batches (the embedded
+engine's): it stops reading, and closes the source (which stops the engine), at the first
+batch over a cap, so no more than one batch beyond the caps is ever held.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -51,3 +55,34 @@ def cap_table(table: pa.Table, *, max_rows: int | None = None,
                 hi = mid - 1
         table, cut = table.slice(0, lo), BYTES_CAP
     return table, cut
+
+
+def collect_capped(batches: Generator[pa.RecordBatch, None, None], schema: pa.Schema, *,
+                   max_rows: int | None = None, max_bytes: int | None = None,
+                   check: Callable[[], None] | None = None) -> tuple[pa.Table, str | None]:
+    """`cap_table` of the answer `batches` make, read only as far as the caps: the source
+    is closed at the first batch that goes over one (or when reading fails). `check` is
+    called before each batch (a deadline's or a cancel's raise)."""
+    kept: list[pa.RecordBatch] = []
+    rows = nbytes = 0
+    cut: str | None = None
+    try:
+        for batch in batches:
+            if check is not None:
+                check()
+            if batch.num_rows == 0:
+                continue
+            part, cut = cap_table(
+                pa.Table.from_batches([batch]),
+                max_rows=None if max_rows is None else max_rows - rows,
+                max_bytes=None if max_bytes is None else max_bytes - nbytes)
+            for b in part.to_batches():
+                if b.num_rows:
+                    kept.append(b)
+                    rows += b.num_rows
+                    nbytes += b.nbytes
+            if cut is not None:
+                break
+    finally:
+        batches.close()
+    return (pa.Table.from_batches(kept) if kept else schema.empty_table()), cut

@@ -9,12 +9,19 @@ sums, `list<element: float>`), or `LocalMismatchError` when a column comes back 
 that is not certainly Spark's.
 
 The engine is an `Executor` (one small protocol, so another embedded engine can replace
-it); `DuckDBExecutor` is the one chosen by `bench/bench_engines.py` (BENCHMARKS.md). Its one
-in-memory database is created locked: no file or network access
-(`enable_external_access=false`), no extension installed or loaded on demand, and no
-setting a statement could change (`lock_configuration=true`). A query only ever sees the
-Arrow tables registered on its own cursor, plus shoal's byte functions (the same
-vectorised code as the Spark UDFs, reporting to the same processing log).
+it); `DuckDBExecutor` is the one chosen by `bench/bench_engines.py` (BENCHMARKS.md). Each
+running statement has an in-memory database of its own (from a pool of idle ones), created
+locked: no file or network access (`enable_external_access=false`), no extension installed
+or loaded on demand, no spilling to disk, a `memory_limit` of its own (the per-query memory,
+`Config.local_query_memory`) and no setting a statement could change
+(`lock_configuration=true`). A query only ever sees the Arrow tables registered on its own
+cursor, plus shoal's byte functions (the same vectorised code as the Spark UDFs, reporting
+to the same processing log).
+
+Memory: `LocalEngine.read_inputs` stops with `LocalMemoryError` once the inputs' Arrow bytes
+pass the per-query memory (DuckDB does not count them), DuckDB's own working memory stops at
+its `memory_limit` (the same error), and `stream` yields the answer batch by batch, so a
+caller that stops reading (the caps) stops the statement.
 
 Timestamps go in as zone-less µs values (UTC wall time, which is what Spark shows with its
 UTC session) because DuckDB's zone-aware kernels are ~3x slower; every zone-less timestamp
@@ -72,44 +79,100 @@ class Executor(Protocol):
         ...
 
 
+class LocalMemoryError(LocalExecutionError):
+    """A statement needs more memory than the embedded engine grants one query
+    (`local_query_memory`): its inputs as Arrow, or DuckDB's own working memory. In `auto`
+    Spark answers it instead; with `engine=local` it is a 400."""
+
+    code = "query_memory_exceeded"
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        super().__init__(f"the local engine needs more than {_fmt_bytes(limit)} for this "
+                         f"query ({what}; SHOAL_LOCAL_QUERY_MEMORY); run it with "
+                         "engine=auto or engine=spark, or narrow it")
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+DEFAULT_QUERY_MEMORY = 512 << 20
+
+
 class DuckDBExecutor:
+    """DuckDB over Arrow. Each running statement has a database of its own (from a small
+    pool of idle ones: opening a database costs ~10 ms, taking an idle one a few µs), so
+    `memory_limit`, which DuckDB applies per database, bounds that one statement's working
+    memory; spilling is off (`temp_directory` empty), so a statement over it fails with
+    `LocalMemoryError` instead of writing to disk. At most `idle` databases are kept."""
+
     name = "duckdb"
 
-    def __init__(self, *, threads: int = 2, memory_limit: str = "2GB",
-                 processing_log: str | None = None) -> None:
+    def __init__(self, *, threads: int = 2, query_memory: int = DEFAULT_QUERY_MEMORY,
+                 idle: int = 4, processing_log: str | None = None) -> None:
         import duckdb
 
+        from shoal.query.functions import ProcessingLog
+
         self._duckdb = duckdb
-        self._db = duckdb.connect(config={
+        self.threads = threads
+        self.query_memory = query_memory
+        self._max_idle = idle
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._log = ProcessingLog(processing_log)
+        self._give_back(self._open())       # opened now: a bad setting fails at start
+
+    def _open(self) -> Any:
+        db = self._duckdb.connect(config={
             "enable_external_access": False,
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
-            "threads": threads,
-            "memory_limit": memory_limit,
+            "threads": self.threads,
+            "memory_limit": f"{self.query_memory}B",
+            "temp_directory": "",
             "lock_configuration": True,
         })
-        self._lock = threading.Lock()
-        from shoal.query.functions import ProcessingLog
-
-        self._log = ProcessingLog(processing_log)
         for fn in ("int_from_bytes", "bigint_from_bytes", "double_from_bytes"):
-            self._register_function(self._db, fn)   # in the database: every cursor sees them
+            self._register_function(db, fn)   # in the database: every cursor sees them
+        return db
+
+    def _take(self) -> Any:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._open()
+
+    def _give_back(self, db: Any) -> None:
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(db)
+                return
+        db.close()
 
     def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
             on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
-        cursor = self._cursor(on_cancel)
+        db = self._take()
+        cursor = None
         try:
+            cursor = self._cursor(db, on_cancel)
             for name, table in inputs.items():
                 cursor.con.register(name, _zoneless(table))
             return cursor.con.execute(sql).to_arrow_table()
         except self._duckdb.Error as e:
-            raise _local_error(e) from None
+            raise self._error(e) from None
         finally:
-            cursor.close()
+            if cursor is not None:
+                cursor.close()
+            self._give_back(db)
 
-    def _cursor(self, on_cancel: Callable[[Callable[[], None]], None] | None) -> _RunCursor:
-        with self._lock:            # cursor() on the shared database is not thread-safe
-            cursor = _RunCursor(self._db.cursor())
+    def _cursor(self, db: Any,
+                on_cancel: Callable[[Callable[[], None]], None] | None) -> _RunCursor:
+        cursor = _RunCursor(db.cursor())
         if on_cancel is not None:
             on_cancel(cursor.interrupt)
         return cursor
@@ -119,10 +182,14 @@ class DuckDBExecutor:
                batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
         # DuckDB's Arrow reader over a streaming result: each read runs the pipeline only as
         # far as the next chunk, so the answer is never whole in memory (a blocking
-        # operator, e.g. ORDER BY or an aggregate, still holds its own state).
-        cursor = self._cursor(on_cancel)
+        # operator, e.g. ORDER BY or an aggregate, still holds its own state, within the
+        # database's memory limit). Closing the generator closes the reader and the cursor,
+        # which stops the statement.
+        db = self._take()
+        cursor = None
         reader = None
         try:
+            cursor = self._cursor(db, on_cancel)
             for name, table in inputs.items():
                 cursor.con.register(name, _zoneless(table))
             reader = cursor.con.execute(sql).to_arrow_reader(batch_rows)
@@ -135,11 +202,18 @@ class DuckDBExecutor:
         except (self._duckdb.Error, pa.ArrowException, OSError) as e:
             # a failure while reading comes through the Arrow reader, as pyarrow's error for
             # the C stream's status (an OSError for "INTERRUPT Error: Interrupted!")
-            raise _local_error(e) from None
+            raise self._error(e) from None
         finally:
             if reader is not None:
                 reader.close()
-            cursor.close()
+            if cursor is not None:
+                cursor.close()
+            self._give_back(db)
+
+    def _error(self, e: BaseException) -> LocalExecutionError:
+        if isinstance(e, self._duckdb.OutOfMemoryException) or "Out of Memory Error" in str(e):
+            return LocalMemoryError(self.query_memory, "its working memory in the engine")
+        return _local_error(e)
 
     def _register_function(self, con: Any, name: str) -> None:
         from duckdb import sqltypes as t
@@ -241,22 +315,66 @@ def _as_spark(col: pa.ChunkedArray, want: pa.DataType, name: str) -> pa.ChunkedA
         raise LocalMismatchError(f'column "{name}" does not fit {want}: {e}') from None
 
 
+class _InputBudget:
+    """The Arrow bytes one statement's inputs may take, counted as batches are read (by
+    several reading threads at once)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        if self.limit is None:
+            return
+        with self._lock:
+            self.used += n
+            over = self.used > self.limit
+        if over:
+            raise LocalMemoryError(self.limit, "its inputs read as Arrow")
+
+
 class LocalEngine:
-    """Reads planned scans and answers a transpiled statement in process."""
+    """Reads planned scans and answers a transpiled statement in process.
+
+    `input_limit` bounds the Arrow bytes of one statement's inputs together (the scans are
+    read whole before the statement runs, outside DuckDB's own memory limit): past it the
+    read stops with `LocalMemoryError`. None: no bound."""
 
     def __init__(self, store: ObjectStore, formats: dict[str, SegmentFormat],
-                 executor: Executor, *, read_threads: int = 2) -> None:
+                 executor: Executor, *, read_threads: int = 2,
+                 input_limit: int | None = None) -> None:
         self.store = store
         self.formats = formats
         self.executor = executor
         self.read_threads = read_threads
+        self.input_limit = input_limit
 
-    def read(self, spec: ScanSpec, on_bytes: Callable[[int], None]) -> pa.Table:
+    def read_inputs(self, views: Sequence[str], specs: Sequence[ScanSpec],
+                    counters: Sequence[Callable[[int], None]]) -> dict[str, pa.Table]:
+        """Every planned scan of one statement, by the view name it is registered as;
+        `counters[i]` counts the stored bytes scan `i` reads."""
+        budget = _InputBudget(self.input_limit)
+        return {view: self.read(spec, count, budget)
+                for view, spec, count in zip(views, specs, counters, strict=True)}
+
+    def read(self, spec: ScanSpec, on_bytes: Callable[[int], None],
+             budget: _InputBudget | None = None) -> pa.Table:
         """The whole planned scan as one table in the engines' shape."""
         schema = spec_arrow_schema(spec)
         tasks = spec.tasks()
+        budget = budget or _InputBudget(self.input_limit)
+
+        def batches_of(tasks: Sequence[Any], counted: Callable[[int], None]
+                       ) -> list[pa.RecordBatch]:
+            out = []
+            for batch in read_tasks(spec, tasks, self.store, self.formats, counted):
+                budget.add(batch.nbytes)
+                out.append(batch)
+            return out
+
         if len(tasks) <= 1 or self.read_threads <= 1:
-            batches = list(read_tasks(spec, tasks, self.store, self.formats, on_bytes))
+            batches = batches_of(tasks, on_bytes)
         else:
             lock = threading.Lock()
 
@@ -264,11 +382,9 @@ class LocalEngine:
                 with lock:
                     on_bytes(n)
 
-            def one(task: Any) -> list[pa.RecordBatch]:
-                return list(read_tasks(spec, [task], self.store, self.formats, counted))
-
             with ThreadPoolExecutor(self.read_threads, thread_name_prefix="shoal-read") as p:
-                batches = [b for part in p.map(one, tasks) for b in part]
+                batches = [b for part in p.map(lambda t: batches_of([t], counted), tasks)
+                           for b in part]
         return pa.Table.from_batches(batches, schema=schema)
 
     def answer(self, statement: LocalStatement, inputs: Mapping[str, pa.Table], *,

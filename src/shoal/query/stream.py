@@ -40,7 +40,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shoal.query.engine import Planned, QueryEngine, QueryStats, _local_views, _Run
+from shoal.query.engine import Planned, QueryEngine, QueryStats, _Run, read_local_inputs
 from shoal.query.limits import QueryLimits, cap_table
 from shoal.query.routing import EngineMode, Route, engine_mode, handed_off
 
@@ -137,6 +137,14 @@ class QueryStream:
         """Stop early: the engine's work is interrupted and its resources freed."""
         self._batches.close()
 
+    def wait_stopped(self, guard_s: float) -> bool:
+        """After the stream ended: wait until none of its Spark tasks still runs."""
+        return self._run.wait_stopped(guard_s)
+
+    def stopped(self) -> bool:
+        """Whether none of its Spark tasks runs now."""
+        return self._run.stopped()
+
     def final_stats(self) -> dict[str, Any]:
         """The answer's stats as `/v1/query` gives them, with `truncated` (and
         `truncated_by`), `rows` and `bytes` sent."""
@@ -184,15 +192,7 @@ class QueryStream:
     def _local(self, run: _Run) -> Generator[pa.RecordBatch, None, None]:
         engine, plan = self._engine, self._plan
         local = engine.local
-        inputs: dict[str, pa.Table] = {}
-        for view, spec, scan in zip(_local_views(len(plan.planned.specs)), plan.planned.specs,
-                                    plan.stats.scans, strict=True):
-            stats = scan["stats"]
-
-            def count(n: int, stats: Any = stats) -> None:
-                stats.bytes_read += n
-
-            inputs[view] = local.read(spec, count)
+        inputs = read_local_inputs(local, plan.planned)
         run.check()
         assert plan.route.statement is not None
         yield from local.stream(plan.route.statement, inputs, on_cancel=run.on_cancel,

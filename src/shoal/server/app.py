@@ -277,6 +277,9 @@ def _query_limits(config: Config) -> QueryLimits:
     for name in ("query_max_rows", "query_max_bytes"):
         if getattr(config, name) < 1:
             raise ConfigError(f"{name} must be at least 1, got {getattr(config, name)}")
+    if config.local_query_memory < 1 << 20:
+        raise ConfigError("local_query_memory must be at least 1 MiB (1048576), got "
+                          f"{config.local_query_memory}")
     return QueryLimits(timeout_s=config.query_timeout_s, max_rows=config.query_max_rows,
                        max_bytes=config.query_max_bytes)
 

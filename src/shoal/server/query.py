@@ -25,7 +25,10 @@ Bounded cost (settings of `shoal.config.Config`):
 - `query_timeout_s`: past it the statement's Spark jobs are cancelled and the answer is
   400 `query_timeout` naming the limit (400, not 408: 408 means the client was slow to send
   its request, and clients may resend a 408 as is; the same statement would time out again).
-  The slot is freed when the worker thread returns, which a cancelled job makes prompt.
+  The slot of a statement that failed, timed out or was cancelled is freed only once its
+  work has stopped: the embedded engine's run has returned, and Spark's status tracker
+  shows no task of its job tag running (a task in a loop that ignores interruption, such as
+  Java's regex matching, runs on after its job is cancelled); the answer leaves at once.
 - A client that goes away (closes its connection) has its statement cancelled the same way
   (`_cancel_when_gone`: Spark jobs cancelled, the embedded run interrupted, the slot freed).
 - `query_max_rows`, `query_max_bytes`: the answer holds at most that many rows and bytes of
@@ -47,7 +50,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Generator
+import threading
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -192,21 +196,61 @@ def run_bounded(state: ServerState, sql: str, *, prune: bool, engine: str,
                 kql: bool = False, cancel: CancelHandle | None = None,
                 client: str | None = None) -> QueryResult:
     """One statement on the engine under the server's bounds, blocking: a free slot, within
-    `client`'s share (else 429), a live engine (else 503), the timeout and the result caps."""
+    `client`'s share (else 429), a live engine (else 503), the timeout and the result caps.
+    The slot is freed when the work has stopped: at once for an answer; for a failed,
+    timed-out or cancelled statement, once Spark shows none of its tasks still running
+    (`release_when_stopped`)."""
     reason = state.spark.unavailable()
     if reason is not None:
         raise EngineUnavailableError(reason, retry_after_s=state.spark.retry_after_s)
+    cancel = cancel or CancelHandle()       # also what tells when its Spark work stopped
     state.query_slots.acquire(client)
+    failed = True
     try:
         executor = state.db.query_engine
         run = executor.execute_kql if kql else executor.execute
-        return run(sql, prune=prune, engine=engine, limits=state.query_limits, cancel=cancel)
+        result = run(sql, prune=prune, engine=engine, limits=state.query_limits,
+                     cancel=cancel)
+        failed = False
+        return result
     except EngineUnavailableError as e:
         e.retry_after_s = state.spark.retry_after_s
         state.spark.wake()          # restart now rather than at the next probe
         raise
     finally:
+        if failed:
+            release_when_stopped(state, cancel.stopped, cancel.wait_stopped, client)
+        else:
+            state.query_slots.release(client)
+
+
+# How long a failed statement's slot waits for Spark to show its tasks gone before it is
+# freed anyway (with an error in the log): a guard against a status that never comes, far
+# beyond any task that stops by itself in a sane time.
+STOP_GUARD_S = 600.0
+
+
+def release_when_stopped(state: ServerState, stopped: Callable[[], bool],
+                         wait_stopped: Callable[[float], bool],
+                         client: str | None = None) -> None:
+    """Free a query slot now if `stopped()`, else once `wait_stopped(guard_s)` returns, from
+    a thread of its own (the answer, an error, leaves at once): a statement that timed out or
+    was cancelled may still have Spark tasks running (a task stuck in a JVM loop ignores
+    interruption), and its slot must not be reused before they end."""
+    if stopped():
         state.query_slots.release(client)
+        return
+
+    def wait_then_release() -> None:
+        try:
+            wait_stopped(STOP_GUARD_S)
+        except Exception as e:  # noqa: BLE001 - the slot must be freed whatever happens
+            log.error("could not tell when a query's Spark tasks stopped: %s", e)
+        finally:
+            state.query_slots.release(client)
+
+    threading.Thread(target=wait_then_release, name="shoal-slot-release",
+                     daemon=True).start()
 
 
 # ---- streamed answers (Flight SQL) ----------------------------------------------------------
@@ -278,20 +322,28 @@ class BoundedStream:
         self.batches = self._batches()
 
     def _batches(self) -> Generator[pa.RecordBatch, None, None]:
+        completed = False
         try:
             yield from self.stream
+            completed = True
         except EngineUnavailableError as e:
             e.retry_after_s = self.state.spark.retry_after_s
             self.state.spark.wake()
             raise
         finally:
             self.stream.close()
-            self.release()
+            self.release(stopped=completed)
 
-    def release(self) -> None:
+    def release(self, *, stopped: bool = False) -> None:
+        """Free the slot: at once when the stream `stopped` by itself; else once its Spark
+        tasks are gone (`release_when_stopped`)."""
         if not self._released:
             self._released = True
-            self.state.query_slots.release(self.client)
+            if stopped:
+                self.state.query_slots.release(self.client)
+            else:
+                release_when_stopped(self.state, self.stream.stopped,
+                                     self.stream.wait_stopped, self.client)
 
     def close(self) -> None:
         """Abandon the stream: stop the engine, free the slot (also when never started)."""
