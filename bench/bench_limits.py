@@ -298,14 +298,7 @@ def bench_protobuf(repeat: int) -> None:
         print(f"| {name} | {len(wire) / 1e6:.2f} | {check * 1e3:.1f} | {parse * 1e3:.1f} | "
               f"{mapping * 1e3:.1f} |")
 
-    def ld(field: int, payload: bytes) -> bytes:
-        n, size = len(payload), bytearray()
-        while True:
-            size.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-            n >>= 7
-            if not n:
-                break
-        return bytes([field << 3 | 2]) + bytes(size) + payload
+    from tests.support.wire import length_delimited as ld
 
     hostile = {"3,000,000 attributes in one record":
                ld(1, ld(2, ld(2, ld(6, ld(1, b"a")) * 3_000_000))),

@@ -42,6 +42,7 @@ from tests.support.procmem import PeakMeter
 from tests.support.promdata import snappy
 from tests.support.server import free_port, serve_app, start_server
 from tests.support.waiting import HANG_GUARD_S
+from tests.support.wire import length_delimited
 
 EMPTY_MEMBER = gzip.compress(b"", mtime=0)      # 20 bytes
 COLUMNS = [{"name": "n", "type": "long"}, {"name": "msg", "type": "string"}]
@@ -422,17 +423,7 @@ def test_vendored_swagger_ui_is_the_pinned_release() -> None:
 # record grew the server by 2.1 GB and the 4M empty records by 1.8 GB, and both were taken.
 
 PEAK_EXTRA = 100 << 20
-
-
-def _ld(field: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    n, size = len(payload), bytearray()
-    while True:
-        size.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            break
-    return bytes([field << 3 | 2]) + bytes(size) + payload
+_ld = length_delimited
 
 
 def _one_record_logs(record: bytes) -> bytes:
