@@ -1,4 +1,4 @@
-"""Benchmark: the cost of refusing a large body of bad lines (issue #12, bounded cost).
+"""Benchmark: the cost of refusing a large body of bad lines (bounded cost, docs/security.md).
 
     .venv/bin/python bench/bench_limits.py [--mb 60] [--kinds type,json,text,mixed] [--no-server]
 

@@ -1,4 +1,4 @@
-"""Configuration: defaults, then a TOML file, then `SHOAL_*` variables, then flags (SPEC §11).
+"""Configuration: defaults, then a TOML file, then `SHOAL_*` variables, then flags.
 
 Loaded once at the edge (CLI, server) and passed down; nothing reads the environment later.
 Defaults give the embedded single-machine setup: everything under `./shoal-data` (SQLite
@@ -7,7 +7,7 @@ catalog `catalog.db`, extents under `objects/`, Spark `local[*]`).
 File keys are the variable names without the prefix, lower-cased (`catalog_url = "..."`).
 The file is `--config`, else `SHOAL_CONFIG`, else `./shoal.toml` if it exists.
 
-Spark settings pass through untouched (issue 19): the file's `[spark]` table
+Spark settings pass through untouched: the file's `[spark]` table
 (`"spark.executor.memory" = "4g"`) and `SHOAL_SPARK_CONF` (`key=value` pairs separated by
 `;` or newlines; its keys win over the file's). They win over shoal's own Spark defaults
 (`shoal.query.cluster`), which apply only where neither these nor `spark-defaults.conf` set
@@ -40,29 +40,29 @@ class Config:
     port: int = 8720
     tokens: str | None = None          # "token=scope1,scope2;token2=scope"
     tokens_file: str | None = None
-    # OTLP (SPEC §7.2): the gRPC port (0 = off) and the standard tables, made on first use.
+    # OTLP (docs/otlp.md): the gRPC port (0 = off) and the standard tables, made on first use.
     otlp_grpc_port: int = 4317
     otlp_logs_table: str = "otel_logs"
     otlp_spans_table: str = "otel_spans"
     otlp_metrics_table: str = "otel_metrics"
-    # Prometheus (issue 16): where remote write and scrape jobs land samples and metadata
+    # Prometheus: where remote write and scrape jobs land samples and metadata
     # (layout: shoal.types.prometheus), made on first use.
     prometheus_table: str = "prom_samples"
     prometheus_metadata_table: str = "prom_metadata"
-    # PromQL (issue 16): Prometheus's --query.lookback-delta and --query.max-samples.
+    # PromQL: Prometheus's --query.lookback-delta and --query.max-samples.
     promql_lookback_s: float = 300.0
     promql_max_samples: int = 50_000_000
-    # Arrow Flight SQL (issue 15): its port (0 = off) and, for grpc+tls, PEM cert and key.
+    # Arrow Flight SQL: its port (0 = off) and, for grpc+tls, PEM cert and key.
     flight_port: int = 8815
     flight_tls_cert: str | None = None
     flight_tls_key: str | None = None
-    # Kafka (SPEC §7.3): bootstrap servers for pipelines whose table binding names none.
+    # Kafka (docs/kafka.md): bootstrap servers for pipelines whose table binding names none.
     kafka_bootstrap: str | None = None
     # `shoal serve` runs the maintenance scheduler + a worker, and the Kafka pipelines of
     # bound tables (SHOAL_MAINTENANCE / SHOAL_PIPELINES = false to leave them to others).
     maintenance: bool = True
     pipelines: bool = True
-    # Where bound pipelines may read from or connect to (SPEC §8, §11): comma-separated
+    # Where bound pipelines may read from or connect to (docs/security.md): comma-separated
     # directories / `s3://bucket/prefix` prefixes (the data directory is always allowed) and
     # `host` or `host:port` entries (none by default). The operator's own flags and
     # configuration (e.g. `--path`, SHOAL_KAFKA_BOOTSTRAP) are trusted as they are.
@@ -89,17 +89,17 @@ class Config:
     # SIGTERM before it cancels them and stops.
     header_timeout_s: float = 20.0
     shutdown_timeout_s: float = 30.0
-    # Which engine answers a SELECT (SPEC §8): `auto` runs it in process (the embedded
+    # Which engine answers a SELECT (docs/architecture.md): `auto` runs it in process (the embedded
     # engine) when it is vetted identical to Spark and its pruned scans plan at most
     # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
     query_engine: str = "auto"
     local_query_max_bytes: int = 256 << 20
-    # `shoal serve` coerces NDJSON bodies in this many worker processes (issue 18;
-    # `shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
+    # `shoal serve` coerces NDJSON bodies in this many worker processes
+    # (`shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
     # measured, the pool cost as much CPU as it freed (BENCHMARKS.md, REST on every core).
     coerce_workers: int = 0
 
-    # Spark (issue 19): settings passed through to Spark as they are ([spark] table /
+    # Spark: settings passed through to Spark as they are ([spark] table /
     # SHOAL_SPARK_CONF), and how long a non-local session may take to show that an executor
     # runs shoal and reaches the catalog and store (`shoal.query.cluster`).
     spark_conf: tuple[tuple[str, str], ...] = ()

@@ -1,4 +1,4 @@
-"""Spark deployment by configuration (issue 19): which settings a session starts with, what
+"""Spark deployment by configuration: which settings a session starts with, what
 is refused before it starts, and the check that its executors can do shoal's work.
 
 Settings, strongest first:

@@ -1,4 +1,4 @@
-"""Object stores: local directory and S3-compatible (SPEC §6).
+"""Object stores: local directory and S3-compatible (docs/storage.md).
 
 `open_store(url)` picks the implementation from `SHOAL_STORAGE_URL`-style URLs:
 
