@@ -186,3 +186,14 @@ def test_comments_cite_docs_not_outside_documents_or_issue_numbers():
                     offenders.append(f"{path.relative_to(ROOT)}:{at} {hit.group(0)!r}")
     assert offenders == [], ("say it in the project's words or cite a page of docs/:\n"
                              + "\n".join(offenders))
+
+
+def test_docs_cite_docs_not_outside_documents_or_issue_numbers():
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "BENCHMARKS.md",
+             *sorted((ROOT / "docs").glob("*.md"))]
+    offenders = [f"{page.relative_to(ROOT)}:{number} {hit.group(0)!r}"
+                 for page in pages
+                 for number, line in enumerate(page.read_text().splitlines(), 1)
+                 for hit in _CITATION.finditer(line)]
+    assert offenders == [], ("say it in the project's words or link a page of docs/:\n"
+                             + "\n".join(offenders))
