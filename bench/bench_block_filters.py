@@ -12,7 +12,7 @@ with `TlmFormat(block_filters=False)` and once with the default (block filters o
 Reported: object size, JSON footer (block stats) size, filter section size; write time of
 the whole extent and of the stats alone (`ExtentStatsBuilder` over the blocks) with and
 without block filters, beside the parse time of the same rows as NDJSON through
-`pyarrow.json.read_json` with the explicit schema (issue 18's parse limit; its budget:
+`pyarrow.json.read_json` with the explicit schema (the parse limit; the budget:
 stats < 25% of parse); stage 2 cold (open the extent: head, tail, footer JSON, Arrow
 footer) and a needle's block pruning (the trace_id filters: one range read, decode, probe);
 and the needle's bytes: stage 2 plus its surviving blocks read in full (`SELECT *`) or

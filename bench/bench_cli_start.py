@@ -1,4 +1,4 @@
-"""`shoal ingest` start-up, the issue-18 case (150 MB of typed columns through the CLI vs
+"""`shoal ingest` start-up, the typed-columns case (150 MB of typed columns through the CLI vs
 `pyarrow.json.read_json`) and peak memory, in one run.
 
     .venv/bin/python bench/bench_cli_start.py [--before REV] [--repeat 3] [--typed-mb 150]
@@ -9,7 +9,7 @@
    tree), interleaved back to back, best of `--repeat`: `shoal --help`; `shoal ingest` of a
    one-line file (the whole command); time from exec to the first chunk handed to the write
    path (`tests/support/first_chunk.py`).
-2. Issue 18's case: a file of typed columns only (no `dynamic`; the generator of
+2. The typed-columns case: a file of typed columns only (no `dynamic`; the generator of
    bench/bench_ingest.py without `attrs`, cached in bench/out) through `shoal ingest`,
    start-up included, vs `pyarrow.json.read_json` with the same explicit schema in a fresh
    process. Target: >= 0.6x.
@@ -157,7 +157,7 @@ def startup(variants: dict[str, Path], work: Path, repeat: int) -> None:
 def typed_case(mb: int, work: Path, repeat: int) -> None:
     path = generate_typed(mb)
     size = path.stat().st_size
-    print(f"\n## issue 18's case: {size / 1e6:.0f} MB of typed columns, fresh processes, "
+    print(f"\n## the typed-columns case: {size / 1e6:.0f} MB of typed columns, fresh processes, "
           f"best of {repeat} ({load()})")
     code = bench_ingest.typed_read_script(path) + "print(table.num_rows)\n"
     parse: list[Run] = []

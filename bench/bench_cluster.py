@@ -1,4 +1,4 @@
-"""Spark standalone cluster benchmark (issue 19): the same file-drop and query on `local[2]`
+"""Spark standalone cluster benchmark: the same file-drop and query on `local[2]`
 and on a standalone cluster on the same machine, so the cluster's overhead is known; and the
 same file-drop on 1 and 2 workers, to show it scales with executors.
 

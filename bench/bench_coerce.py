@@ -1,4 +1,4 @@
-"""Benchmark: NDJSON -> Arrow coercion against Arrow's own JSON reader (SPEC §3).
+"""Benchmark: NDJSON -> Arrow coercion against Arrow's own JSON reader (docs/ingest.md).
 
     .venv/bin/python bench/bench_coerce.py [--mb 200] [--repeat 3]
 

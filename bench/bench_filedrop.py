@@ -12,7 +12,7 @@ the same table (`bench_ingest.COLUMNS`):
 
 Reported: MB/s of each over the wall time of its command, and for file-drop also the scan's
 own MB/s (its summary line: listing, Spark tasks and commits, without JVM/Spark start-up),
-with the ratios file-drop / ingest (target >= 0.7x, issue 5). Row counts are checked equal.
+with the ratios file-drop / ingest (target >= 0.7x). Row counts are checked equal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A 1M-row answer three ways (issue 15): Arrow Flight SQL (ADBC) vs `POST /v1/query` with
+"""A 1M-row answer three ways: Arrow Flight SQL (ADBC) vs `POST /v1/query` with
 Arrow IPC vs `POST /v1/query` with JSON. Targets: Flight SQL >= 1x Arrow-over-HTTP and
 >= 10x JSON.
 

@@ -1,4 +1,4 @@
-"""Benchmark: tlm extents vs plain Arrow IPC files, write and read (SPEC §6.1).
+"""Benchmark: tlm extents vs plain Arrow IPC files, write and read (docs/storage.md).
 
     .venv/bin/python bench/bench_format.py [--rows 2000000] [--compression zstd|lz4|none]
         [--block-rows 65536] [--repeat 5] [--attrs distinct|templated] [--no-stat-costs]

@@ -21,7 +21,7 @@ trace id, status, duration, nested attributes into a `dynamic` column):
 `--repeat` rounds run every path in turn (a load spike from elsewhere hits them alike); each
 figure is its best round, and every round is printed.
 
-Targets (issue 18): shoal ingest >= 0.8x the parse limit and >= 0.8x delta-rs; REST >= 0.5x
+Targets: shoal ingest >= 0.8x the parse limit and >= 0.8x delta-rs; REST >= 0.5x
 the parse limit; the typed file through the CLI, start-up included, >= 0.6x. The generated
 files are cached under bench/out/.
 """

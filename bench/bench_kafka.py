@@ -11,7 +11,7 @@ with SHOAL_TEST_KAFKA_BOOTSTRAP). Then, in the same run, on `local[2]`:
    and the pipeline's own rate over its active time (query start to the last commit, i.e.
    without the JVM/Spark session start-up, which a long-running pipeline pays once).
 
-Target (issue 5): Kafka >= 0.7x `shoal ingest` MB/s.
+Target: Kafka >= 0.7x `shoal ingest` MB/s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""KQL vs the equivalent SQL: what the KQL frontend adds to planning (issue 15; target
+"""KQL vs the equivalent SQL: what the KQL frontend adds to planning (target
 < 5 ms).
 
     .venv/bin/python bench/bench_kql.py [--repeat 200]

@@ -1,5 +1,5 @@
-"""Benchmark: the cost of refusing a large body of bad lines (issue #12, bounded cost), and
-of a capped answer of the embedded engine.
+"""Benchmark: the cost of refusing a large body of bad lines (bounded cost, docs/security.md),
+and of a capped answer of the embedded engine.
 
     .venv/bin/python bench/bench_limits.py [--mb 60] [--kinds type,json,text,mixed] [--no-server]
     .venv/bin/python bench/bench_limits.py --capped-answer [--rows 1000000] [--max-rows 10000]

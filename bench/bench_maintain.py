@@ -1,4 +1,4 @@
-"""Maintenance benchmark: compaction throughput, and query latency before vs after (SPEC §9).
+"""Maintenance benchmark: compaction throughput, and query latency before vs after.
 
     .venv/bin/python bench/bench_maintain.py [--extents 1000] [--rows 200000] [--repeat 5]
         [--target 128MB] [--master local[2]] [--work DIR] [--keep]

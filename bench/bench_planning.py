@@ -1,5 +1,5 @@
 """Planning benchmark: stages 1 (catalog) and 2 (footers) of a needle, apart from execution
-(issue 13: "planning stays well under the execution time; measure it separately").
+(planning must stay well under the execution time, so it is measured separately).
 
     .venv/bin/python bench/bench_planning.py [--rows 3000000] [--extents 150] [--repeat 50]
         [--http-repeat 0] [--work DIR] [--keep]

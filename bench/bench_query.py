@@ -1,5 +1,5 @@
 """Query benchmark: shoal (Spark and embedded engines) vs Spark over Parquet vs DuckDB over
-Parquet, in one run (SPEC §8).
+Parquet, in one run (docs/architecture.md).
 
     .venv/bin/python bench/bench_query.py [--rows 10000000] [--extents 250] [--repeat 5]
         [--needle-scale 10] [--http-repeat 50] [--work DIR] [--keep]
@@ -26,13 +26,13 @@ load hits each alike), every engine's answer asserted equal:
 - full aggregation: count by minute, service and level, ordered.
 
 shoal runs twice: through Spark (`engine=spark`, the Python DataSource) and through its
-embedded engine (`engine=local`: shoal's own pruned read, DuckDB in process; issue 13).
+embedded engine (`engine=local`: shoal's own pruned read, DuckDB in process).
 The needle is also timed end to end through `POST /v1/query` on a `shoal serve` subprocess
 over the same data (`--http-repeat` runs, engine `auto`, after 5 warm-up runs).
 
 Another engine row, "shoal plan + Spark Parquet (what-if)", runs shoal's planner (stages 1
 and 2 in the catalog and the footers) and hands Spark's native Parquet reader only the files
-of the surviving extents: an estimate of what a Parquet execution format (SPEC §8) would give.
+of the surviving extents: an estimate of what a Parquet execution format would give.
 
 Bytes read: shoal from its query stats; Spark from what its JVM read through read(2)
 during the query (/proc/<pid>/io `rchar`, local mode) minus the shuffle bytes read back,
@@ -46,7 +46,7 @@ K times the extents) and the needle query runs again on every engine.
 
 Targets (query issue): needle and selective read <= 1% of the table's bytes and beat Spark
 over Parquet; full aggregation within 1.5x of Spark over Parquet; needle at K x the data
-barely moves. Issue 13: needle warm p50 <= 30 ms through `POST /v1/query` and <= 0.5x
+barely moves. Embedded engine: needle warm p50 <= 30 ms through `POST /v1/query` and <= 0.5x
 DuckDB-over-Parquet; selective and full aggregation <= 1x DuckDB-over-Parquet on the
 embedded engine. Latency columns give p50 and p99 of the timed runs. Output is Markdown.
 Generated data lives under `--work` (a temporary directory unless given; deleted at the end

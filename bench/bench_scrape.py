@@ -1,4 +1,4 @@
-"""Scraping a Prometheus target with ~10k series (issue #16 B): samples/s shoal parses and
+"""Scraping a Prometheus target with ~10k series: samples/s shoal parses and
 commits vs the same exposition parsed by prometheus_client alone (the parse limit).
 
     .venv/bin/python bench/bench_scrape.py [--series 10000] [--repeat 7]

@@ -1,4 +1,4 @@
-"""What each extent statistic costs at ingest, against the parse (issue 18).
+"""What each extent statistic costs at ingest, against the parse.
 
     .venv/bin/python bench/bench_stats.py [--mb 32] [--repeat 3] [--file PATH]
 

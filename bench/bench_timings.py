@@ -1,4 +1,4 @@
-"""Figures that used to be wall-clock asserts in tests (issue 14: tests wait on events, speed
+"""Figures that used to be wall-clock asserts in tests (tests wait on events; speed
 is measured here).
 
     .venv/bin/python bench/bench_timings.py [--repeat 5] [--kafka]

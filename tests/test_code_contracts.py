@@ -1,12 +1,15 @@
-"""The code's own contracts, checked in CI (issue 14): layers import downward only (the
+"""The code's own contracts, checked in CI: layers import downward only (the
 import-linter contract in pyproject.toml), no two modules import each other, the lint rules
 hold, and the type checker passes on src/."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import grimp
@@ -141,3 +144,56 @@ def test_the_read_side_never_imports_the_commit_layer():
     graph = grimp.build_graph("shoal", cache_dir=None)
     assert not graph.direct_import_exists(importer="shoal.query", imported="shoal.commit",
                                           as_packages=True)
+
+
+# A citation of a numbered section of an outside specification, or of an issue number of a
+# tracker: a reader of the code has neither, so comments and docstrings say the thing in the
+# project's words or point to a page of docs/.
+_CITATION = re.compile(r"§|\bSPEC\b|\bspec\.md\b|\b[Ii]ssues? #?\d+|(?<![\w/-])#\d+\b")
+_CITING_TREES = ("src", "tests", "bench", "scripts")
+
+
+def _generated(path: Path, text: str) -> bool:
+    # Protobuf modules are written by protoc, vendored files by their own project.
+    return (path.name.endswith("_pb2.py") or "vendor" in path.parts
+            or "DO NOT EDIT" in text[:400])
+
+
+def _comments_and_docstrings(text: str, name: str) -> list[tuple[int, str]]:
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            found.append((token.start[0], token.string.lstrip("#")))
+    for node in ast.walk(ast.parse(text, name)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                found.append((body[0].lineno, body[0].value.value))
+    return found
+
+
+def test_comments_cite_docs_not_outside_documents_or_issue_numbers():
+    offenders = []
+    for tree in _CITING_TREES:
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            text = path.read_text()
+            if _generated(path, text):
+                continue
+            for line, words in _comments_and_docstrings(text, str(path)):
+                for hit in _CITATION.finditer(words):
+                    at = line + words.count("\n", 0, hit.start())
+                    offenders.append(f"{path.relative_to(ROOT)}:{at} {hit.group(0)!r}")
+    assert offenders == [], ("say it in the project's words or cite a page of docs/:\n"
+                             + "\n".join(offenders))
+
+
+def test_docs_cite_docs_not_outside_documents_or_issue_numbers():
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "BENCHMARKS.md",
+             *sorted((ROOT / "docs").glob("*.md"))]
+    offenders = [f"{page.relative_to(ROOT)}:{number} {hit.group(0)!r}"
+                 for page in pages
+                 for number, line in enumerate(page.read_text().splitlines(), 1)
+                 for hit in _CITATION.finditer(line)]
+    assert offenders == [], ("say it in the project's words or link a page of docs/:\n"
+                             + "\n".join(offenders))

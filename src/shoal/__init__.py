@@ -1,4 +1,4 @@
-"""shoal: a telemetry and event lakehouse (see SPEC.md).
+"""shoal: a telemetry and event lakehouse (see docs/architecture.md).
 
 `shoal.connect()` opens the embedded client; the column types and `Column` are re-exported
 so that table definitions read naturally. Every name here is imported on first use (PEP 562),

@@ -116,7 +116,7 @@ class Shoal:
         return self.query_engine.read(name, predicate, snapshot_id=snapshot_id,
                                       columns=columns, prune=prune)
 
-    # queries (SPEC §8): DDL here; SELECTs planned, then run by the embedded engine or Spark
+    # queries: DDL here; SELECTs planned, then run by the embedded engine or Spark
     @property
     def query_engine(self):
         """The query engine (its Spark session starts on the first query)."""

@@ -1,17 +1,29 @@
-"""Configuration: defaults, then a TOML file, then `SHOAL_*` variables, then flags (SPEC §11).
+"""Configuration: defaults, then a TOML file, then `SHOAL_*` variables, then flags.
 
-Loaded once at the edge (CLI, server) and passed down; nothing reads the environment later.
+Loaded once at the edge (CLI, server) and passed down. This module is the only reader of
+`SHOAL_*` variables: `load_config` at the edge, and `setting_from_env` for the one low-level
+fallback that has no `Config` at hand (`shoal.storage.open_store`'s S3 endpoint, for a
+store opened from a bare URL). Variables that are not shoal's are read or set where they
+belong and are documented there: `AWS_*` credentials and region (`shoal.storage`),
+`SPARK_HOME` / `SPARK_CONF_DIR` (`shoal.query.cluster`), `PYSPARK_PYTHON`,
+`PYSPARK_DRIVER_PYTHON` and `SPARK_LOCAL_IP`, which the Spark launcher sets for itself
+(`shoal.query.engine`), and the allocator and BLAS knobs `shoal.native` sets before
+pyarrow loads.
 Defaults give the embedded single-machine setup: everything under `./shoal-data` (SQLite
 catalog `catalog.db`, extents under `objects/`, Spark `local[*]`).
 
 File keys are the variable names without the prefix, lower-cased (`catalog_url = "..."`).
 The file is `--config`, else `SHOAL_CONFIG`, else `./shoal.toml` if it exists.
 
-Spark settings pass through untouched (issue 19): the file's `[spark]` table
+Spark settings pass through untouched: the file's `[spark]` table
 (`"spark.executor.memory" = "4g"`) and `SHOAL_SPARK_CONF` (`key=value` pairs separated by
 `;` or newlines; its keys win over the file's). They win over shoal's own Spark defaults
 (`shoal.query.cluster`), which apply only where neither these nor `spark-defaults.conf` set
 a key.
+
+Every setting has a one-line description in `SETTINGS`; docs/configuration.md holds the
+table `python -m shoal.config --markdown` prints (`--update docs/configuration.md` rewrites
+it in place), and a test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -40,29 +52,29 @@ class Config:
     port: int = 8720
     tokens: str | None = None          # "token=scope1,scope2;token2=scope"
     tokens_file: str | None = None
-    # OTLP (SPEC §7.2): the gRPC port (0 = off) and the standard tables, made on first use.
+    # OTLP (docs/otlp.md): the gRPC port (0 = off) and the standard tables, made on first use.
     otlp_grpc_port: int = 4317
     otlp_logs_table: str = "otel_logs"
     otlp_spans_table: str = "otel_spans"
     otlp_metrics_table: str = "otel_metrics"
-    # Prometheus (issue 16): where remote write and scrape jobs land samples and metadata
+    # Prometheus: where remote write and scrape jobs land samples and metadata
     # (layout: shoal.types.prometheus), made on first use.
     prometheus_table: str = "prom_samples"
     prometheus_metadata_table: str = "prom_metadata"
-    # PromQL (issue 16): Prometheus's --query.lookback-delta and --query.max-samples.
+    # PromQL: Prometheus's --query.lookback-delta and --query.max-samples.
     promql_lookback_s: float = 300.0
     promql_max_samples: int = 50_000_000
-    # Arrow Flight SQL (issue 15): its port (0 = off) and, for grpc+tls, PEM cert and key.
+    # Arrow Flight SQL: its port (0 = off) and, for grpc+tls, PEM cert and key.
     flight_port: int = 8815
     flight_tls_cert: str | None = None
     flight_tls_key: str | None = None
-    # Kafka (SPEC §7.3): bootstrap servers for pipelines whose table binding names none.
+    # Kafka (docs/kafka.md): bootstrap servers for pipelines whose table binding names none.
     kafka_bootstrap: str | None = None
     # `shoal serve` runs the maintenance scheduler + a worker, and the Kafka pipelines of
     # bound tables (SHOAL_MAINTENANCE / SHOAL_PIPELINES = false to leave them to others).
     maintenance: bool = True
     pipelines: bool = True
-    # Where bound pipelines may read from or connect to (SPEC §8, §11): comma-separated
+    # Where bound pipelines may read from or connect to (docs/security.md): comma-separated
     # directories / `s3://bucket/prefix` prefixes (the data directory is always allowed) and
     # `host` or `host:port` entries (none by default). The operator's own flags and
     # configuration (e.g. `--path`, SHOAL_KAFKA_BOOTSTRAP) are trusted as they are.
@@ -89,7 +101,7 @@ class Config:
     # SIGTERM before it cancels them and stops.
     header_timeout_s: float = 20.0
     shutdown_timeout_s: float = 30.0
-    # Which engine answers a SELECT (SPEC §8): `auto` runs it in process (the embedded
+    # Which engine answers a SELECT (docs/architecture.md): `auto` runs it in process (the embedded
     # engine) when it is vetted identical to Spark and its pruned scans plan at most
     # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
     query_engine: str = "auto"
@@ -98,16 +110,18 @@ class Config:
     # `memory_limit`, no spilling) and, separately, its inputs read as Arrow. Past either it
     # is answered by Spark (`auto`) or refused with 400 `query_memory_exceeded` (`local`).
     local_query_memory: int = 512 << 20
-    # `shoal serve` coerces NDJSON bodies in this many worker processes (issue 18;
-    # `shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
+    # `shoal serve` coerces NDJSON bodies in this many worker processes
+    # (`shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
     # measured, the pool cost as much CPU as it freed (BENCHMARKS.md, REST on every core).
     coerce_workers: int = 0
 
-    # Spark (issue 19): settings passed through to Spark as they are ([spark] table /
+    # Spark: settings passed through to Spark as they are ([spark] table /
     # SHOAL_SPARK_CONF), and how long a non-local session may take to show that an executor
     # runs shoal and reaches the catalog and store (`shoal.query.cluster`).
     spark_conf: tuple[tuple[str, str], ...] = ()
     spark_start_timeout_s: float = 180.0
+    # `spark.driver.memory` of the sessions shoal starts, unless set by the user.
+    spark_driver_memory: str = "2g"
 
     @property
     def spark_settings(self) -> dict[str, str]:
@@ -246,3 +260,176 @@ def load_config(*, config_file: str | None = None, env: Mapping[str, str] | None
         if value is not None:
             values[name] = _coerce(name, value)
     return replace(Config(), **values)
+
+
+def setting_from_env(name: str, env: Mapping[str, str] | None = None) -> Any:
+    """One setting's value from `SHOAL_<NAME>` (None when unset or empty), parsed as
+    `load_config` parses it: for code below the edge that has no `Config` at hand."""
+    if name not in _FIELDS:
+        raise TypeError(f"unknown configuration setting {name!r}")
+    env = os.environ if env is None else env
+    text = env.get(ENV_PREFIX + name.upper())
+    return None if not text else _coerce(name, text)
+
+
+# One line per setting for docs/configuration.md (Markdown; links relative to docs/). A new
+# field of `Config` needs its line here: the docs test fails without it.
+SETTINGS: dict[str, str] = {
+    "data_dir": "Data directory: the SQLite catalog and local objects live under it unless "
+                "`catalog_url` / `storage_url` say otherwise (`--data-dir`).",
+    "catalog_url": "The catalog database: SQLite, or `postgresql://user@host:5432/db` for "
+                   "several processes or machines.",
+    "storage_url": "The object store of extents: a directory, `file:///abs/dir`, or "
+                   "`s3://bucket/prefix`.",
+    "s3_endpoint": "An S3-compatible server, e.g. `http://127.0.0.1:9000`; credentials and "
+                   "region from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`.",
+    "spark_master": "Spark master: `local[*]` in process, or a cluster "
+                    "([deployment](deployment.md#on-a-spark-cluster)).",
+    "host": "Address `shoal serve` binds (`--host`); beyond loopback it needs tokens.",
+    "port": "HTTP port of `shoal serve` (`--port`).",
+    "tokens": "Bearer tokens and their scopes, `tok1=ingest,query;tok2=admin`; with no "
+              "token only loopback clients are served ([security](security.md)).",
+    "tokens_file": "A file of tokens, one `token scope,scope` per line (`#` comments).",
+    "otlp_grpc_port": "OTLP/gRPC port of `shoal serve` (`--otlp-grpc-port`); 0 = off.",
+    "otlp_logs_table": "Table OTLP logs land in, made on first use ([OTLP](otlp.md)).",
+    "otlp_spans_table": "Table OTLP spans land in, made on first use.",
+    "otlp_metrics_table": "Table OTLP metrics land in, made on first use.",
+    "prometheus_table": "Table remote write and scrape jobs land samples in, made on first "
+                        "use ([Prometheus](prometheus.md)).",
+    "prometheus_metadata_table": "Table of metric metadata (type, help, unit), made on "
+                                 "first use.",
+    "promql_lookback_s": "PromQL lookback delta, as Prometheus's `--query.lookback-delta`.",
+    "promql_max_samples": "Most samples one PromQL query may load, as Prometheus's "
+                          "`--query.max-samples`.",
+    "flight_port": "Arrow Flight SQL port of `shoal serve` (`--flight-port`); 0 = off.",
+    "flight_tls_cert": "PEM certificate for Flight SQL; with the key, `grpc+tls` instead "
+                       "of plaintext `grpc+tcp`.",
+    "flight_tls_key": "PEM private key for Flight SQL, with `flight_tls_cert`.",
+    "kafka_bootstrap": "Kafka bootstrap servers for bound tables whose binding names none "
+                       "([Kafka](kafka.md)).",
+    "maintenance": "`shoal serve` runs the maintenance scheduler and a worker; `false` "
+                   "leaves maintenance to `shoal maintain`.",
+    "pipelines": "`shoal serve` runs the pipelines bound to tables (Kafka, file-drop, "
+                 "scrape); `false` leaves them to `shoal pipeline`.",
+    "allowed_paths": "Directories and `s3://bucket/prefix` prefixes bound pipelines may "
+                     "read besides the data directory, comma-separated.",
+    "allowed_hosts": "`host` or `host:port` entries bound pipelines and scrape jobs may "
+                     "connect to, comma-separated.",
+    "http_hosts": "Names the server answers to in `Host` besides the loopback names, "
+                  "comma-separated.",
+    "cors_origins": "Origins granted CORS, comma-separated; none: a page elsewhere gets "
+                    "nothing.",
+    "query_timeout_s": "Wall time a query may run before it is cancelled.",
+    "query_max_rows": "Most rows one answer holds; the rest is cut and the stats say so.",
+    "query_max_bytes": "Most bytes of Arrow data one answer holds.",
+    "query_concurrency": "Queries running at once; more get 429 with `Retry-After`.",
+    "body_timeout_s": "Time a client may take to send a request body.",
+    "query_concurrency_per_client": "Query slots one client (its token, or its address "
+                                    "without tokens) may hold; 0 = all but one of "
+                                    "`query_concurrency` (at least 1).",
+    "flight_idle_timeout_s": "A Flight SQL stream whose client reads nothing this long is "
+                             "cancelled and frees its query slot.",
+    "header_timeout_s": "Time a client may take to send a request's line and headers; the "
+                        "connection is closed after it.",
+    "shutdown_timeout_s": "Time `shoal serve` lets in-flight requests finish after SIGTERM "
+                          "before it cancels them.",
+    "query_engine": "Which engine answers a SELECT: `auto` (in process when vetted identical "
+                    "to Spark and small enough), `local` or `spark` "
+                    "([SQL](sql.md#two-engines-embedded-duckdb-and-spark)).",
+    "local_query_max_bytes": "Most stored bytes of pruned scans `auto` runs in process.",
+    "local_query_memory": "Memory one embedded-engine query may take (DuckDB's working "
+                          "memory, and separately its Arrow inputs); past it `auto` runs "
+                          "Spark, `local` answers 400 `query_memory_exceeded`.",
+    "coerce_workers": "Processes `shoal serve` coerces NDJSON bodies in "
+                      "(`--coerce-workers`); 0 = in the server process "
+                      "([deployment](deployment.md#coercion-workers)).",
+    "spark_conf": "Spark settings passed through as they are, `key=value;key=value` (or the "
+                  "file's `[spark]` table); they win over shoal's defaults "
+                  "([deployment](deployment.md#spark-settings)).",
+    "spark_start_timeout_s": "Time a non-local Spark session may take to show that an "
+                             "executor runs shoal and reaches the catalog and store.",
+    "spark_driver_memory": "`spark.driver.memory` of the sessions shoal starts, unless "
+                           "`spark_conf` or `spark-defaults.conf` sets it.",
+}
+# Defaults that are not a value: what an unset setting means.
+_UNSET = {"catalog_url": "`sqlite:///<data_dir>/catalog.db`",
+          "storage_url": "`file://<data_dir>/objects`", "s3_endpoint": "AWS",
+          "allowed_paths": "the data directory only", "http_hosts": "loopback names only",
+          "tokens": "none: loopback only", "spark_conf": "shoal's defaults"}
+DOCS_BEGIN = "<!-- settings: generated by `python -m shoal.config --markdown`; do not edit -->"
+DOCS_END = "<!-- end of settings -->"
+
+
+def _kind(name: str) -> str:
+    if name in _BOOL_FIELDS:
+        return "`true` / `false`"
+    if name in _FLOAT_FIELDS:
+        return "seconds" if name.endswith("_s") else "number"
+    if name in _INT_FIELDS:
+        return "bytes" if name.endswith("_bytes") else "integer"
+    if name == "query_engine":
+        return " / ".join(f"`{e}`" for e in QUERY_ENGINES)
+    if name == "spark_conf":
+        return "`key=value` pairs"
+    return "string"
+
+
+def _default(name: str) -> str:
+    value = getattr(Config(), name)
+    if name in _UNSET:
+        return _UNSET[name]
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and name.endswith("_bytes") and value % (1 << 20) == 0:
+        return f"{value} ({value >> 20} MiB)"
+    if isinstance(value, str):
+        return f"`{value}`"
+    return str(value) if name.endswith("port") else f"{value:,}"
+
+
+def markdown_table() -> str:
+    """The settings table of docs/configuration.md, between its markers."""
+    rows = [DOCS_BEGIN, "", "| variable | file key | type | default | what it sets |",
+            "|---|---|---|---|---|",
+            f"| `{ENV_PREFIX}CONFIG` | | path | `./shoal.toml` if present | The config file "
+            "(`--config`). |"]
+    for name in _FIELDS:
+        if name not in SETTINGS:
+            raise ConfigError(f"setting {name!r} has no line in shoal.config.SETTINGS")
+        key = "`[spark]` table" if name == "spark_conf" else f"`{name}`"
+        rows.append(f"| `{ENV_PREFIX}{name.upper()}` | {key} | {_kind(name)} | "
+                    f"{_default(name)} | {SETTINGS[name]} |")
+    rows += ["", DOCS_END]
+    return "\n".join(rows) + "\n"
+
+
+def update_docs(path: str) -> bool:
+    """Rewrite the settings table of the page at `path`; True if it changed."""
+    text = Path(path).read_text()
+    start, end = text.find(DOCS_BEGIN), text.find(DOCS_END)
+    if start < 0 or end < start:
+        raise ConfigError(f"{path}: no settings markers ({DOCS_BEGIN!r} ... {DOCS_END!r})")
+    new = text[:start] + markdown_table() + text[end + len(DOCS_END) + 1:]
+    Path(path).write_text(new)
+    return new != text
+
+
+def _main(argv: list[str]) -> int:
+    if argv == ["--markdown"]:
+        print(markdown_table(), end="")
+        return 0
+    if len(argv) == 2 and argv[0] == "--update":
+        print(f"{argv[1]}: {'updated' if update_docs(argv[1]) else 'already up to date'}")
+        return 0
+    print("usage: python -m shoal.config --markdown | --update docs/configuration.md")
+    return 2
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

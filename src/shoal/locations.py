@@ -1,4 +1,4 @@
-"""Where bound pipelines may read from or connect to (SPEC §8, §11 `SHOAL_ALLOWED_*`).
+"""Where bound pipelines may read from or connect to (`SHOAL_ALLOWED_*`, docs/security.md).
 
 A table property can make the server read a directory (`filedrop_path`) or connect to a host
 (`kafka_bootstrap`, `scrape_targets`). Whoever may create tables could otherwise point

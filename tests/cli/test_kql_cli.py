@@ -1,4 +1,4 @@
-"""`shoal kql "<query>"` and `shoal sql --kql` as a user runs them (issue 15): the answer,
+"""`shoal kql "<query>"` and `shoal sql --kql` as a user runs them: the answer,
 the stats with pruning, the SQL it ran as and the render hint; a syntax error is one line
 naming where (exit 1). On the embedded engine (no Spark)."""
 

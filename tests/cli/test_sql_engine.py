@@ -1,4 +1,4 @@
-"""`shoal sql --engine` as a user runs it (issue 13, Must show 2): each engine forced from the
+"""`shoal sql --engine` as a user runs it: each engine forced from the
 command line, the stats line names it and why, refusals are one-line errors, a bad name is a
 usage error (exit 2)."""
 

@@ -1,4 +1,4 @@
-"""Per-block membership filters (SPEC §6.1 "phase B", `shoal.format.blockfilters`): a needle
+"""Per-block membership filters (`shoal.format.blockfilters`): a needle
 inside a big extent keeps one block; pruning never changes answers; extents with filters stay
 readable by a v2 reader that does not know them, and extents without them still prune."""
 

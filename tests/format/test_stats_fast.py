@@ -1,4 +1,4 @@
-"""The cheaper ways the writer's stats are found (issue 18) give exactly what the plain ways
+"""The cheaper ways the writer's stats are found give exactly what the plain ways
 give: skeleton classes through digit classes, tokens through distinct pieces, and an
 overflowing string block hashed instead of unique'd (see also test_stats_golden.py)."""
 

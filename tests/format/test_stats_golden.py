@@ -1,5 +1,5 @@
 """The extent stats stay byte for byte what they were before the writer's stats were made
-cheaper (issue 18): every block-stats entry, column stat (distinct and token sets), membership
+cheaper: every block-stats entry, column stat (distinct and token sets), membership
 filter, per-block filter and present path of a set of seeded extents is digested, and the
 digests are compared with `golden/stats_digests.json`, written by the code before that work.
 

@@ -1,4 +1,4 @@
-"""File-drop pipeline (issue 5, "Must show" 3): a local directory and the S3-compatible server.
+"""File-drop pipeline: a local directory and the S3-compatible server.
 
 50 files (some gzipped, two identical copies, one with a bad line) are dropped; each distinct
 file's rows land once, the copy no-ops, the bad line is in `<table>__rejects` with its file and
@@ -48,7 +48,7 @@ def file_lines(i: int) -> list[bytes]:
 
 
 def drop_files() -> dict[str, bytes]:
-    """name -> object bytes: 50 objects, every third gzipped, #49 a copy of #10."""
+    """name -> object bytes: 50 objects, every third gzipped, the 49th a copy of the 10th."""
     files: dict[str, bytes] = {}
     for i in range(N_FILES - 1):
         body = b"\n".join(file_lines(i)) + b"\n"

@@ -1,4 +1,4 @@
-"""Kafka pipeline (SPEC §7.3, issue 5): exactly-once under SIGKILL, rejects, header columns.
+"""Kafka pipeline (docs/kafka.md): exactly-once under SIGKILL, rejects, header columns.
 
 A librdkafka mock cluster runs in a helper process (`tests.support.kafka`; a real broker is
 used instead when SHOAL_TEST_KAFKA_BOOTSTRAP is set). The exactly-once test runs the real

@@ -1,4 +1,4 @@
-"""Scrape jobs (issue #16 B): the binding's DDL, and scrapes of real HTTP targets (a local
+"""Scrape jobs: the binding's DDL, and scrapes of real HTTP targets (a local
 server serving set expositions, over real sockets) on an injected clock.
 
 What a user would see in the table: Prometheus's sample names and labels (job, instance,

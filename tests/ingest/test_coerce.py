@@ -1,4 +1,4 @@
-"""NDJSON -> Arrow coercion (SPEC §3): every rule, every error message, fast path == slow path.
+"""NDJSON -> Arrow coercion: every rule, every error message, fast path == slow path.
 
 `run()` coerces each body through `_coerce_slow` (the per-line reference) and through
 `coerce_ndjson` in both its forms: the C scanner converting the typed columns in its own
@@ -106,7 +106,7 @@ def error_of(value: str, col: Column) -> str:
     return c.errors[0].message
 
 
-# -- the SPEC §3 table ---------------------------------------------------------------------
+# -- the coercion table ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("col", [Column("x", t) for t in
                                  (BOOL, INT, LONG, REAL, STRING, TIMESTAMP, vector(2), DYNAMIC,
@@ -875,7 +875,7 @@ def test_property_odd_lines_inside_a_large_body(data: st.DataObject) -> None:
         if not _lines.LineIndex.build(body).structural_bad:
             # Known gap: with a line that cannot be one object (a value broken over lines, a
             # lone brace) the fallback may send good lines the per-line way too (found by
-            # this property at the end of issue 18's session; results stay exact).
+            # this property when the fast path was added; results stay exact).
             assert set(per_line.lines) <= odd_numbers
         alone = "\n".join(line if at <= i < at + len(odd) else "" for i, line in enumerate(lines))
         slow = _coerce_slow(alone.encode(), schema, unknown=unknown,  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Schema evolution mid-batch (SPEC §4): the pre-scan, the plan, and the whole evolve flow."""
+"""Schema evolution mid-batch: the pre-scan, the plan, and the whole evolve flow."""
 
 from __future__ import annotations
 

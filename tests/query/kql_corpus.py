@@ -1,4 +1,4 @@
-"""The KQL corpus (issue 15, Must show 1): generated logs and queries with their hand-written
+"""The KQL corpus: generated logs and queries with their hand-written
 Spark SQL and DuckDB equivalents.
 
 Data: `logs` (4 extents of 300 rows, one per 90 minutes from T0; services api, web, worker,

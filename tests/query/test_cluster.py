@@ -1,4 +1,4 @@
-"""shoal on a Spark standalone cluster, by configuration alone (issue 19).
+"""shoal on a Spark standalone cluster, by configuration alone.
 
 One cluster per module: a master and two workers started from the pyspark package with an
 EMPTY environment (no AWS variables, no shoal on any Python path), the real Postgres

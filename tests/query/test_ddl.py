@@ -1,4 +1,4 @@
-"""shoal's DDL (SPEC §7.3, §11): parsing, positioned syntax errors, and every statement run
+"""shoal's DDL (docs/sql.md): parsing, positioned syntax errors, and every statement run
 against a real embedded shoal, header rules included."""
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_unknown_type_names_the_column():
         parse_ddl("CREATE TABLE t (a blob)")
 
 
-# -- header columns (SPEC §7.3) ------------------------------------------------------------
+# -- header columns (docs/kafka.md) ------------------------------------------------------------
 def test_valid_header_forms(db):
     run(db, f"CREATE TABLE all_h (id long, hs {HEADERS_TYPE} HEADERS)")
     run(db, "CREATE TABLE keyed (id long, trace BYTES HEADER('trace-id'), "

@@ -1,4 +1,4 @@
-"""Which engine answers (issue 13, Must show 2 and 3): `auto` runs a needle in process and
+"""Which engine answers: `auto` runs a needle in process and
 hands a scan over the budget to Spark, forcing works both ways, the stats and EXPLAIN say
 which engine ran and why; the reader fetches only the projected columns; the embedded
 engine stays read-only and never starts Spark."""

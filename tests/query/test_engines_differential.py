@@ -1,4 +1,4 @@
-"""Two engines, one answer (issue 13, Must show 1): every query shape of the correctness tests
+"""Two engines, one answer: every query shape of the correctness tests
 answered by Spark (`engine=spark`) and by the embedded engine (`engine=local`) gives the same
 column names, the same Arrow types and the same values; statements the embedded engine must
 not answer are listed with the reason `auto` gives for handing them to Spark.

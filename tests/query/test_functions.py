@@ -1,4 +1,4 @@
-"""Byte functions (SPEC §7.3): the vectorised Arrow kernels against `struct.unpack`, the
+"""Byte functions (docs/kafka.md): the vectorised Arrow kernels against `struct.unpack`, the
 processing log, and the registered Spark SQL functions in projections and predicates."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""KQL beyond the corpus (issue 15): positioned errors, pruning and time travel through KQL,
+"""KQL beyond the corpus: positioned errors, pruning and time travel through KQL,
 the render hint, and where the translation puts predicates (next to the scan)."""
 
 from __future__ import annotations

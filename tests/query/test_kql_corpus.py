@@ -1,5 +1,5 @@
-"""KQL answers equal the hand-written SQL through shoal and DuckDB over the same rows
-(issue 15, Must show 1). Each case of `tests.query.kql_corpus` runs three ways:
+"""KQL answers equal the hand-written SQL through shoal and DuckDB over the same rows.
+Each case of `tests.query.kql_corpus` runs three ways:
 
 1. the KQL through shoal (`execute_kql`), on the embedded engine when the case is `local`
    (the stats must say so; nothing here starts Spark);

@@ -1,4 +1,4 @@
-"""Issue 13, Must show 3: a needle inside one compacted extent of 1M rows reads one block.
+"""A needle inside one compacted extent of 1M rows reads one block.
 
 Four appended extents of 250,000 rows are compacted (the maintenance worker, on Spark) into
 one extent of 1M rows in 64k-row blocks; its per-block membership filters

@@ -1,4 +1,4 @@
-"""Must show (issue 16): shoal's PromQL answers what a real Prometheus answers.
+"""Must show: shoal's PromQL answers what a real Prometheus answers.
 
 A fixed hour of history (counters with a reset, gauges, a classic histogram, an info
 metric, a series that stops half-way) is backfilled into a real Prometheus 2.x with

@@ -1,4 +1,4 @@
-"""`db.read` and `db.sql` share one scan path (issue 14): the same scan, planned cold by
+"""`db.read` and `db.sql` share one scan path: the same scan, planned cold by
 either, reports the same pruning stats and the same rows."""
 
 from __future__ import annotations

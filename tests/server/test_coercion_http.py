@@ -1,4 +1,4 @@
-"""Every row of the SPEC §3 coercion table, and each error case, through real HTTP.
+"""Every row of the coercion table (docs/ingest.md), and each error case, through real HTTP.
 
 Values are posted as NDJSON to a live server and read back from the committed extents, so
 what is checked is what a user would query. Errors are checked for their exact message.

@@ -1,4 +1,4 @@
-"""Arrow Flight SQL (issue 15, Must show 3 and 4) with the real client, `adbc-driver-flightsql`
+"""Arrow Flight SQL with the real client, `adbc-driver-flightsql`
 and its DBAPI cursor, against a live in-process server (uvicorn + the Flight port started by
 the app's lifespan), on the embedded engine: connect, list tables, a needle and an
 aggregation, a 1M-row answer as Arrow, prepared statements, time travel and `has()` pruning
@@ -371,7 +371,7 @@ def test_header_columns_and_byte_functions_in_sql_and_kql(live):
         assert cur.fetchall() == want
 
 
-# ---- streaming, caps, prepared schemas, cancel (issue 15 remainder) -------------------------
+# ---- streaming, caps, prepared schemas, cancel ----------------------------------------------
 def queries_running(http: str) -> float:
     """`shoal_queries_running` of a live server, from its /metrics."""
     for line in httpx.get(f"{http}/metrics", timeout=30).text.splitlines():

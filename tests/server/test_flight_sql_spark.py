@@ -1,4 +1,4 @@
-"""Arrow Flight SQL on the Spark engine (issue 15): a live in-process server whose queries run on
+"""Arrow Flight SQL on the Spark engine: a live in-process server whose queries run on
 the test run's Spark session. The schema of a statement is announced at GetFlightInfo (Spark's
 analysis, no job) and the rows keep it; the row cap ends the stream with `truncated` in the
 last message; a prepared statement announces its schema; CancelFlightInfo cancels a cross join

@@ -1,4 +1,4 @@
-"""`POST /v1/query` with `{"kql": ...}` (issue 15): the answer as for SQL plus the SQL it ran
+"""`POST /v1/query` with `{"kql": ...}`: the answer as for SQL plus the SQL it ran
 as and the render hint, over JSON and Arrow; a syntax error is a 400 naming line and column.
 The server runs queries on the embedded engine (no Spark)."""
 

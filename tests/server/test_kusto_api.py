@@ -1,4 +1,4 @@
-"""A real Kusto client against a live `shoal serve` (issue 15, Must show 2): `azure-kusto-data`
+"""A real Kusto client against a live `shoal serve`: `azure-kusto-data`
 with no authentication (as against the Kusto emulator) runs `.show tables`, `.show table T
 schema`, and KQL queries, and gets typed values (datetime, long, real, string, dynamic); a
 KQL syntax error comes back as a Kusto service error naming the position. The server runs

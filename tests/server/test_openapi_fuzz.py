@@ -1,4 +1,4 @@
-"""Schemathesis against a live server: `/openapi.json` tells the truth (issue #12, item 4).
+"""Schemathesis against a live server: `/openapi.json` tells the truth.
 
 The document is loaded from the server itself (real uvicorn over a socket, `open_server`
 without tokens and `auth_server` with the admin token sent on every request), and every

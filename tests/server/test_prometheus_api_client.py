@@ -1,4 +1,4 @@
-"""Must show (issue 16): the `prometheus-api-client` library talks to shoal as to Prometheus.
+"""Must show: the `prometheus-api-client` library talks to shoal as to Prometheus.
 
 A live `shoal serve` holds a small history (`tests.support.promdata`); the client's
 `custom_query`, `custom_query_range`, `get_current_metric_value`, `get_metric_range_data`

@@ -1,4 +1,4 @@
-"""Both engines over a real socket (issue 13, Must show 2 and 4): `?engine=` forces each,
+"""Both engines over a real socket: `?engine=` forces each,
 the answer's stats name it and why, a bad name or a refused statement is a 400; eight
 queries at once beside a stream of REST ingests all answer correctly while every ingest is
 acknowledged."""

@@ -1,4 +1,4 @@
-"""Issue #12, "Must show" 1: every attack a hostile but ordinary user tried, through HTTP.
+"""Every attack a hostile but ordinary user tried, through HTTP.
 
 Each attack is sent to a live server without tokens (loopback mode) and with each scope;
 each must be refused with a clear 4xx, no file may be read or written, no command may run,

@@ -1,4 +1,4 @@
-"""Table management over HTTP: exact bodies and status codes (SPEC §11)."""
+"""Table management over HTTP: exact bodies and status codes (docs/http-api.md)."""
 
 from __future__ import annotations
 

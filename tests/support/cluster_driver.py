@@ -1,4 +1,4 @@
-"""A shoal driver process for the cluster tests (issue 19): `python -m
+"""A shoal driver process for the cluster tests: `python -m
 tests.support.cluster_driver`, configured by its environment alone (`SHOAL_*`, as a
 deployment is), answering one JSON command per stdin line with one JSON line on stdout.
 

@@ -1,4 +1,4 @@
-"""A Spark standalone cluster for tests (issue 19): a master and workers started from the
+"""A Spark standalone cluster for tests: a master and workers started from the
 pyspark package's own `spark-class`, each in a nearly empty environment.
 
 Workers get only PATH (for `java`), JAVA_HOME when set, SPARK_HOME and HOME: no AWS

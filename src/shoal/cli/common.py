@@ -1,6 +1,6 @@
 """What every `shoal` command shares: the client, the one-line error edge, output, progress.
 
-Exit codes (SPEC §11): 0 success; 1 a shoal error, printed as one line `error: <message>`
+Exit codes (docs/cli.md): 0 success; 1 a shoal error, printed as one line `error: <message>`
 on stderr; 2 bad usage, click's own (an unknown option, a value outside an option's enum,
 with a usage message naming the allowed values); 130 interrupted (`shoal demo`).
 

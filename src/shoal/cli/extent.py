@@ -1,4 +1,4 @@
-"""`shoal extent ...`: look inside extent objects (SPEC §6.1).
+"""`shoal extent ...`: look inside extent objects (docs/storage.md).
 
 `shoal extent inspect PATH [--storage-url URL]` prints one JSON document: version, byte
 size, row and block counts, the Arrow schema (name, Arrow type, shoal type), the block stats

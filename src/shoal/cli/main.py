@@ -1,4 +1,4 @@
-"""The `shoal` command (SPEC §10, §11): the one place that builds the Typer app.
+"""The `shoal` command (docs/deployment.md, docs/cli.md): the one place that builds the Typer app.
 
 Every command is registered here, explicitly, by the module and function that define it;
 command modules only define functions, so importing one has no side effect and the command

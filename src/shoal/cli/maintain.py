@@ -1,4 +1,4 @@
-"""`shoal maintain`: run a maintenance worker, or show what maintenance did (SPEC §9, §11).
+"""`shoal maintain`: run a maintenance worker, or show what maintenance did (docs/maintenance.md).
 
 - `shoal maintain`: scheduler + worker until SIGINT/SIGTERM; start more anywhere that
   reaches the same catalog and store to add capacity (units are claimed, never shared).

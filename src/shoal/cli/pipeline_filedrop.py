@@ -1,4 +1,4 @@
-"""`shoal pipeline filedrop [--path <dir|s3://bucket/prefix>] --table t [--once]` (SPEC §7.4).
+"""`shoal pipeline filedrop [--path <dir|s3://bucket/prefix>] --table t [--once]`.
 
 Without `--path` the table's binding is used (`WITH (filedrop_path='...')`, and
 `filedrop_interval`, `filedrop_mode`); flags override the properties

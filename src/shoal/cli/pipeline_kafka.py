@@ -1,4 +1,4 @@
-"""`shoal pipeline kafka`: run the Kafka -> table streaming pipeline (SPEC §7.3, §11).
+"""`shoal pipeline kafka`: run the Kafka -> table streaming pipeline (docs/kafka.md, docs/cli.md).
 
     shoal pipeline kafka --bootstrap HOST:PORT --topic T [--topic ...] --table t
                          [--group g] [--mode drop|evolve|reject] [--until-idle SECONDS]

@@ -1,4 +1,4 @@
-"""`shoal pipeline scrape [--table t ...] [--once]` (issue #16): run the scrape jobs bound to
+"""`shoal pipeline scrape [--table t ...] [--once]`: run the scrape jobs bound to
 tables (`WITH (scrape_targets='host:port,...')`, see `shoal.ingest.scrape_binding`).
 
 `--once` scrapes every target of every bound table (or of the `--table`s given) one time,

@@ -1,4 +1,4 @@
-"""`shoal serve`: run the HTTP server under uvicorn until SIGINT/SIGTERM (SPEC §7.1, §11).
+"""`shoal serve`: run the HTTP server under uvicorn until SIGINT/SIGTERM (docs/cli.md).
 
 OTLP/gRPC is served beside it on `--otlp-grpc-port` (SHOAL_OTLP_GRPC_PORT, default 4317,
 0 = off), on the same host and under the same tokens. A gRPC port in use fails the startup

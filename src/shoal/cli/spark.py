@@ -1,4 +1,4 @@
-"""`shoal spark pack`: the environment Spark executors run shoal with (issue 19).
+"""`shoal spark pack`: the environment Spark executors run shoal with.
 
 Writes shoal and its pinned dependencies as a `.tar.gz` (`shoal.query.pack`) and prints the
 two Spark settings that ship it; see docs/deployment.md.

@@ -1,4 +1,4 @@
-"""`shoal tables`, `shoal describe t`, `shoal create-table t -c name:type ...` (SPEC §11).
+"""`shoal tables`, `shoal describe t`, `shoal create-table t -c name:type ...` (docs/cli.md).
 
 `describe` and `create-table` print the table document of `GET /v1/tables/{t}` as JSON;
 `tables --format json` prints `{"tables": [...]}` as `GET /v1/tables` does.

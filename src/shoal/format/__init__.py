@@ -1,4 +1,4 @@
-"""Extent formats behind the SegmentFormat protocols (SPEC §6.1).
+"""Extent formats behind the SegmentFormat protocols (docs/storage.md).
 
 `base` holds the protocols, predicates and the write result; `tlm` is the shipping format.
 Callers outside `shoal.format` name only the protocols; `get_format(name)` picks an

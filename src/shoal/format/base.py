@@ -1,4 +1,4 @@
-"""Extent format protocols, block predicates and the write result (SPEC §6.1).
+"""Extent format protocols, block predicates and the write result (docs/storage.md).
 
 Catalog, planner, executor and ingest talk to extents only through these names; a concrete
 format (`tlm`, maybe Parquet later) implements `SegmentFormat`, `ExtentReader` and
@@ -93,7 +93,7 @@ class ExtentMetadata:
 
 @dataclass(frozen=True)
 class ExtentWriteResult:
-    """What the format hands the catalog for one finished extent (SPEC §6.1)."""
+    """What the format hands the catalog for one finished extent (docs/storage.md)."""
 
     extent_id: str                    # uuid4 hex string
     object_path: str                  # key in the object store

@@ -1,4 +1,4 @@
-"""Per-block membership filters (SPEC §6.1 "phase B"): which blocks of an extent may hold a
+"""Per-block membership filters (docs/storage.md): which blocks of an extent may hold a
 looked-up value, so that a needle inside a big (compacted) extent reads one block.
 
 Which columns: exactly those that get an extent-level membership filter (int columns and

@@ -1,4 +1,4 @@
-"""Present paths of dynamic columns (SPEC §6.1 extent stats), found while an extent is written.
+"""Present paths of dynamic columns (extent stats), found while an extent is written.
 
 For each dynamic column (field metadata `shoal.type` = `dynamic`, values JSON bytes) the
 sorted dotted paths of object keys present anywhere ("a", "a.b"; arrays are leaves). Exact,

@@ -1,4 +1,4 @@
-"""Membership (bloom) filters for high-cardinality columns (SPEC §6.1 "going further").
+"""Membership (bloom) filters for high-cardinality columns (docs/storage.md).
 
 An int column, or a string column whose values look like identifiers, gets a bloom filter
 over its distinct values once its distinct set overflows, so that needle lookups

@@ -1,4 +1,4 @@
-"""Block-level evaluation of `BlockPredicate` against one block's stats (SPEC §6.1, §8 stage 2).
+"""Block-level evaluation of `BlockPredicate` against one block's stats (pruning stage 2).
 
 `evaluate(predicate, block_stat)` answers "may this block hold a matching row?". It is
 conservative: False only when the stats prove that no row matches; anything it cannot decide

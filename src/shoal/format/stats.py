@@ -1,4 +1,4 @@
-"""Block stats and extent-level column stats, computed while an extent is written (SPEC §6.1).
+"""Block stats and extent-level column stats, computed while an extent is written (docs/storage.md).
 
 Block stats (inside the extent, one JSON object per block, what `pruned_blocks` reads):
     {"rows": N, "columns": {"<name>": {"min": v, "max": v, "nulls": K}, ...}}

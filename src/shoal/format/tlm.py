@@ -1,4 +1,4 @@
-"""The `tlm` extent format, v2 (written) and v1 (read only) (SPEC §6.1).
+"""The `tlm` extent format, v2 (written) and v1 (read only) (docs/storage.md).
 
 Byte layout of one extent object:
 

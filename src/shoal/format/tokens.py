@@ -1,4 +1,4 @@
-"""The word tokenizer behind token sets and `StringHas` (SPEC §6.1).
+"""The word tokenizer behind token sets and `StringHas` (docs/storage.md).
 
 A token is a maximal run of ASCII letters and digits, at least 2 characters long, lower-cased.
 Every other character, including every non-ASCII one, separates tokens:

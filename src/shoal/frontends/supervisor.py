@@ -1,4 +1,4 @@
-"""One supervisor for every pipeline bound to a table (SPEC §7.3, §7.4, §10): Kafka topics,
+"""One supervisor for every pipeline bound to a table: Kafka topics,
 file-drop paths and any later kind (scrape jobs), all under the same rules.
 
 A kind plugs in through `BindingKind`: its `name` (`kafka`: thread names, the logger

@@ -1,4 +1,4 @@
-"""The coercion rules of SPEC §3 for one JSON value (`convert`) and one line (`line_result`).
+"""The coercion rules (docs/ingest.md) for one JSON value (`convert`) and one line (`line_result`).
 
 This is the reference semantics. Values come as their raw JSON text. `line_result` makes every
 error message of coercion; the vectorised paths (`_columns.py`, `coerce.py`) only decide which

@@ -1,11 +1,11 @@
-"""Arrow input to the write path: shaping a frontend's Arrow rows to a table schema (SPEC §4).
+"""Arrow input to the write path: shaping a frontend's Arrow rows to a table schema.
 
 Frontends that decode their wire format to Arrow themselves (OTLP) hand the write path a
 batch whose columns are matched to the table's by name:
 
 - a column of the table present in the batch is taken as is when its shoal type (field
   metadata `shoal.type`, else the Arrow type) equals the column's; a type that widens to
-  the column's (`int -> long`, scalar -> `string`, ... §4) is cast; any other type raises
+  the column's (`int -> long`, scalar -> `string`, ...) is cast; any other type raises
   `IncompatibleSchemaChangeError`, naming the column, and nothing is written;
 - a column the batch lacks gets its default, else null; `_timestamp` nulls get the ingest
   time;

@@ -1,4 +1,4 @@
-"""The staging buffer: per-table group commit across concurrent requests (SPEC §6.3).
+"""The staging buffer: per-table group commit across concurrent requests (docs/storage.md).
 
 Requests `submit()` coerced Arrow batches and block until the snapshot holding their rows is
 committed. A flusher thread per table collects what is pending until it holds `max_rows`
@@ -11,7 +11,7 @@ extent (statistics, filters, compressed IPC: CPU that holds the GIL only in part
 group is taken and written by another, on another core. Their commits keep the order the
 groups were taken in (a group commits once every earlier group has committed or failed), so
 a client's requests, and `shoal ingest`'s chunks, land in order. Measured (BENCHMARKS.md,
-issue 18): one writer was busy all the time under 8 REST clients (py-spy) while the server
+REST ingest): one writer was busy all the time under 8 REST clients (py-spy) while the server
 used 1.2 of 2 cores; two writers: +12-25% MB/s, larger extents. A
 request that holds a quarter of `max_rows` or `max_bytes` by itself (`shoal ingest`'s 32 MB
 chunks: ~100k rows) is a healthy extent alone and does not wait out the debounce for company:
@@ -23,7 +23,7 @@ route before it reads the body, `WritePath` otherwise) and stops arriving when i
 fails. A group with no request arriving for its table is written at once; waiting could only
 add latency, never a member. Postgres' group commit has the same rule (`commit_delay` is
 slept only when `commit_siblings` other transactions are active). Measured (BENCHMARKS.md,
-issue 18): 8 closed-loop REST clients had every group wait ~9 ms past its last member; a
+REST ingest): 8 closed-loop REST clients had every group wait ~9 ms past its last member; a
 lone client paid the whole 20 ms on every request. `early_flush=False` keeps the debounce as
 a plain timer (tests that need groups closed by size alone, whatever the scheduling).
 

@@ -1,4 +1,4 @@
-"""NDJSON -> Arrow coercion against a table schema (SPEC §3).
+"""NDJSON -> Arrow coercion against a table schema (docs/ingest.md).
 
 `coerce_ndjson(body, schema, unknown=..., ingest_time_ns=...)` turns a request body into one
 `pa.RecordBatch` shaped exactly as `schema.arrow()` (the accepted lines, in order) plus every

@@ -1,4 +1,4 @@
-"""Schema evolution mid-batch: which unknown fields become columns (SPEC §4).
+"""Schema evolution mid-batch: which unknown fields become columns (docs/ingest.md).
 
 The write path in `evolve` mode: the top-level keys the schema lacks, in order of first
 appearance (`scan_unknown_fields()`; coercion with `unknown="props"` finds the same list in

@@ -1,4 +1,4 @@
-"""A pool of coercion worker processes: NDJSON coercion on every core (issue 18).
+"""A pool of coercion worker processes: NDJSON coercion on every core.
 
 `coerce_ndjson` spends most of its time in a msgspec pass that holds the GIL, so in one
 process concurrent requests coerce on about one core. `CoercionPool(n).start()` runs `n`

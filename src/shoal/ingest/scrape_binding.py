@@ -1,4 +1,4 @@
-"""Scrape targets bound to a table in its properties (issue #16), like a Kafka topic.
+"""Scrape targets bound to a table in its properties, like a Kafka topic.
 
     CREATE TABLE node_metrics WITH (
         scrape_targets = '127.0.0.1:9100,host2:9100', scrape_interval = '15s',

@@ -15,7 +15,7 @@ bound to the table it was first applied to: the same key for another table raise
 `IdempotencyKeyConflictError` (409) instead of a replay that would drop the rows silently,
 also when both requests race (the loser's commit finds the key in the ledger).
 (`filedrop:{sha256}` keys are written by the file-drop pipeline straight to the catalog,
-global by design, SPEC §5; they never pass here.)
+global by design, docs/storage.md; they never pass here.)
 """
 
 from __future__ import annotations

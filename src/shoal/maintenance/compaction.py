@@ -1,4 +1,4 @@
-"""Compaction: merge small extents adjacent in time into well-sized ones (SPEC §9).
+"""Compaction: merge small extents adjacent in time into well-sized ones (docs/maintenance.md).
 
 Plan (driver, catalog only): the live extents of the current snapshot, ordered by
 (min_ts, max_ts, extent_id), are walked in order; runs of consecutive *small* extents

@@ -1,4 +1,4 @@
-"""Per-table maintenance policy, read from table properties (SPEC §2, §9).
+"""Per-table maintenance policy, read from table properties (docs/sql.md, docs/maintenance.md).
 
 Properties (strings as DDL gives them, e.g. `WITH (retention='7d', target_extent_size='64MB')`):
 

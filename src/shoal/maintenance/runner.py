@@ -1,4 +1,4 @@
-"""Where maintenance tasks run: Spark tasks, one per payload (SPEC §1: bulk work on Spark).
+"""Where maintenance tasks run: Spark tasks, one per payload (bulk work runs on Spark).
 
 A `TaskRunner` maps a module-level function over picklable payloads and returns the results
 in payload order. `SparkTaskRunner` runs each payload as one Spark task

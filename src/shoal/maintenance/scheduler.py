@@ -1,4 +1,4 @@
-"""The maintenance scheduler: decides which work units to enqueue (SPEC §9).
+"""The maintenance scheduler: decides which work units to enqueue (docs/maintenance.md).
 
 `Scheduler.tick()` is cheap enough to call every few seconds from any number of processes
 (`shoal maintain`, every server): everything it knows comes from the catalog, and
@@ -11,7 +11,7 @@ pending or running.
 - `retention` (per table, also without a `retention` property: snapshot expiry applies to
   every table): when no unit of it was created in the last `retention_every_s`.
 - `gc` (global): every `gc_every_s`; `ledger_sweep` (global): every `ledger_sweep_every_s`
-  (hourly, SPEC §5).
+  (hourly, docs/maintenance.md).
 
 `force=True` (what `shoal maintain --once` uses) ignores the intervals, not the dedupe.
 """

@@ -1,4 +1,4 @@
-"""The maintenance worker: claim a work unit, run it, record what it changed (SPEC §9).
+"""The maintenance worker: claim a work unit, run it, record what it changed (docs/maintenance.md).
 
 Unit kinds and payloads (`payload["table"]` names the table where there is one):
 

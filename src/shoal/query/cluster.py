@@ -1,4 +1,4 @@
-"""Spark deployment by configuration (issue 19): which settings a session starts with, what
+"""Spark deployment by configuration: which settings a session starts with, what
 is refused before it starts, and the check that its executors can do shoal's work.
 
 Settings, strongest first:
@@ -82,15 +82,15 @@ def is_local(master: str) -> bool:
 
 
 def defaults(master: str, *, role: SparkRole = "app", log4j: str | None = None,
-             env: Mapping[str, str] | None = None) -> dict[str, str]:
+             env: Mapping[str, str] | None = None, driver_memory: str = "2g") -> dict[str, str]:
     """shoal's defaults for a session on `master` (applied only where nothing else sets a
-    key)."""
+    key); `driver_memory` is `Config.spark_driver_memory`."""
     env = os.environ if env is None else env
     out = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.memory": env.get("SHOAL_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": driver_memory,
         "spark.python.worker.reuse": "true",
     }
     if log4j is not None:
@@ -146,8 +146,8 @@ def session_settings(config: Config, *, role: SparkRole = "app", log4j: str | No
     if spark_defaults is None:
         spark_defaults = read_spark_defaults(spark_defaults_file(env))
     user = config.spark_settings
-    out = {k: v for k, v in defaults(config.spark_master, role=role, log4j=log4j,
-                                     env=env).items()
+    out = {k: v for k, v in defaults(config.spark_master, role=role, log4j=log4j, env=env,
+                                     driver_memory=config.spark_driver_memory).items()
            if k not in user and k not in spark_defaults}
     out.update(user)
     out.update(REQUIRED)

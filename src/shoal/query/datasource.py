@@ -1,4 +1,4 @@
-"""The Spark Python DataSource `shoal` (SPEC §8): reads planned extent blocks as Arrow.
+"""The Spark Python DataSource `shoal` (docs/architecture.md): reads planned extent blocks as Arrow.
 
 Two ways in:
 

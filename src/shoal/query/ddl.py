@@ -1,4 +1,4 @@
-"""shoal's SQL DDL, handled before Spark sees a statement (SPEC §7.3, §8, §11).
+"""shoal's SQL DDL, handled before Spark sees a statement (docs/sql.md).
 
 `parse_ddl(sql)` recognises the four statements shoal owns and returns None for anything
 else (SELECT, WITH, EXPLAIN, CREATE VIEW, DESCRIBE FUNCTION, ...), which the caller hands to

@@ -1,4 +1,4 @@
-"""Running statements: DDL in shoal, everything else in Spark through the planner (SPEC §8).
+"""Running statements: DDL in shoal, everything else in Spark through the planner.
 
 `QueryEngine(db).execute(sql)` answers one statement as an Arrow table with its pruning
 stats; `.dataframe(sql)` gives the Spark DataFrame instead (Python API). The Spark session

@@ -1,4 +1,4 @@
-"""Byte-decoding SQL functions for Kafka header and payload columns (SPEC §7.3).
+"""Byte-decoding SQL functions for Kafka header and payload columns (docs/kafka.md).
 
     int_from_bytes(b [, order])     exactly 4 bytes -> int32
     bigint_from_bytes(b [, order])  exactly 8 bytes -> int64

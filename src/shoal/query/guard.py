@@ -1,4 +1,4 @@
-"""What a query may do: read shoal tables, nothing else (SPEC §8, "queries are read-only").
+"""What a query may do: read shoal tables, nothing else (queries are read-only: docs/security.md).
 
 Every statement a query frontend receives is checked here, on its parsed tree, before any
 engine sees it. The check is an allow-list, never a pattern on the text:

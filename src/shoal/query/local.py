@@ -1,4 +1,4 @@
-"""The embedded query engine: a SELECT over small pruned scans, in process (SPEC §8).
+"""The embedded query engine: a SELECT over small pruned scans, in process (docs/architecture.md).
 
 `LocalEngine.answer(statement, scans)` reads every planned scan with shoal's own reader
 (`shoal.query.shapes.read_tasks`: only the projected columns, the blocks stages 1-2 kept, in

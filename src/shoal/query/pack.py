@@ -1,4 +1,4 @@
-"""The environment shipped to Spark executors (issue 19): `shoal spark pack`.
+"""The environment shipped to Spark executors: `shoal spark pack`.
 
 `pack_environment(output)` writes a `.tar.gz` laid out as a virtual environment:
 

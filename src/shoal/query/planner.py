@@ -1,4 +1,4 @@
-"""The planner in front of Spark (SPEC §8): one scan per table reference.
+"""The planner in front of Spark (docs/architecture.md): one scan per table reference.
 
 `analyze(sql, table_columns)` parses a statement with sqlglot's Spark dialect and, for every
 reference to a shoal table (CTE names shadow tables, as in SQL), works out

@@ -1,5 +1,5 @@
 """Query answers on the wire: the JSON document of `POST /v1/query` and `shoal sql --format
-json`, CSV rows, and the Arrow IPC stream (SPEC §11).
+json`, CSV rows, and the Arrow IPC stream (docs/http-api.md).
 
 JSON values: timestamps as RFC 3339 UTC strings with their full precision, binary as
 base64, NaN/Infinity as strings (JSON has no such numbers), lists and structs nested.

@@ -1,4 +1,4 @@
-"""Which engine answers a SELECT: the embedded one or Spark (SPEC §8, §11).
+"""Which engine answers a SELECT: the embedded one or Spark (docs/sql.md).
 
 The choice is made after planning, from what stages 1-2 left to read and from the
 statement itself:

@@ -1,4 +1,4 @@
-"""One table scan through the first two levels of the pruning cascade (SPEC §8), read into
+"""One table scan through the first two levels of the pruning cascade, read into
 Arrow with shoal's own types: `db.read()`, the tests' ground truth and the demo.
 
 It is the engines' scan path: `build_scan_spec` runs stage 1 (catalog) and stage 2 (block

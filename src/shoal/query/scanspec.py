@@ -1,4 +1,4 @@
-"""One planned scan of one table reference, as Spark's DataSource receives it (SPEC §8).
+"""One planned scan of one table reference, as Spark's DataSource receives it.
 
 The planner runs stage 1 (catalog) and stage 2 (block stats) for each table reference of a
 statement and writes the outcome as a `ScanSpec`: which extents, which of their blocks,
@@ -30,7 +30,7 @@ from shoal.types.schema import TIMESTAMP_NS_COLUMN, Schema
 
 @dataclass
 class ScanStats:
-    """What one table reference's scan considered, pruned and read (SPEC §8 stats)."""
+    """What one table reference's scan considered, pruned and read (its stats)."""
 
     extents_considered: int = 0
     extents_pruned: int = 0
@@ -160,7 +160,7 @@ def _load_footer(store: ObjectStore, fmt: SegmentFormat, path: str) -> tuple[Foo
 def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
            store: ObjectStore, formats: dict[str, SegmentFormat], cache: FooterCache,
            stats: ScanStats) -> list[ScanTask]:
-    """Blocks of each extent that may match (SPEC §8 stage 2); counts into `stats`."""
+    """Blocks of each extent that may match (pruning stage 2); counts into `stats`."""
     if predicate is None:           # nothing to decide: read every block, skip the footers
         stats.blocks_considered += sum(e.block_count for e in entries)
         return [ScanTask(e.object_path, e.format, None, e.row_count, e.byte_size)

@@ -1,4 +1,4 @@
-"""The one Arrow shape every query engine reads a planned scan in (SPEC §8).
+"""The one Arrow shape every query engine reads a planned scan in (docs/architecture.md).
 
 Spark's Python DataSource and the embedded engine read the same `ScanSpec` through
 `read_tasks`, so both see identical columns: each surviving block is read with only the

@@ -1,4 +1,4 @@
-"""One line for an exception out of Spark (issue 19): an executor that could not start its
+"""One line for an exception out of Spark: an executor that could not start its
 Python (`Cannot run program "./shoalenv/bin/python" ...`), else the error an executor's
 Python raised (the last line of the worker's traceback, e.g. `StorageError: ...
 ACCESS_DENIED`), else the deepest `Caused by:` of a Java trace, else the first line. Never

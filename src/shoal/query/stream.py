@@ -1,5 +1,5 @@
 """Streamed answers: a SELECT planned first (its schema known before any row is read), then
-run as record batches that leave while the engine still produces them (issue 15, Flight SQL).
+run as record batches that leave while the engine still produces them (Flight SQL).
 
 `plan_stream(engine, sql)` analyses the statement, plans its scans (stages 1-2) and picks the
 engine exactly as `QueryEngine.execute` does, and works out the answer's Arrow schema without

@@ -1,6 +1,6 @@
 """Spark SQL -> the embedded engine's dialect, only where the answer is certainly identical.
 
-Users write Spark SQL whatever engine runs it (SPEC §8). `to_local(tree, views)` takes the
+Users write Spark SQL whatever engine runs it. `to_local(tree, views)` takes the
 planner's statement with every table reference already reading its scan view and returns
 the statement in DuckDB's dialect plus the names Spark would give the answer's columns --
 or raises `NotLocal` with the reason when any part of it might answer differently.

@@ -1,4 +1,4 @@
-"""The HTTP server of shoal (SPEC §7.1, §11): `create_app()` builds it, `shoal serve` runs it."""
+"""The HTTP server of shoal (docs/http-api.md): `create_app()` builds it, `shoal serve` runs it."""
 
 from shoal.server.app import create_app
 from shoal.server.auth import TokenTable, check_bind, is_loopback, load_tokens

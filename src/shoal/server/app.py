@@ -1,6 +1,6 @@
 """The HTTP server app: `create_app(db, config=...)` wires routes, auth, errors and metrics.
 
-Routes (SPEC §11): the web console at `/` (`webconsole.py`), `/v1/tables...` (tables.py),
+Routes (docs/http-api.md): the web console at `/` (`webconsole.py`), `/v1/tables...` (tables.py),
 `/v1/ingest/{table}` (ingest.py), OTLP/HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics`
 (`otlp_http.py`), Prometheus remote write `/api/v1/write` (`prometheus_write.py`), the
 Prometheus HTTP API `/api/v1/query...` (`prometheus_api.py`), and the operational

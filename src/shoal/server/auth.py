@@ -1,4 +1,4 @@
-"""Bearer-token authentication with scopes, and the loopback rule (SPEC §7.1).
+"""Bearer-token authentication with scopes, and the loopback rule (docs/security.md).
 
 Tokens come from `Config.tokens` (`"tok1=ingest,query;tok2=admin"`) and/or
 `Config.tokens_file` (one `token scope,scope` per line; blank lines and `#` comments

@@ -1,4 +1,4 @@
-"""The HTTP edge's error mapping: exception class -> status, one JSON shape (SPEC §11).
+"""The HTTP edge's error mapping: exception class -> status, one JSON shape (docs/http-api.md).
 
 Every error response of the server is
 

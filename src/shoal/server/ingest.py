@@ -1,4 +1,4 @@
-"""`POST /v1/ingest/{table}`: NDJSON in, an ack out once the rows are committed (SPEC §7.1).
+"""`POST /v1/ingest/{table}`: NDJSON in, an ack out once the rows are committed (docs/http-api.md).
 
 Order of work, so a refused request never costs more than it must and never writes:
 authentication (dependency) -> readiness -> `Content-Encoding` -> announced to the staging

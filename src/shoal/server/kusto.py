@@ -1,5 +1,5 @@
 """The Kusto query REST API over shoal's KQL, so Kusto clients (`azure-kusto-data`, the
-Kusto CLI, notebooks) work against a shoal server (issue 15).
+Kusto CLI, notebooks) work against a shoal server.
 
 - `POST /v2/rest/query` `{"db": ..., "csl": "<KQL>", "properties": ...}`: the query runs as
   `POST /v1/query` with `{"kql": ...}` runs it (same engine, slots, limits, pruning). The

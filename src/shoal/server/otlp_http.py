@@ -1,4 +1,4 @@
-"""OTLP/HTTP: `POST /v1/logs`, `/v1/traces`, `/v1/metrics` (SPEC §7.2, §11).
+"""OTLP/HTTP: `POST /v1/logs`, `/v1/traces`, `/v1/metrics` (docs/otlp.md, docs/http-api.md).
 
 The server's edge of the OTLP frontend: auth, body limits and server state here; decoding,
 mapping and the write (`shoal.frontends.otlp`: codec, mapping, `OtlpSink`) there.

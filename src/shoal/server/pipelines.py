@@ -1,4 +1,4 @@
-"""The server's part in bound pipelines (SPEC §7.3, §7.4, §10): start and stop one
+"""The server's part in bound pipelines: start and stop one
 `BindingSupervisor` (`shoal.frontends.supervisor`, where the rules live) over the Kafka and
 file-drop kinds, and export its per-binding states as Prometheus metrics.
 

@@ -1,4 +1,4 @@
-"""The Prometheus HTTP API over shoal (issue #16): PromQL for Grafana and Prometheus clients.
+"""The Prometheus HTTP API over shoal: PromQL for Grafana and Prometheus clients.
 
 Routes (GET, or POST with an `application/x-www-form-urlencoded` body; both forms' fields
 are merged): `/api/v1/query` (`query`, `time`, `timeout`), `/api/v1/query_range` (`query`,

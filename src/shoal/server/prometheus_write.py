@@ -1,4 +1,4 @@
-"""Prometheus remote write 1.0 receiver: `POST /api/v1/write` (issue #16).
+"""Prometheus remote write 1.0 receiver: `POST /api/v1/write`.
 
 The server's edge of the remote write frontend: auth, body limits, server state and the
 answers Prometheus acts on here; decoding, mapping and the write

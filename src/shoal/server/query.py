@@ -1,5 +1,5 @@
 """`POST /v1/query`: SQL (DDL included) or KQL in, an answer with its pruning stats out
-(SPEC §11).
+ (docs/http-api.md).
 
 Body `{"sql": "..."}` or `{"kql": "..."}` (`shoal.query.kql`: translated to SQL and run
 exactly as that SQL; the JSON answer then also holds `"sql"`, the statement it ran as, and

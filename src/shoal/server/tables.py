@@ -1,4 +1,4 @@
-"""Table management over HTTP: create, list, describe, add/widen columns (SPEC §11).
+"""Table management over HTTP: create, list, describe, add/widen columns (docs/http-api.md).
 
 Bodies are validated *after* authentication (a refused caller learns nothing about its
 body) and every problem with a table definition — missing fields, unknown types, bad

@@ -1,4 +1,4 @@
-"""The web console (SPEC §11 `GET /`): static files packaged with shoal, served as they are.
+"""The web console (`GET /`, docs/console.md): static files packaged with shoal, served as they are.
 
 `install_console(app)` serves `index.html` at `/` and the rest of the folder
 `shoal/server/console/` (ES modules, CSS, the vendored uPlot under `vendor/`) under

@@ -1,4 +1,4 @@
-"""Object stores: local directory and S3-compatible (SPEC §6).
+"""Object stores: local directory and S3-compatible (docs/storage.md).
 
 `open_store(url)` picks the implementation from `SHOAL_STORAGE_URL`-style URLs:
 
@@ -11,7 +11,7 @@
   credential chain (profiles, instance metadata) applies.
 
 Anything else raises `ConfigError`. Environment variables are read when `open_store` is
-called, from `environ` if given (tests) or `os.environ`.
+called, from `environ` if given (tests) or `os.environ` (`SHOAL_S3_ENDPOINT` via `shoal.config`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from shoal.config import setting_from_env
 from shoal.errors import ConfigError
 from shoal.storage.base import ObjectInfo, ObjectStore
 from shoal.storage.local import LocalObjectStore
@@ -82,7 +83,7 @@ def _s3(url: str, bucket: str, path: str, env: Mapping[str, str],
     try:
         return S3ObjectStore(
             bucket, path.strip("/"),
-            endpoint=endpoint or env.get("SHOAL_S3_ENDPOINT") or None,
+            endpoint=endpoint or setting_from_env("s3_endpoint", env),
             region=region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             access_key=access_key, secret_key=secret_key,
             session_token=env.get("AWS_SESSION_TOKEN") or None)

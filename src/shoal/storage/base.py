@@ -1,4 +1,4 @@
-"""The object-store protocol: the only place extent bytes live (SPEC §1, §6).
+"""The object-store protocol: the only place extent bytes live (docs/storage.md).
 
 Paths are relative keys with `/` separators (`tables/<table_id>/extents/<uuid>.tlm`), never
 absolute, never starting with `/`. A `put` is atomic: readers see the whole object or none

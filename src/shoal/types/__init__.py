@@ -1,4 +1,4 @@
-"""Column types, schemas, schema versions and upgrades (SPEC §2, §4)."""
+"""Column types, schemas, schema versions and upgrades (docs/sql.md, docs/ingest.md)."""
 
 from shoal.types.columns import (BOOL, BYTES, DYNAMIC, FIELD_TYPE_KEY, HEADERS, INT, LONG, REAL,
                                  STRING, TIMESTAMP, ColumnType, parse_type, type_of_field,

@@ -1,4 +1,4 @@
-"""Column types of shoal tables and their Arrow storage types (SPEC §2).
+"""Column types of shoal tables and their Arrow storage types (docs/sql.md).
 
 A `ColumnType` is a frozen value: its `kind`, and for `vector` its dimension. `str()` gives
 the canonical DDL spelling, `parse_type()` reads it back (case-insensitive), `arrow()` gives

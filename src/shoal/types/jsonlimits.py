@@ -1,6 +1,6 @@
 """How deep and how long-numbered a JSON value shoal takes: one checker for every entry point.
 
-Limits (issue #12, bounded cost), the same wherever JSON enters shoal (NDJSON ingest over
+Limits (bounded cost, docs/security.md), the same wherever JSON enters shoal (NDJSON ingest over
 REST, CLI, file-drop and Kafka; OTLP/JSON; the JSON bodies of `/v1/query` and `/v1/tables`):
 
 - `MAX_DEPTH` = 64: arrays and objects nest at most 64 levels inside one value. The value is

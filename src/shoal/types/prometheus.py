@@ -1,4 +1,4 @@
-"""The layout of Prometheus-shaped metrics in shoal (issue #16): one row per sample.
+"""The layout of Prometheus-shaped metrics in shoal: one row per sample.
 
 Remote write (`POST /api/v1/write`) and shoal's own scraper land samples in the table
 `prometheus_table` (config; default `prom_samples`), created on first use in mode `drop`:

@@ -1,4 +1,4 @@
-"""Table schemas, schema versions and the widen-only rule (SPEC §2, §4).
+"""Table schemas, schema versions and the widen-only rule (docs/sql.md, docs/ingest.md).
 
 A `Schema` is an immutable, versioned list of `Column`s that always starts with the reserved
 `_timestamp` and `props` columns. Every change goes through `Schema.evolve()`, which returns
@@ -177,7 +177,7 @@ def header_type_error(column: str, header: str, found: str) -> InvalidSchemaErro
 
 
 def _check_headers(columns: Sequence[Column]) -> None:
-    """Kafka header column rules (SPEC §7.3), checked whenever a schema is built."""
+    """Kafka header column rules (docs/kafka.md), checked whenever a schema is built."""
     all_headers = [c for c in columns if c.header == "*"]
     keyed = [c for c in columns if c.header not in (None, "*")]
     if len(all_headers) > 1:

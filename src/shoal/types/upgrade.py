@@ -1,4 +1,4 @@
-"""Upgrading Arrow data written under an older schema version to a newer one (SPEC §4).
+"""Upgrading Arrow data written under an older schema version to a newer one (docs/ingest.md).
 
 Reads never rewrite extents: a batch written under version k is shaped into version n on the
 way out. Columns added later read as their default (else null); widened types are cast up:

@@ -1,4 +1,4 @@
-"""File-drop ingest (SPEC §5, §7.4): NDJSON objects (gzip too) dropped under a watched prefix.
+"""File-drop ingest (docs/filedrop.md): NDJSON objects (gzip too) dropped under a watched prefix.
 
 `DropSource` names the prefix (a local directory or `s3://bucket/prefix`);
 `FileDropPipeline` scans it, runs one Spark task per group of new objects

@@ -1,4 +1,4 @@
-"""A file-drop source bound to a table in its properties (SPEC §7.4), like a Kafka binding.
+"""A file-drop source bound to a table in its properties (docs/filedrop.md), like a Kafka binding.
 
     CREATE TABLE events (n long)
       WITH (filedrop_path = 's3://bucket/incoming/events', filedrop_interval = 5,

@@ -1,4 +1,4 @@
-"""The file-drop pipeline's driver: scan a prefix, run Spark tasks, commit (SPEC §5, §7.4).
+"""The file-drop pipeline's driver: scan a prefix, run Spark tasks, commit (docs/filedrop.md).
 
 One `scan()`:
 

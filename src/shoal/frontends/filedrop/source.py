@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from shoal.config import setting_from_env
 from shoal.errors import InvalidPropertyError
 from shoal.storage import ObjectInfo, ObjectStore, open_store
 
@@ -50,7 +51,7 @@ class DropSource:
             if not parts.netloc:
                 raise InvalidPropertyError(f"file-drop path {path!r}: no bucket "
                                   "(expected s3://bucket/prefix)")
-            endpoint = s3_endpoint or os.environ.get("SHOAL_S3_ENDPOINT") or None
+            endpoint = s3_endpoint or setting_from_env("s3_endpoint")
             return cls(f"s3://{parts.netloc}/{parts.path.strip('/')}".rstrip("/"), endpoint)
         if parts.scheme == "file":
             local = unquote(parts.path)

@@ -1,4 +1,4 @@
-"""The work of one file-drop Spark task: read, hash, check, coerce, write extents (SPEC §7.4).
+"""The work of one file-drop Spark task: read, hash, check, coerce, write extents.
 
 `process_files(spec, objects)` runs on an executor (or anywhere: it is plain Python) over a
 group of objects of the watched prefix. For each object it:
@@ -14,7 +14,7 @@ group of objects of the watched prefix. For each object it:
    boundaries into chunks of about `spec.chunk_bytes`;
 4. coerces each chunk with `coerce_ndjson` in partial mode. In `evolve` mode unknown
    top-level keys found by that pass become nullable string columns first (identifier-safe
-   names, at most `spec.evolution_cap` per file, the rest in `props`; SPEC §4) through the
+   names, at most `spec.evolution_cap` per file, the rest in `props`; docs/ingest.md) through the
    commit coordinator's schema evolution, and the chunk is coerced again against the fresh
    schema; rows go to extents written straight to the table's object store (a new extent
    when the schema version changes or an extent reaches `EXTENT_ROWS` / `EXTENT_BYTES`);

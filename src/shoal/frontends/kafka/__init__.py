@@ -1,4 +1,4 @@
-"""Kafka frontend (SPEC §7.3): a Spark Structured Streaming query from Kafka into a table.
+"""Kafka frontend (docs/kafka.md): a Spark Structured Streaming query from Kafka into a table.
 
 - `source.py`: the Python streaming DataSource `shoal_kafka` over confluent-kafka;
 - `sink.py`: one micro-batch through coercion, header/pseudo-columns and rejects into ONE

@@ -26,7 +26,7 @@ count in its summary (`PipelineProgress.lost`).
 The binding (`resolve_binding`): topics, bootstrap, group and mode come from the arguments,
 else from the table's properties `kafka_topic` (comma-separated), `kafka_bootstrap`,
 `kafka_group`, `kafka_mode`, else (bootstrap) the configuration `SHOAL_KAFKA_BOOTSTRAP`.
-The default group is `shoal-<table>`, the default mode `drop` (SPEC §4).
+The default group is `shoal-<table>`, the default mode `drop` (docs/ingest.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ they commit each record exactly once:
    partial mode; unknown fields follow the pipeline's mode (`drop` by default for Kafka;
    `evolve` adds columns like the REST path; `reject` refuses the record). An empty value
    (tombstone) or a value that is not one JSON object is refused too.
-3. Accepted rows get the header columns (SPEC §7.3: `HEADERS` = every header in order,
+3. Accepted rows get the header columns (docs/kafka.md: `HEADERS` = every header in order,
    `HEADER('k')` = the last header with key k, null if absent) and the pseudo-columns the
    table declares (`PSEUDO_COLUMNS`: `_kafka_topic`, `_kafka_partition`, `_kafka_offset`,
    `_kafka_timestamp`, `_kafka_key`); a pseudo-column overrides a same-named JSON field.

@@ -1,4 +1,4 @@
-"""The write path inside Spark tasks: Kafka ranges -> one staged extent per task (SPEC §1).
+"""The write path inside Spark tasks: Kafka ranges -> one staged extent per task.
 
 With a `StageSpec` (every mode but `evolve`, which must change the schema on the driver),
 a task of the `shoal_kafka` source does not ship records to the driver: it reads its

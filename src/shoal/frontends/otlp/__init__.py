@@ -1,4 +1,4 @@
-"""The OTLP frontend (SPEC §7.2): the protocol, turned into rows on the shared write path.
+"""The OTLP frontend (docs/otlp.md): the protocol, turned into rows on the shared write path.
 
     decode (codec) -> map to Arrow rows (mapping, values) -> OtlpSink -> WritePath.ingest_arrow
 

@@ -1,4 +1,4 @@
-"""The standard OTLP tables: logs, spans and metrics (SPEC §7.2; documented in docs/otlp.md).
+"""The standard OTLP tables: logs, spans and metrics (documented in docs/otlp.md).
 
 Created on first use in mode `drop` (unknown fields dropped) under the names of
 `OtlpTables` (config `otlp_logs_table`, `otlp_spans_table`, `otlp_metrics_table`). A table

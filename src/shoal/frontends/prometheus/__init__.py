@@ -1,4 +1,4 @@
-"""Prometheus frontends (issue #16): metrics in the layout of `shoal.types.prometheus`.
+"""Prometheus frontends: metrics in the layout of `shoal.types.prometheus`.
 
 - `remote_write.py`, `sink.py`: the remote write 1.0 receiver's decoding, mapping and write
   (`PromWriteSink`); its HTTP edge is `shoal.server.prometheus_write`.

@@ -1,4 +1,4 @@
-"""PromQL over shoal's Prometheus-layout tables (issue #16): parse with promql-parser,
+"""PromQL over shoal's Prometheus-layout tables: parse with promql-parser,
 evaluate with Prometheus 2.x semantics, vectorised over all steps with numpy.
 
 `PromQL(storage)` answers instant and range queries (`engine.py`); `PromStorage` reads series
