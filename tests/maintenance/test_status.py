@@ -83,7 +83,7 @@ def test_http_status_endpoint_and_metrics(tmp_path):
         assert httpx.get(f"{url}/v1/maintenance",
                          headers={"Authorization": "Bearer q"}).status_code == 403
         assert httpx.get(f"{url}/v1/maintenance").status_code == 401
-        metrics = httpx.get(f"{url}/metrics").text
+        metrics = httpx.get(f"{url}/metrics", headers=admin).text
         assert 'shoal_maintenance_units_total{kind="retention",outcome="ok"} 1.0' in metrics
         assert "shoal_maintenance_rows_expired_total 1.0" in metrics
         assert 'shoal_maintenance_queue{state="done"}' in metrics

@@ -172,6 +172,8 @@ LINEAR_ENOUGH = [
     r"s RLIKE '\\p{L}+x'", r"s RLIKE '(?i)(^|[^A-Za-z0-9])tok($|[^A-Za-z0-9])'",
     r"s RLIKE '[ ][Oo][Kk]\\z'", r"split(s, ',')", r"s LIKE '%a%b%'", r"s LIKE 'abc%'",
     r"regexp_extract(s, '([a-z]+)=([0-9]+)', 2)",
+    # quoted runs (what KQL's needles become): literal text, whatever they hold
+    r"s RLIKE '\\Q\\\\E'", r"s RLIKE '(?i)\\Qa.*b(+\\E'", r"s RLIKE '\\Qno end'",
 ]
 
 

@@ -64,7 +64,28 @@ def _python_syntax(pattern: str) -> str:
         if text in ("\\z", "\\G"):
             return "\\Z" if text == "\\z" else ""
         return "." if len(text) > 2 or text[1] in "hHvVRXe" else text
-    return _JAVA_ESCAPE.sub(one, pattern)
+    return _JAVA_ESCAPE.sub(one, _unquote(pattern))
+
+
+def _unquote(pattern: str) -> str:
+    """`pattern` with each Java/RE2 quoted run `\\Q...\\E` (to the end when `\\E` is missing)
+    written as Python's escaped literal text: structurally it is a run of plain characters."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            if pattern[i + 1] == "Q":
+                end = pattern.find("\\E", i + 2)
+                stop = len(pattern) if end < 0 else end
+                out.append(re.escape(pattern[i + 2:stop]))
+                i = stop if end < 0 else end + 2
+                continue
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        out.append(pattern[i])
+        i += 1
+    return "".join(out)
 
 
 def _re2_error(pattern: str) -> str | None:
