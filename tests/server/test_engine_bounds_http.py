@@ -24,6 +24,8 @@ from tests.support.procmem import PeakMeter
 from tests.support.server import ServerHandle, start_server
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.services   # a shoal serve process
+
 ROWS = 4000
 TEXT = "x" * 50
 MAX_ROWS = 10_000
