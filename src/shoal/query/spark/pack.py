@@ -12,7 +12,7 @@ and runs `./shoalenv/bin/python` (`spark.pyspark.python`): Python finds `pyvenv.
 the symlink and uses the archive's site-packages, whatever the worker's own environment.
 What each node still needs is the same base interpreter at the same path (`home`), i.e.
 the same Python build the driver's environment was made from; that is checked at session
-start (`shoal.query.cluster`), as is every module shoal's tasks import.
+start (`shoal.query.spark.cluster`), as is every module shoal's tasks import.
 
 PySpark and py4j are left out: every executor puts its own Spark's `python/lib/pyspark.zip`
 and py4j on the Python path first (the versions must match the driver's anyway). Bytecode
