@@ -79,7 +79,7 @@ class _Run:
     deadline (counted from the start, planning included), its job tag (added once the
     statement reaches Spark), and what tells a dead engine from a bad statement.
 
-    `cancellable=True` (a streamed statement, `shoal.query.stream`) tags its Spark jobs even
+    `cancellable=True` (a streamed statement, `shoal.query.answer_stream`) tags its Spark jobs even
     without a deadline, so that `cancel()` (from any thread: a client's cancel request) can
     interrupt it the way the deadline does; the statement then fails with
     `QueryCancelledError`."""

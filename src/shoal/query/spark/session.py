@@ -37,7 +37,7 @@ def spark_session(master: str = "local[*]", *, processing_log: str | None = None
     """The process's Spark session (started on first use), with shoal's DataSource and
     functions registered. `max_result_bytes` becomes `spark.driver.maxResultSize` when this
     call starts the session (a running session keeps its own). With `config` (what every
-    edge passes), the session is deployed as `shoal.query.cluster` says: its `[spark]`
+    edge passes), the session is deployed as `shoal.query.spark.cluster` says: its `[spark]`
     settings, refusal of what a cluster cannot use, and the executor check on a non-local
     master; `master` is then `config.spark_master`."""
     return _session(master, processing_log, max_result_bytes, config, role)[0]
@@ -104,7 +104,7 @@ def register_data_source(spark: SparkSession, source: type) -> None:
     source's planner (schema, partitions, streaming offsets) in a Python process of the
     driver, with the interpreter the source was registered with, while executors read with
     `spark.sql.execution.pyspark.python` (the shipped environment's, set by
-    `shoal.query.cluster`). So the registration names this interpreter, whatever
+    `shoal.query.spark.cluster`). So the registration names this interpreter, whatever
     `spark.pyspark.python` says executors run."""
     sc = spark.sparkContext
     executors = sc.pythonExec
