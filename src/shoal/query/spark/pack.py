@@ -110,7 +110,7 @@ def _editable_package(dist: metadata.Distribution, site: Path) -> Iterator[tuple
     """An editable install's package, from its source tree (RECORD does not list it)."""
     if not any(str(f).startswith("__editable__") for f in dist.files or []):
         return
-    package = Path(__file__).resolve().parents[1]       # this package: src/shoal
+    package = Path(__file__).resolve().parents[2]       # this package: src/shoal
     for path in sorted(package.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             yield path, str(Path("shoal") / path.relative_to(package))
