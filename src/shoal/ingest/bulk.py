@@ -54,7 +54,8 @@ class InputUnreadableError(RequestError):
 class NdjsonSink(Protocol):
     """Where the chunks go: an open shoal (`shoal.client.Shoal`)."""
 
-    write_path: WritePath
+    @property
+    def write_path(self) -> WritePath: ...
 
     def ingest_ndjson(self, name: str, body: bytes, **options: Any) -> IngestAck: ...
 
