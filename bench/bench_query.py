@@ -77,10 +77,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import shoal
-from shoal.query.engine import _Run
+from shoal.query.cancel import _Run
 from shoal.query.limits import QueryLimits
 from shoal.query.planner import analyze, has_pattern
-from shoal.query.scanspec import build_scan_spec
+from shoal.query.scan_plan import build_scan_spec
 from shoal.types import INT, REAL, STRING, Column
 
 DAY0 = datetime(2024, 3, 1, tzinfo=timezone.utc)

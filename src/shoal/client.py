@@ -38,7 +38,7 @@ class Shoal:
         if not config.spark_master.strip().startswith("local"):
             # A cluster master: refuse, before anything is created on this machine, what
             # executors elsewhere could not use (imported only then: `shoal ingest` start-up).
-            from shoal.query.cluster import check_deployment
+            from shoal.query.spark.cluster import check_deployment
 
             check_deployment(config)
         self.config = config

@@ -18,7 +18,7 @@ The file is `--config`, else `SHOAL_CONFIG`, else `./shoal.toml` if it exists.
 Spark settings pass through untouched: the file's `[spark]` table
 (`"spark.executor.memory" = "4g"`) and `SHOAL_SPARK_CONF` (`key=value` pairs separated by
 `;` or newlines; its keys win over the file's). They win over shoal's own Spark defaults
-(`shoal.query.cluster`), which apply only where neither these nor `spark-defaults.conf` set
+(`shoal.query.spark.cluster`), which apply only where neither these nor `spark-defaults.conf` set
 a key.
 
 Every setting has a one-line description in `SETTINGS`; docs/configuration.md holds the
@@ -117,7 +117,7 @@ class Config:
 
     # Spark: settings passed through to Spark as they are ([spark] table /
     # SHOAL_SPARK_CONF), and how long a non-local session may take to show that an executor
-    # runs shoal and reaches the catalog and store (`shoal.query.cluster`).
+    # runs shoal and reaches the catalog and store (`shoal.query.spark.cluster`).
     spark_conf: tuple[tuple[str, str], ...] = ()
     spark_start_timeout_s: float = 180.0
     # `spark.driver.memory` of the sessions shoal starts, unless set by the user.

@@ -13,7 +13,7 @@ from shoal.catalog.cache import MISSING, ExtentCache
 from shoal.commit import CommitCoordinator
 from shoal.format.base import Equals, InSet
 from shoal.format.tlm import TlmFormat
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from shoal.storage import open_store
 from shoal.types import STRING, Column, Schema
 

@@ -14,7 +14,7 @@ from shoal.catalog.pruning import MAX_BLOOM_VALUES, compile_predicate
 from shoal.commit import CommitCoordinator
 from shoal.format.base import And, Equals, InSet, Or, TimeRange
 from shoal.format.tlm import TlmFormat
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from shoal.storage import open_store
 from shoal.types import INT, STRING, Column, Schema
 

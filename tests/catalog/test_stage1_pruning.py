@@ -16,7 +16,7 @@ from shoal.commit import CommitCoordinator
 from shoal.format.base import (And, DynamicPathEquals, DynamicPathExists, Equals, InSet, Not,
                                Or, StringHas, TimeRange)
 from shoal.format.tlm import TlmFormat
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from shoal.storage import open_store
 from shoal.types import DYNAMIC, INT, LONG, STRING, Column, Schema
 

@@ -162,15 +162,16 @@ def test_the_first_chunk_is_read_while_the_catalog_opens(tmp_path: Path, data: P
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     """The command reads its first chunk on a thread while it imports and opens the catalog
-    (`shoal.cli.ingest._ReadAhead`): opening the catalog here waits until that chunk has been
+    (`shoal.ingest.bulk.ReadAhead`): opening the catalog here waits until that chunk has been
     read, which only another thread can do."""
     from typer.testing import CliRunner
 
     import shoal.cli.ingest as command
+    import shoal.ingest.bulk as pipeline
     from shoal.cli.main import app
 
     read = threading.Event()
-    real_chunks, real_connect = command.iter_file_chunks, command.connect_or_exit
+    real_chunks, real_connect = pipeline.iter_file_chunks, command.connect_or_exit
 
     def chunks(fd: int, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
         for item in real_chunks(fd, chunk_bytes):
@@ -182,7 +183,7 @@ def test_the_first_chunk_is_read_while_the_catalog_opens(tmp_path: Path, data: P
         assert read.wait(timeout=60), "nothing read the first chunk while the catalog opened"
         return real_connect(ctx)
 
-    monkeypatch.setattr(command, "iter_file_chunks", chunks)
+    monkeypatch.setattr(pipeline, "iter_file_chunks", chunks)
     monkeypatch.setattr(command, "connect_or_exit", connect)
     src = tmp_path / "in.ndjson"
     src.write_bytes(_rows(3))
@@ -198,15 +199,15 @@ def test_the_first_chunk_is_read_while_the_catalog_opens(tmp_path: Path, data: P
 
 
 class _Speculated:
-    """Every speculative coercion of the command (`_Speculation.run`): how many began, and
+    """Every speculative coercion of the command (`Speculation.run`): how many began, and
     an event set when one has ended."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import shoal.cli.ingest as command
+        import shoal.ingest.bulk as pipeline
 
         self.count = 0
         self.ended = threading.Event()
-        real_run = command._Speculation.run
+        real_run = pipeline.Speculation.run
 
         def run(speculation: Any, body: bytes) -> None:
             self.count += 1
@@ -215,7 +216,7 @@ class _Speculated:
             finally:
                 self.ended.set()
 
-        monkeypatch.setattr(command._Speculation, "run", run)
+        monkeypatch.setattr(pipeline.Speculation, "run", run)
 
 
 def test_the_first_chunk_is_coerced_while_the_catalog_opens(tmp_path: Path, data: Path,

@@ -18,7 +18,7 @@ from shoal.catalog import open_catalog
 from shoal.commit import CommitCoordinator
 from shoal.errors import IncompatibleSchemaChangeError, SchemaConflictError
 from shoal.format.tlm import TlmFormat
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from shoal.storage import open_store
 from shoal.types import INT, LONG, STRING, Column, Schema
 from tests.support.writer import spawn

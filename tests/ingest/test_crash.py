@@ -20,7 +20,7 @@ from shoal.catalog import open_catalog
 from shoal.format.tlm import TlmFormat
 from shoal.maintenance.gc import collect_garbage
 from shoal.maintenance.orphans import find_orphans
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from shoal.storage import open_store
 from shoal.types import INT, Column, Schema
 from tests.support.writer import spawn

@@ -18,7 +18,7 @@ from shoal.errors import IdempotencyKeyConflictError
 from shoal.format.tlm import TlmFormat
 from shoal.ingest.buffer import StagingBuffer
 from shoal.ingest.write_path import WritePath
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from shoal.storage import open_store
 from shoal.types import INT, Column, Schema
 

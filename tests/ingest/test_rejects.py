@@ -13,7 +13,7 @@ from shoal.format import default_formats
 from shoal.format.tlm import TlmFormat
 from shoal.commit.rejects import (RejectRecord, commit_rejects, ensure_rejects_table,
                                   rejects_batch, rejects_table_name)
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from shoal.storage import open_store
 from shoal.types import LONG, STRING, Column, Schema
 

@@ -264,7 +264,7 @@ def _drop_objects(n: int, rows: int, *, tag: str) -> tuple[dict[str, bytes], int
 
 def test_user_settings_win_and_shoal_defaults_fill_the_rest():
     from shoal.config import Config
-    from shoal.query.cluster import REQUIRED, session_settings
+    from shoal.query.spark.cluster import REQUIRED, session_settings
 
     cfg = Config(spark_master="spark://m:7077", catalog_url="postgresql://h/db",
                  storage_url="s3://b/p",
@@ -308,7 +308,7 @@ def test_spark_section_and_shoal_spark_conf(tmp_path):
 
 
 def test_the_executor_error_is_the_message():
-    from shoal.query.spark_errors import spark_message
+    from shoal.query.spark.failures import spark_message
 
     trace = ("An error occurred while calling z:org.apache.spark.api.python.PythonRDD."
              "collectAndServe.\n: org.apache.spark.SparkException: Job aborted due to stage "

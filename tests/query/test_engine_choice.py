@@ -136,7 +136,7 @@ def test_the_local_engine_reads_no_files_and_starts_no_spark(tmp_path, wide):
     """A fresh client answers locally without a Spark session; DuckDB's own file and
     extension functions are unreachable (the guard refuses them first, and the locked
     database refuses them even when called directly)."""
-    from shoal.query.local import DuckDBExecutor, LocalExecutionError
+    from shoal.query.embedded.local_engine import DuckDBExecutor, LocalExecutionError
 
     db = shoal.connect(data_dir=str(tmp_path / "d"), spark_master=SPARK_MASTER)
     try:

@@ -9,7 +9,7 @@ import pytest
 from py4j.protocol import Py4JError, Py4JNetworkError
 
 from shoal.errors import EngineUnavailableError, QueryError
-from shoal.query.engine import _Run
+from shoal.query.cancel import _Run
 
 
 @pytest.mark.parametrize("error", [

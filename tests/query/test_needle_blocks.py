@@ -14,7 +14,7 @@ import pytest
 import shoal
 from shoal.format.blockfilters import filter_ref
 from shoal.maintenance.service import build_worker
-from shoal.query.scanspec import FooterCache
+from shoal.query.scan_plan import FooterCache
 from shoal.types import INT, STRING, Column
 from tests.query.conftest import SPARK_MASTER, T0, ns
 

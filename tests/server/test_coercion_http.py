@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from shoal.query.scan import read_table
+from shoal.query.scan_read import read_table
 from tests.server.conftest import create
 
 COLUMNS = [

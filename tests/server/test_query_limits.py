@@ -250,7 +250,7 @@ def test_auto_hands_a_statement_over_the_memory_limit_to_spark(db, tmp_path):
     """With a tiny per-query memory, the embedded engine cannot take the statement: in
     `auto` Spark answers it (and says why); with `local` it is refused with the setting's
     name."""
-    from shoal.query.local import LocalMemoryError
+    from shoal.query.embedded.local_engine import LocalMemoryError
 
     small = shoal.connect(data_dir=db.config.data_dir, spark_master=SPARK_MASTER,
                           local_query_memory=64 << 10)

@@ -55,6 +55,6 @@ def spark(s3_endpoint):
     """The one Spark session of the test run (any test folder may use it). Started after the
     S3 test server: Spark's Python workers inherit the environment of the JVM at its launch,
     and must see the (dummy) AWS credentials like a deployment would."""
-    from shoal.query.engine import spark_session
+    from shoal.query.spark.session import spark_session
 
     return spark_session(SPARK_MASTER)

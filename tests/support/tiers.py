@@ -46,13 +46,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _refuse_spark() -> None:
     """Make a Spark start fail loudly (in whatever thread it happens) in the fast tier."""
-    from shoal.query import engine
+    from shoal.query.spark import session
 
     def refused(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("this test starts a Spark session, which the fast tier leaves "
                            "out: mark it @pytest.mark.spark (or use the `spark` fixture)")
 
-    engine._session = refused  # type: ignore[assignment]
+    session._session = refused  # type: ignore[assignment]
 
 
 def is_heavy(item: pytest.Item) -> bool:

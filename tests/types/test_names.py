@@ -13,7 +13,7 @@ import pytest
 from shoal.errors import InvalidSchemaError
 from shoal.ingest.evolve import plan_evolution
 from shoal.commit.rejects import rejects_table_name
-from shoal.query.scanspec import TIMESTAMP_NS
+from shoal.query.scan_plan import TIMESTAMP_NS
 from shoal.types import (INT, MAX_NAME_CHARS, STRING, Column, Schema, check_column_name,
                          check_table_name, is_identifier_safe, is_query_reserved)
 

@@ -4,7 +4,7 @@ library's `sqlite3`, before SQLAlchemy is imported: a hint, never the truth.
 `shoal ingest` spends about a third of its start-up importing SQLAlchemy and opening the
 catalog. With this hint it coerces its first chunk meanwhile (the coercion releases the GIL
 for most of its work, the import holds it), and the write path takes that coercion only if
-the schema it loads through the catalog equals the hint (`shoal.cli.ingest._Speculation`):
+the schema it loads through the catalog equals the hint (`shoal.ingest.bulk.Speculation`):
 a table changed in between, a Postgres catalog, a catalog this cannot read all mean the
 chunk is coerced as usual.
 

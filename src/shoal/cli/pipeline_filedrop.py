@@ -108,7 +108,7 @@ def filedrop_command(
             typer.echo(s.line(table))
 
     try:
-        from shoal.query.engine import spark_session
+        from shoal.query.spark.session import spark_session
 
         spark = spark_session(cfg.spark_master, config=cfg)
         pipeline = FileDropPipeline.from_client(

@@ -1,6 +1,6 @@
 """`shoal spark pack`: the environment Spark executors run shoal with.
 
-Writes shoal and its pinned dependencies as a `.tar.gz` (`shoal.query.pack`) and prints the
+Writes shoal and its pinned dependencies as a `.tar.gz` (`shoal.query.spark.pack`) and prints the
 two Spark settings that ship it; see docs/deployment.md.
 """
 
@@ -24,8 +24,8 @@ def pack_command(
     """Pack shoal and its dependencies for Spark executors (spark.archives)."""
     from pathlib import Path
 
-    from shoal.query.cluster import ARCHIVE_ALIAS
-    from shoal.query.pack import pack_environment
+    from shoal.query.spark.cluster import ARCHIVE_ALIAS
+    from shoal.query.spark.pack import pack_environment
 
     summary = pack_environment(output, compresslevel=level)
     where = Path(summary.path).resolve()

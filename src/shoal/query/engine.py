@@ -27,18 +27,25 @@ batch over one. `max_result_bytes` (set by
 the server before the session starts) becomes `spark.driver.maxResultSize`: a collection
 beyond it fails as `ResultTooLargeError` instead of filling the driver.
 
-Session lifecycle: `spark_session` starts the process's session once; `discard_spark_session`
-kills its JVM and forgets PySpark's cached gateway, context and session, so the next call
-starts a fresh one (a generation counter tells engines their cached session is gone).
+Session lifecycle (`shoal.query.spark.session`): `spark_session` starts the process's
+session once; `discard_spark_session` kills its JVM and forgets PySpark's cached gateway,
+context and session, so the next call starts a fresh one (a generation counter tells
+engines their cached session is gone).
 `QueryEngine.restart` does both; `spark_alive` and `ping` let a supervisor (the server's)
 notice a dead or wedged JVM. A statement whose Spark fails because the JVM is gone (or was
 replaced meanwhile) raises `EngineUnavailableError`, not a query error.
 
 Planning (analysis, stages 1-2, one `ScanSpec` per reference: `_scans`) is shared by both
-engines; `shoal.query.routing` then picks the embedded engine (`shoal.query.local`) or
-Spark for the SELECT (`engine=auto|local|spark`, default `Config.query_engine`). In `auto`,
-a statement the embedded engine fails on is answered by Spark. The stats say which engine
-ran and why.
+engines; `shoal.query.routing` then picks the embedded engine
+(`shoal.query.embedded.local_engine`) or Spark for the SELECT (`engine=auto|local|spark`,
+default `Config.query_engine`). In `auto`, a statement the embedded engine fails on is
+answered by Spark. The stats say which engine ran and why.
+
+Where the parts live: the session's start, discard and generation in
+`shoal.query.spark.session`; a statement's deadline, cancel and Spark failure mapping in
+`shoal.query.cancel`; the embedded engine in `shoal.query.embedded`; planning of one scan in
+`shoal.query.scan_plan`, the SQL analysis in `shoal.query.planner`, the engine choice in
+`shoal.query.routing`. This module plans, routes and runs.
 """
 
 from __future__ import annotations
@@ -46,32 +53,27 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import re
-import subprocess
-import sys
 import threading
-import time
-import uuid
 from dataclasses import dataclass, field
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from sqlglot import exp
 
-from shoal.errors import (EngineUnavailableError, QueryCancelledError, QueryError,
-                          QueryTimeoutError, ResultTooLargeError, ShoalError,
-                          TableNotFoundError)
-from shoal.config import Config
-from shoal.query.cluster import SparkRole
-from shoal.query.datasource import ShoalDataSource, encode_accumulator, resolve_snapshot
-from shoal.query.guard import SPARK_HARDENING, classify
+from shoal.errors import EngineUnavailableError, ShoalError, TableNotFoundError
+from shoal.query.cancel import CancelHandle, _Run
+from shoal.query.guard import classify
 from shoal.query.limits import QueryLimits, cap_table, collect_capped
 from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
-from shoal.query.scanspec import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
-                                  build_scan_spec)
-from shoal.query.spark_errors import spark_message as _spark_message
+from shoal.query.scan_plan import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
+                                   build_scan_spec)
+from shoal.query.spark import session
+from shoal.query.spark.cluster import SparkRole
+from shoal.query.spark.datasource import encode_accumulator, resolve_snapshot
+from shoal.query.spark.failures import spark_message as _spark_message
+from shoal.query.spark.session import discard_spark_session, spark_generation, spark_process
 from shoal.lru import MISSING, Lru
 
 if TYPE_CHECKING:
@@ -79,162 +81,15 @@ if TYPE_CHECKING:
 
     from shoal.format.base import BlockPredicate
     from shoal.query.database import Database
-    from shoal.query.local import LocalEngine
+    from shoal.query.embedded.local_engine import LocalEngine
 
 
 log = logging.getLogger("shoal.query")
 
-_session_lock = threading.Lock()
-_generation = 0             # bumped by every discard_spark_session (under _session_lock)
 _view_ids = itertools.count(1)
-# A cancelled statement is cancelled again at this interval until it returns: a job that
-# started just after a cancellation must not escape it.
-CANCEL_REPEAT_S = 0.25
 # Rows per batch read from the embedded engine: the byte cap is checked once per batch, so
 # at most one batch beyond the caps is held.
 LOCAL_BATCH_ROWS = 1 << 14
-
-
-def spark_session(master: str = "local[*]", *, processing_log: str | None = None,
-                  max_result_bytes: int | None = None, config: Config | None = None,
-                  role: SparkRole = "app") -> SparkSession:
-    """The process's Spark session (started on first use), with shoal's DataSource and
-    functions registered. `max_result_bytes` becomes `spark.driver.maxResultSize` when this
-    call starts the session (a running session keeps its own). With `config` (what every
-    edge passes), the session is deployed as `shoal.query.cluster` says: its `[spark]`
-    settings, refusal of what a cluster cannot use, and the executor check on a non-local
-    master; `master` is then `config.spark_master`."""
-    return _session(master, processing_log, max_result_bytes, config, role)[0]
-
-
-def _session(master: str, processing_log: str | None, max_result_bytes: int | None,
-             config: Config | None = None, role: SparkRole = "app"
-             ) -> tuple[SparkSession, int]:
-    from pyspark.sql import SparkSession
-
-    from shoal.query import cluster
-
-    with _session_lock:
-        active = SparkSession.getActiveSession()
-        if active is not None and getattr(active, "_shoal_ready", False):
-            return active, _generation
-        if config is None:
-            config = Config(spark_master=master)
-            probe = False
-        else:
-            cluster.check_deployment(config)        # before the JVM: refused in milliseconds
-            probe = not cluster.is_local(config.spark_master)
-        log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-        settings = cluster.session_settings(config, role=role, log4j=log4j)
-        local = cluster.is_local(config.spark_master)
-        # Python workers run `spark.pyspark.python` (PySpark reads it from PYSPARK_PYTHON);
-        # on a local master, by default, this interpreter (it has shoal and its dependencies).
-        if "spark.pyspark.python" in settings:
-            os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
-        elif local:
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        if local:
-            # One machine: nothing should listen beyond loopback. On a cluster the driver's
-            # address is Spark's own choice or spark.driver.host / bindAddress.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = SparkSession.builder.master(config.spark_master).appName(
-            settings.pop("spark.app.name", "shoal serve" if role == "serve" else "shoal"))
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        if max_result_bytes is not None:
-            builder = builder.config("spark.driver.maxResultSize", f"{max_result_bytes}b")
-        for key, value in SPARK_HARDENING.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-        # PySpark logs every failed statement with its JVM stack; shoal reports the error.
-        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-        if probe:
-            try:
-                cluster.probe_executors(spark, config)
-            except BaseException:
-                spark.stop()
-                raise
-        register_data_source(spark, ShoalDataSource)
-        _register_functions(spark, processing_log)
-        spark._shoal_ready = True  # type: ignore[attr-defined]
-        return spark, _generation
-
-
-def register_data_source(spark: SparkSession, source: type) -> None:
-    """Register a Python data source whose planning runs on this machine: Spark runs a data
-    source's planner (schema, partitions, streaming offsets) in a Python process of the
-    driver, with the interpreter the source was registered with, while executors read with
-    `spark.sql.execution.pyspark.python` (the shipped environment's, set by
-    `shoal.query.cluster`). So the registration names this interpreter, whatever
-    `spark.pyspark.python` says executors run."""
-    sc = spark.sparkContext
-    executors = sc.pythonExec
-    sc.pythonExec = sys.executable
-    try:
-        spark.dataSource.register(source)
-    finally:
-        sc.pythonExec = executors
-
-
-def spark_process() -> subprocess.Popen[bytes] | None:
-    """The JVM this process launched for Spark (None before Spark starts, or when PySpark
-    connected to a gateway it did not launch)."""
-    from pyspark import SparkContext
-
-    return getattr(SparkContext._gateway, "proc", None)
-
-
-def spark_generation() -> int:
-    return _generation
-
-
-def discard_spark_session(*, wait_s: float = 30.0) -> None:
-    """Kill this process's Spark JVM (if it still runs) and forget PySpark's cached gateway,
-    context and sessions, so that the next `spark_session` launches a fresh JVM. Engines
-    holding the old session notice through the generation counter."""
-    global _generation
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession, SQLContext
-
-    with _session_lock:
-        _generation += 1
-        gateway = SparkContext._gateway
-        context = SparkContext._active_spark_context
-        proc = getattr(gateway, "proc", None)
-        if proc is not None and proc.poll() is None:
-            proc.kill()     # a wedged JVM would not stop gracefully; its workers follow it
-            try:
-                proc.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                log.error("the Spark JVM (pid %s) did not exit after SIGKILL", proc.pid)
-        if context is not None:
-            server = getattr(context, "_accumulatorServer", None)
-            if server is not None:
-                try:
-                    server.shutdown()
-                except Exception as e:  # noqa: BLE001 - best effort on a dead context
-                    log.warning("could not stop the accumulator server: %s", e)
-            context._jsc = None
-        if gateway is not None:
-            try:
-                gateway.close()
-            except Exception as e:  # noqa: BLE001 - the JVM end is gone already
-                log.warning("could not close the Spark gateway: %s", e)
-        SparkContext._active_spark_context = None
-        SparkContext._gateway = None
-        SparkContext._jvm = None
-        SparkSession._instantiatedSession = None
-        SparkSession._activeSession = None
-        SQLContext._instantiatedContext = None
-
-
-def _register_functions(spark: SparkSession, processing_log: str | None) -> None:
-    from shoal.query.functions import register_functions
-
-    register_functions(spark, processing_log)
 
 
 @dataclass
@@ -298,7 +153,7 @@ class QueryEngine:
         self.footers = FooterCache()
         # `spark.driver.maxResultSize` of a session this engine starts (None: Spark's own).
         self.max_result_bytes: int | None = None
-        # "serve" caps the session's share of a cluster (`shoal.query.cluster`).
+        # "serve" caps the session's share of a cluster (`shoal.query.spark.cluster`).
         self.spark_role: SparkRole = "app"
         self._spark: SparkSession | None = None
         self._generation = -1
@@ -309,15 +164,15 @@ class QueryEngine:
 
     @property
     def spark(self) -> SparkSession:
-        if self._spark is None or self._generation != _generation:
+        if self._spark is None or self._generation != spark_generation():
             self._spark, self._generation = self._start()
         return self._spark
 
     def _start(self) -> tuple[SparkSession, int]:
         log_path = os.path.join(self.db.config.data_dir, "processing.log")
         try:
-            return _session(self.db.config.spark_master, log_path, self.max_result_bytes,
-                            self.db.config, self.spark_role)
+            return session._session(self.db.config.spark_master, log_path,
+                                    self.max_result_bytes, self.db.config, self.spark_role)
         except ShoalError:
             raise
         except Exception as e:
@@ -353,7 +208,7 @@ class QueryEngine:
         """The embedded engine (created on first use; never starts Spark)."""
         with self._local_lock:
             if self._local is None:
-                from shoal.query.local import DuckDBExecutor, LocalEngine
+                from shoal.query.embedded.local_engine import DuckDBExecutor, LocalEngine
 
                 log = os.path.join(self.db.config.data_dir, "processing.log")
                 threads = max(1, os.cpu_count() or 1)
@@ -371,7 +226,7 @@ class QueryEngine:
              prune: bool = True) -> tuple[pa.Table, ScanStats]:
         """One table's pruned scan with shoal's own types (`db.read`): planned exactly as a
         `sql()` reference, with this engine's footer cache, so the stats match."""
-        from shoal.query.scan import read_table
+        from shoal.query.scan_read import read_table
 
         return read_table(self.db.catalog, self.db.store, self.db.formats, table, predicate,
                           snapshot_id=snapshot_id, prune=prune, columns=columns,
@@ -402,7 +257,7 @@ class QueryEngine:
             planned = self._scans(sql, prune=prune)
             route = self._route(planned, mode)
             if route.engine == "local":
-                from shoal.query.local import LocalExecutionError
+                from shoal.query.embedded.local_engine import LocalExecutionError
 
                 try:
                     return self._run_local(planned, route, run, limits)
@@ -474,7 +329,7 @@ class QueryEngine:
         return Planned(sql, analysis, views, specs, stats)
 
     def _route(self, planned: Planned, mode: EngineMode) -> Route:
-        from shoal.query.transpile import NotLocal, spark_sql_type, to_local
+        from shoal.query.embedded.transpile import NotLocal, spark_sql_type, to_local
 
         def vet():
             # The embedded engine's views are per query, so their names are stable and the
@@ -505,7 +360,7 @@ class QueryEngine:
                    limits: QueryLimits) -> QueryResult:
         """The embedded engine's answer, read from it batch by batch only as far as the
         caps (the statement stops at the first batch over one)."""
-        from shoal.query.local import answer_schema
+        from shoal.query.embedded.local_engine import answer_schema
 
         assert route.statement is not None
         local = self.local
@@ -599,275 +454,6 @@ class QueryEngine:
         except Exception as e:
             raise run.failure(e) from e
         return cap_table(table, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
-
-
-class CancelHandle:
-    """Cancels, from another thread, the statement `QueryEngine.execute(cancel=...)` runs
-    (a `/v1/query` client that went away): its Spark jobs or embedded run are interrupted and
-    it fails with `QueryCancelledError`. A cancel before the statement starts cancels it as it
-    starts; one after it ended does nothing."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._run: _Run | None = None
-        self._cancelled = False
-
-    def bind(self, run: _Run) -> None:
-        with self._lock:
-            self._run = run
-            late = self._cancelled
-        if late:
-            run.cancel()
-
-    def cancel(self) -> bool:
-        """Interrupt the statement; False when it had already finished."""
-        with self._lock:
-            self._cancelled = True
-            run = self._run
-        return True if run is None else run.cancel()
-
-    def wait_stopped(self, guard_s: float) -> bool:
-        """After the statement returned: wait until none of its Spark tasks still runs
-        (`_Run.wait_stopped`). True at once when it never reached Spark."""
-        with self._lock:
-            run = self._run
-        return True if run is None else run.wait_stopped(guard_s)
-
-    def stopped(self) -> bool:
-        """Whether none of the statement's Spark tasks runs now (no waiting)."""
-        with self._lock:
-            run = self._run
-        return True if run is None else run.stopped()
-
-
-class _Run:
-    """One statement's Spark work on the calling thread: the watchdog that cancels it at the
-    deadline (counted from the start, planning included), its job tag (added once the
-    statement reaches Spark), and what tells a dead engine from a bad statement.
-
-    `cancellable=True` (a streamed statement, `shoal.query.stream`) tags its Spark jobs even
-    without a deadline, so that `cancel()` (from any thread: a client's cancel request) can
-    interrupt it the way the deadline does; the statement then fails with
-    `QueryCancelledError`."""
-
-    def __init__(self, timeout_s: float | None, *, cancellable: bool = False) -> None:
-        self.timeout_s = timeout_s
-        self.cancellable = cancellable
-        self.cancelled = threading.Event()
-        self._detached = False
-        self.tag = f"shoal-query-{uuid.uuid4().hex}"
-        self.spark: SparkSession | None = None
-        self.generation: int | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.timed_out = threading.Event()
-        self._finished = threading.Event()
-        self._cancels: list[Callable[[], None]] = []
-        self._cancel_lock = threading.Lock()
-
-    def __enter__(self) -> _Run:
-        if self.timeout_s is not None:
-            threading.Thread(target=self._watch, name=f"shoal-deadline-{self.tag[-8:]}",
-                             daemon=True).start()
-        return self
-
-    def attach(self, spark: SparkSession, generation: int) -> None:
-        """The statement reaches Spark: tag the jobs this thread starts from now on."""
-        self.spark, self.generation, self.proc = spark, generation, spark_process()
-        if not self._tagged:
-            return
-        try:
-            sc = spark.sparkContext
-            sc.addJobTag(self.tag)
-            sc.setInterruptOnCancel(True)
-        except Exception as e:
-            raise self.failure(e) from e
-
-    @property
-    def _tagged(self) -> bool:
-        return self.timeout_s is not None or self.cancellable
-
-    def __exit__(self, *_exc: object) -> None:
-        self._finished.set()
-        self.detach()
-
-    def detach(self) -> None:
-        """Take the job tag off the calling thread (the one `attach` tagged): done before
-        the statement leaves that thread, e.g. a streamed answer collected from Spark and
-        then sent from whichever thread the client's reads run on."""
-        if not self._tagged or self.spark is None or self._detached:
-            return
-        self._detached = True
-        try:
-            sc = self.spark.sparkContext
-            sc.removeJobTag(self.tag)       # the thread is reused for other statements
-            sc.setInterruptOnCancel(False)
-        except Exception as e:  # noqa: BLE001 - the engine may be gone; nothing to untag
-            log.debug("could not clear job tag %s: %s", self.tag, _spark_message(e))
-
-    def on_cancel(self, cancel: Callable[[], None]) -> None:
-        """Call `cancel` at the deadline (at once if it has passed): how the embedded
-        engine's run is interrupted."""
-        with self._cancel_lock:
-            self._cancels.append(cancel)
-            late = self.timed_out.is_set() or self.cancelled.is_set()
-        if late:
-            cancel()
-
-    def cancel(self) -> bool:
-        """Interrupt the statement now, from any thread: the embedded engine's run and the
-        statement's Spark jobs (again and again until it returns, as at the deadline).
-        False when it had already finished or been cancelled."""
-        with self._cancel_lock:
-            if self._finished.is_set() or self.cancelled.is_set():
-                return False
-            self.cancelled.set()
-            cancels = list(self._cancels)
-        self._interrupt(cancels)
-        log.info("query %s was cancelled by its client", self.tag)
-        threading.Thread(target=self._keep_cancelling, name=f"shoal-cancel-{self.tag[-8:]}",
-                         daemon=True).start()
-        return True
-
-    def _interrupt(self, cancels: list[Callable[[], None]]) -> None:
-        for cancel in cancels:
-            try:
-                cancel()
-            except Exception as e:  # noqa: BLE001 - the run may have just ended
-                log.warning("could not interrupt query %s: %s", self.tag, e)
-
-    def _watch(self) -> None:
-        assert self.timeout_s is not None
-        if self._finished.wait(self.timeout_s):
-            return
-        with self._cancel_lock:
-            self.timed_out.set()
-            cancels = list(self._cancels)
-        self._interrupt(cancels)
-        log.info("query %s passed its %gs limit; cancelling its Spark jobs", self.tag,
-                 self.timeout_s)
-        self._keep_cancelling()
-
-    def _keep_cancelling(self) -> None:
-        """Interrupt the statement until it returns: its tagged Spark jobs, and the embedded
-        engine again (an interrupt that lands just before the engine starts its run is
-        lost)."""
-        again = False           # the caller has just interrupted the embedded engine once
-        while True:
-            if again:
-                with self._cancel_lock:
-                    cancels = list(self._cancels)
-                self._interrupt(cancels)
-            again = True
-            spark = self.spark
-            if spark is not None:
-                try:
-                    spark.sparkContext.cancelJobsWithTag(self.tag)
-                except Exception as e:  # noqa: BLE001 - a dead engine fails the query anyway
-                    log.warning("could not cancel query %s: %s", self.tag, _spark_message(e))
-                    return
-            if self._finished.wait(CANCEL_REPEAT_S):
-                return
-
-    def spark_tasks_running(self) -> int:
-        """Tasks of this statement's Spark jobs still running, by Spark's status tracker (a
-        job still running counts one at least). A cancelled job fails at once, but a task
-        that never checks for interruption (a JVM loop such as Java's regex matching) runs on
-        until it ends by itself: this counts it. 0 when the statement never reached Spark or
-        its jobs were not tagged."""
-        if not self._tagged or self.spark is None:
-            return 0
-        tracker = self.spark.sparkContext._jsc.sc().statusTracker()
-        running = 0
-        for job in tracker.getJobIdsForTag(self.tag):
-            info = tracker.getJobInfo(job)
-            if info.isEmpty():          # forgotten by the status store: long finished
-                continue
-            tasks = 0
-            for stage in info.get().stageIds():
-                stage_info = tracker.getStageInfo(stage)
-                if not stage_info.isEmpty():
-                    tasks += stage_info.get().numActiveTasks()
-            if str(info.get().status()) == "RUNNING":
-                tasks = max(tasks, 1)
-            running += tasks
-        return running
-
-    def stopped(self) -> bool:
-        """Whether no task of this statement's Spark jobs runs now (True if the engine does
-        not answer: a dead JVM runs nothing)."""
-        try:
-            return self.spark_tasks_running() == 0
-        except Exception as e:  # noqa: BLE001 - a dead JVM runs nothing
-            log.info("query %s: Spark's status tracker did not answer (%s); its tasks are "
-                     "taken as stopped", self.tag, _spark_message(e))
-            return True
-
-    def wait_stopped(self, guard_s: float, *, poll_s: float = 0.1) -> bool:
-        """Wait until no task of this statement's Spark jobs runs (the statement itself has
-        returned). False, with a log line, if Spark still shows one after `guard_s`; True at
-        once if the engine is gone (its tasks went with it)."""
-        end = time.monotonic() + guard_s
-        while not self.stopped():
-            if time.monotonic() >= end:
-                log.error("query %s: Spark task(s) still running %gs after the statement "
-                          "ended; its slot is freed anyway", self.tag, guard_s)
-                return False
-            time.sleep(poll_s)
-        return True
-
-    def check(self) -> None:
-        """Raise if the deadline passed or the statement was cancelled (before starting a
-        job that nothing would cancel)."""
-        if self.cancelled.is_set():
-            raise QueryCancelledError()
-        if self.timed_out.is_set():
-            assert self.timeout_s is not None
-            raise QueryTimeoutError(self.timeout_s)
-
-    def failure(self, e: BaseException) -> ShoalError:
-        """The shoal error for an exception out of Spark during this statement."""
-        if self.cancelled.is_set():
-            return QueryCancelledError()
-        if self.timed_out.is_set():
-            assert self.timeout_s is not None
-            return QueryTimeoutError(self.timeout_s)
-        gone = _engine_gone(e)
-        if self.proc is not None and self.proc.poll() is not None:
-            gone = f"the Spark JVM exited (status {self.proc.returncode})"
-        elif self.generation is not None and self.generation != _generation:
-            gone = "the Spark session was restarted during the query"
-        if gone:
-            return EngineUnavailableError(gone)
-        text = str(e)
-        match = _MAX_RESULT.search(text)
-        if match:
-            return ResultTooLargeError(match.group(1))
-        return QueryError(_spark_message(e))
-
-
-_MAX_RESULT = re.compile(r"bigger than spark\.driver\.maxResultSize \(([^)]*)\)")
-_BARE_PY4J_ERROR = re.compile(r"An error occurred while calling [\w$.:]+")
-_DEAD_CONTEXT = ("SparkContext was shut down", "stopped SparkContext",
-                 "SparkContext has been shutdown")
-
-
-def _engine_gone(e: BaseException) -> str | None:
-    """Why `e` says the engine itself is gone (not the statement wrong), or None."""
-    from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
-
-    if isinstance(e, (Py4JNetworkError, ConnectionError, EOFError)):
-        return f"lost the connection to Spark ({type(e).__name__})"
-    text = str(e)
-    if (isinstance(e, Py4JError) and not isinstance(e, Py4JJavaError)
-            and _BARE_PY4J_ERROR.fullmatch(text.strip())):
-        # py4j's GatewayClient turns a network failure it will not retry into a bare error
-        # answer: "An error occurred while calling o287.load", with neither a Java exception
-        # nor a trace. The JVM may still be tearing down (not yet reaped), so `proc.poll()`
-        # cannot be relied on to say so.
-        return "lost the connection to Spark (no answer from the JVM)"
-    if any(marker in text for marker in _DEAD_CONTEXT):
-        return "the Spark context was shut down"
-    return None
 
 
 def read_local_inputs(local: LocalEngine, planned: Planned) -> dict[str, pa.Table]:

@@ -42,7 +42,7 @@ from shoal.format.base import (And, BlockPredicate, DynamicPathExists, Equals, I
                                StringHas, TimeRange)
 from shoal.format.tokens import MIN_TOKEN_LEN
 from shoal.query.guard import MAX_SQL_DEPTH, SqlSyntaxError, SqlTooDeepError, check_query
-from shoal.query.scanspec import TIMESTAMP_NS
+from shoal.query.scan_plan import TIMESTAMP_NS
 from shoal.types.columns import ColumnType
 
 BYTE_FUNCTIONS = ("int_from_bytes", "bigint_from_bytes", "double_from_bytes")

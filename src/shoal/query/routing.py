@@ -9,7 +9,7 @@ statement itself:
   exceed `local_query_max_bytes` (the embedded engine holds its inputs in memory, so the
   budget bounds a query's memory).
 - `auto` (the default): the embedded engine when the statement is vetted
-  (`shoal.query.transpile`) and the planned bytes fit the budget; Spark otherwise.
+  (`shoal.query.embedded.transpile`) and the planned bytes fit the budget; Spark otherwise.
 
 The planned bytes are an upper bound of what the scans read: the surviving blocks' share of
 their extents' sizes (a projection reads less). Every answer's stats and `EXPLAIN` carry
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from shoal.errors import QueryError
-from shoal.query.transpile import LocalStatement, NotLocal
+from shoal.query.embedded.transpile import LocalStatement, NotLocal
 
 EngineMode = Literal["auto", "local", "spark"]
 ENGINE_MODES: tuple[str, ...] = get_args(EngineMode)

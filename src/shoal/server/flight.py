@@ -19,7 +19,7 @@ Served:
   totals and stats. Either way the answer is one endpoint whose ticket
   (`TicketStatementQuery`) is good for one `DoGet` within `RESULT_TTL_S`.
 - `DoGet` of a query runs it under a query slot and streams record batches (at most
-  `BATCH_BYTES` each) as the engine produces them (`shoal.query.stream`: the embedded
+  `BATCH_BYTES` each) as the engine produces them (`shoal.query.answer_stream`: the embedded
   engine for real, Spark's answer collected under the caps first). The caps end the stream
   at the longest prefix that fits; the deadline covers the whole stream. The last message
   is an empty batch whose `app_metadata` holds the final stats: `truncated` (and

@@ -41,7 +41,7 @@ Bounded cost (settings of `shoal.config.Config`):
 
 Streamed answers (Flight SQL, `shoal.server.flight`): `plan_statement` plans a query instead
 of running it (a slot only while it plans) and runs anything else as `run_statement` does;
-`open_stream` then runs the plan as a `BoundedStream` (`shoal.query.stream.QueryStream`
+`open_stream` then runs the plan as a `BoundedStream` (`shoal.query.answer_stream.QueryStream`
 under a slot held until the stream ends, fails or is abandoned; the same timeout and caps,
 applied to the whole stream).
 """
@@ -60,7 +60,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from shoal.errors import BadJsonError, EngineUnavailableError, JsonLimitError, ShoalError
-from shoal.query.engine import CancelHandle
+from shoal.query.cancel import CancelHandle
 from shoal.query.guard import classify
 from shoal.query.routing import engine_mode
 from shoal.server.auth import bearer_token, require_scope
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from shoal.query.engine import QueryResult
-    from shoal.query.stream import QueryStream, StreamPlan
+    from shoal.query.answer_stream import QueryStream, StreamPlan
 
 log = logging.getLogger("shoal.server")
 
@@ -279,7 +279,7 @@ def plan_statement(state: ServerState, text: str, *, token: str | None, prune: b
     planned, not run (its schema and pruning are known, no row is read), under a query slot
     held only while it plans; anything else (DDL, DESCRIBE, SHOW, EXPLAIN) runs now, as
     `run_statement` runs it."""
-    from shoal.query.stream import plan_stream
+    from shoal.query.answer_stream import plan_stream
 
     extra: dict[str, Any] = {}
     sql = text
@@ -356,7 +356,7 @@ def open_stream(state: ServerState, planned: PlannedQuery,
                 client: str | None = None) -> BoundedStream:
     """Start streaming a planned query: a free slot, within `client`'s share (else 429), a
     live engine (else 503); the timeout and the row/byte caps apply to the whole stream."""
-    from shoal.query.stream import QueryStream
+    from shoal.query.answer_stream import QueryStream
 
     _check_engine(state)
     state.query_slots.acquire(client)

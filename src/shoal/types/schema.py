@@ -35,7 +35,7 @@ MAX_NAME_CHARS = 128  # table and column names; a name becomes part of object pa
 # pass the limit by its suffix, so every valid table can have one.
 REJECTS_SUFFIX = "__rejects"
 # Names the query lane makes up, so no table or column may take them: the virtual column
-# `_timestamp_ns` (`shoal.query.scanspec.TIMESTAMP_NS`) and anything starting `__shoal`
+# `_timestamp_ns` (`shoal.query.scan_plan.TIMESTAMP_NS`) and anything starting `__shoal`
 # (the planner's temporary views are `__shoal_scan_<n>`).
 TIMESTAMP_NS_COLUMN = "_timestamp_ns"
 QUERY_RESERVED_NAMES = (TIMESTAMP_NS_COLUMN,)

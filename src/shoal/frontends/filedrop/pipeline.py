@@ -56,7 +56,7 @@ class FileDropTaskError(IngestError):
     code = "filedrop_task_failed"
 
     def __init__(self, files: Sequence[str], cause: BaseException) -> None:
-        from shoal.query.spark_errors import spark_message
+        from shoal.query.spark.failures import spark_message
 
         self.files = list(files)
         detail = spark_message(cause)   # the executor's Python error, not a Java frame

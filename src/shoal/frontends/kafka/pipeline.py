@@ -265,7 +265,7 @@ class KafkaPipeline:
         """Run until stopped, idle for `until_idle_s`, or failed (the error is raised)."""
         import json
 
-        from shoal.query.engine import register_data_source
+        from shoal.query.spark.session import register_data_source
 
         b = self.binding
         spark = self.db.query_engine.spark

@@ -33,8 +33,8 @@ __all__ = ["LabelMatcher", "PromQL", "PromQLBadDataError", "PromQLExecutionError
 def parallel_read(engine: QueryEngine, threads: int) -> Callable[..., tuple[pa.Table, Any]]:
     """`engine.read` (stages 1-2 of the pruning cascade, the engine's footer cache), with
     the surviving extents read by `threads` threads (decoding releases the GIL)."""
-    from shoal.query.scanspec import build_scan_spec
-    from shoal.query.shapes import read_native
+    from shoal.query.scan_plan import build_scan_spec
+    from shoal.query.scan_read import read_native
 
     db = engine.db
 

@@ -12,8 +12,9 @@ import struct
 import pyarrow as pa
 import pytest
 
-from shoal.query.functions import (ProcessingLog, bigint_from_bytes, double_from_bytes,
-                                   int_from_bytes, register_functions)
+from shoal.query.byte_functions import (ProcessingLog, bigint_from_bytes, double_from_bytes,
+                                        int_from_bytes)
+from shoal.query.spark.udfs import register_functions
 
 FUNCTIONS = [  # function, width, struct code, Arrow type
     (int_from_bytes, 4, "i", pa.int32()),

@@ -102,7 +102,7 @@ class LocalStatement:
 
 def spark_sql_type(kind: str) -> str:
     """The Spark SQL type of a view column of shoal type `kind` (its Arrow shape, see
-    `shoal.query.shapes`)."""
+    `shoal.query.scan_read`)."""
     return {"bool": "BOOLEAN", "int": "INT", "long": "BIGINT", "real": "DOUBLE",
             "string": "STRING", "timestamp": "TIMESTAMP", "dynamic": "STRING",
             "bytes": "BINARY", "vector": "ARRAY<FLOAT>",

@@ -1,10 +1,10 @@
 """The embedded query engine: a SELECT over small pruned scans, in process (docs/architecture.md).
 
 `LocalEngine.answer(statement, scans)` reads every planned scan with shoal's own reader
-(`shoal.query.shapes.read_tasks`: only the projected columns, the blocks stages 1-2 kept, in
+(`shoal.query.scan_read.read_tasks`: only the projected columns, the blocks stages 1-2 kept, in
 exactly the shapes Spark's DataSource yields), registers each as the in-memory table its
-view name says, runs the statement `shoal.query.transpile` produced, and conforms the answer
-to what Spark gives: Spark's column names, Spark's Arrow types (µs UTC timestamps, bigint
+view name says, runs the statement `shoal.query.embedded.transpile` produced, and conforms the
+answer to what Spark gives: Spark's column names, Spark's Arrow types (µs UTC timestamps, bigint
 sums, `list<element: float>`), or `LocalMismatchError` when a column comes back in a type
 that is not certainly Spark's.
 
@@ -40,9 +40,9 @@ import pyarrow as pa
 
 from shoal.errors import QueryError
 from shoal.format.base import SegmentFormat
-from shoal.query.scanspec import ScanSpec
-from shoal.query.shapes import read_tasks, spec_arrow_schema
-from shoal.query.transpile import NOT_IDENTICAL_MARK, LocalStatement
+from shoal.query.scan_plan import ScanSpec
+from shoal.query.scan_read import read_tasks, spec_arrow_schema
+from shoal.query.embedded.transpile import NOT_IDENTICAL_MARK, LocalStatement
 from shoal.storage.base import ObjectStore
 
 logger = logging.getLogger("shoal.query.local")
@@ -116,7 +116,7 @@ class DuckDBExecutor:
                  idle: int = 4, processing_log: str | None = None) -> None:
         import duckdb
 
-        from shoal.query.functions import ProcessingLog
+        from shoal.query.byte_functions import ProcessingLog
 
         self._duckdb = duckdb
         self.threads = threads
@@ -218,7 +218,7 @@ class DuckDBExecutor:
     def _register_function(self, con: Any, name: str) -> None:
         from duckdb import sqltypes as t
 
-        from shoal.query import functions as f
+        from shoal.query import byte_functions as f
 
         decode, result = {"int_from_bytes": (f.int_from_bytes, t.INTEGER),
                           "bigint_from_bytes": (f.bigint_from_bytes, t.BIGINT),

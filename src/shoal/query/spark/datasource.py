@@ -9,7 +9,7 @@ Two ways in:
   `version` = a snapshot id, or `timestamp` = the latest snapshot at or before an RFC 3339
   time): a plain full scan for DataFrame users, planned here on the driver.
 
-Each block is read by `shoal.query.shapes.read_tasks`, the same reader the embedded engine
+Each block is read by `shoal.query.scan_read.read_tasks`, the same reader the embedded engine
 uses: only the spec's columns, upgraded to the version being read, shaped into what Spark's
 Arrow path accepts (timestamps in µs, `_timestamp_ns` as a BIGINT, vectors as
 `list<float>`, `dynamic` as JSON text). Spark applies every filter itself afterwards
@@ -33,8 +33,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, Dou
                                FloatType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
 
-from shoal.query.scanspec import TIMESTAMP_NS, ScanSpec, ScanTask
-from shoal.query.shapes import read_tasks, to_spark_batch
+from shoal.query.scan_plan import TIMESTAMP_NS, ScanSpec, ScanTask
+from shoal.query.scan_read import read_tasks, to_spark_batch
 from shoal.types.columns import ColumnType
 from shoal.types.schema import Schema
 
@@ -122,7 +122,7 @@ def _plan_full_scan(options: dict[str, str]) -> ScanSpec:
     """Plan an unfiltered scan from options (the DataFrame path; runs on the driver)."""
     from shoal.catalog import open_catalog
     from shoal.format import default_formats
-    from shoal.query.scanspec import FooterCache, build_scan_spec
+    from shoal.query.scan_plan import FooterCache, build_scan_spec
     from shoal.storage import open_store
 
     table = options["table"]

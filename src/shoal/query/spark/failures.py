@@ -3,7 +3,10 @@ Python (`Cannot run program "./shoalenv/bin/python" ...`), else the error an exe
 Python raised (the last line of the worker's traceback, e.g. `StorageError: ...
 ACCESS_DENIED`), else the deepest `Caused by:` of a Java trace, else the first line. Never
 the banner PySpark puts first ("An exception was thrown from the Python worker:") nor a
-Java stack frame."""
+Java stack frame.
+
+`engine_gone(e)` tells an exception that says the engine itself is gone (a lost gateway, a
+shut-down context) from one that says the statement is wrong."""
 
 from __future__ import annotations
 
@@ -70,3 +73,27 @@ def _first(text: str) -> str:
         if line.strip() and not line.strip().startswith(_BANNERS):
             return line.strip()
     return text.splitlines()[0].strip()
+
+
+_BARE_PY4J_ERROR = re.compile(r"An error occurred while calling [\w$.:]+")
+_DEAD_CONTEXT = ("SparkContext was shut down", "stopped SparkContext",
+                 "SparkContext has been shutdown")
+
+
+def engine_gone(e: BaseException) -> str | None:
+    """Why `e` says the engine itself is gone (not the statement wrong), or None."""
+    from py4j.protocol import Py4JError, Py4JJavaError, Py4JNetworkError
+
+    if isinstance(e, (Py4JNetworkError, ConnectionError, EOFError)):
+        return f"lost the connection to Spark ({type(e).__name__})"
+    text = str(e)
+    if (isinstance(e, Py4JError) and not isinstance(e, Py4JJavaError)
+            and _BARE_PY4J_ERROR.fullmatch(text.strip())):
+        # py4j's GatewayClient turns a network failure it will not retry into a bare error
+        # answer: "An error occurred while calling o287.load", with neither a Java exception
+        # nor a trace. The JVM may still be tearing down (not yet reaped), so `proc.poll()`
+        # cannot be relied on to say so.
+        return "lost the connection to Spark (no answer from the JVM)"
+    if any(marker in text for marker in _DEAD_CONTEXT):
+        return "the Spark context was shut down"
+    return None

@@ -12,7 +12,7 @@ and runs `./shoalenv/bin/python` (`spark.pyspark.python`): Python finds `pyvenv.
 the symlink and uses the archive's site-packages, whatever the worker's own environment.
 What each node still needs is the same base interpreter at the same path (`home`), i.e.
 the same Python build the driver's environment was made from; that is checked at session
-start (`shoal.query.cluster`), as is every module shoal's tasks import.
+start (`shoal.query.spark.cluster`), as is every module shoal's tasks import.
 
 PySpark and py4j are left out: every executor puts its own Spark's `python/lib/pyspark.zip`
 and py4j on the Python path first (the versions must match the driver's anyway). Bytecode
@@ -110,7 +110,7 @@ def _editable_package(dist: metadata.Distribution, site: Path) -> Iterator[tuple
     """An editable install's package, from its source tree (RECORD does not list it)."""
     if not any(str(f).startswith("__editable__") for f in dist.files or []):
         return
-    package = Path(__file__).resolve().parents[1]       # this package: src/shoal
+    package = Path(__file__).resolve().parents[2]       # this package: src/shoal
     for path in sorted(package.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             yield path, str(Path("shoal") / path.relative_to(package))

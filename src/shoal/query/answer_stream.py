@@ -4,7 +4,8 @@ run as record batches that leave while the engine still produces them (Flight SQ
 `plan_stream(engine, sql)` analyses the statement, plans its scans (stages 1-2) and picks the
 engine exactly as `QueryEngine.execute` does, and works out the answer's Arrow schema without
 reading a row: the embedded engine's from the transpiled statement (Spark's names and types,
-`shoal.query.local.answer_schema`), Spark's from the analysed DataFrame (no job runs).
+`shoal.query.embedded.local_engine.answer_schema`), Spark's from the analysed DataFrame (no
+job runs).
 `QueryStream(engine, plan, limits)` then runs it:
 
 - The embedded engine streams for real: the planned scans are read (bounded by
@@ -40,7 +41,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from shoal.query.engine import Planned, QueryEngine, QueryStats, _Run, read_local_inputs
+from shoal.query.cancel import _Run
+from shoal.query.engine import Planned, QueryEngine, QueryStats, read_local_inputs
 from shoal.query.limits import QueryLimits, cap_table
 from shoal.query.routing import EngineMode, Route, engine_mode, handed_off
 
@@ -73,7 +75,7 @@ def plan_stream(engine: QueryEngine, sql: str, *, prune: bool = True,
     planned = engine._scans(sql, prune=prune)
     route = engine._route(planned, resolved)
     if route.engine == "local":
-        from shoal.query.local import answer_schema
+        from shoal.query.embedded.local_engine import answer_schema
 
         assert route.statement is not None
         schema = answer_schema(route.statement)
@@ -166,7 +168,7 @@ class QueryStream:
             self.finished.set()
 
     def _answer(self, run: _Run) -> Generator[pa.RecordBatch, None, None]:
-        from shoal.query.local import LocalExecutionError
+        from shoal.query.embedded.local_engine import LocalExecutionError
 
         plan = self._plan
         if plan.route.engine == "local":

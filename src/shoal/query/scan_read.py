@@ -7,6 +7,13 @@ the schema version it was written under to the version being read, then shaped i
 Spark's Arrow path accepts: timestamps in µs UTC (truncated from ns; `_timestamp_ns` keeps
 the nanoseconds as a BIGINT), vectors as `list<float>`, `dynamic` as JSON text.
 
+`read_table` is one table's scan planned and read in one call, with shoal's own types (not
+Spark's shapes): `db.read()`, the tests' ground truth and the demo. It plans exactly as a
+`db.sql()` reference does (`shoal.query.scan_plan.build_scan_spec`: stages 1 and 2) and reads
+the surviving blocks as the engines' reader does (`read_native`), so a scan reports the same
+stats whether it came through `read` or `sql`. Neither stage decides: the caller still
+applies the full predicate (stage 3).
+
 Nothing here imports pyspark or the client.
 """
 
@@ -16,8 +23,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
-from shoal.format.base import SegmentFormat
-from shoal.query.scanspec import TIMESTAMP_NS, ScanSpec, ScanTask
+from shoal.catalog.base import Catalog
+from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.query.scan_plan import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats, ScanTask,
+                                   build_scan_spec)
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import Schema
 from shoal.types.upgrade import upgrade_batch
@@ -99,3 +108,25 @@ def read_tasks(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
     schema = spec.read_schema()
     for batch in read_native(spec, tasks, store, formats, on_bytes):
         yield to_spark_batch(batch, schema, spec.columns)
+
+
+def read_table(catalog: Catalog, store: ObjectStore, formats: dict[str, SegmentFormat],
+               table: str, predicate: BlockPredicate | None = None, *,
+               snapshot_id: int | None = None, prune: bool = True,
+               columns: Sequence[str] | None = None,
+               footers: FooterCache | None = None) -> tuple[pa.Table, ScanStats]:
+    """The blocks of `table` that may match `predicate`, as one Arrow table of the snapshot's
+    schema (or its `columns`), and the scan's stats. `footers`: a block-stats cache to share
+    (the query engine's); a private one by default."""
+    spec, stats = build_scan_spec(
+        catalog, store, formats, footers if footers is not None else FooterCache(), table,
+        predicate=predicate, columns=columns, snapshot_id=snapshot_id, storage_url="",
+        s3_endpoint=None, parallelism=1, prune=prune)
+    schema = spec.read_schema().arrow()
+    schema = pa.schema([schema.field(c) for c in spec.columns])
+
+    def count(n: int) -> None:
+        stats.bytes_read += n
+
+    batches = list(read_native(spec, spec.tasks(), store, formats, count))
+    return pa.Table.from_batches(batches, schema=schema), stats

@@ -55,7 +55,7 @@ SHIP_HINT = ("build an environment with `shoal spark pack` and ship it with "
              f"spark.archives=<pack>.tar.gz#{ARCHIVE_ALIAS} and "
              f"spark.pyspark.python=./{ARCHIVE_ALIAS}/bin/python (docs/deployment.md)")
 # What executors must import for shoal's tasks (the rest of shoal's dependencies load lazily).
-EXECUTOR_MODULES = ("shoal", "shoal.query.datasource", "shoal.frontends.filedrop.task",
+EXECUTOR_MODULES = ("shoal", "shoal.query.spark.datasource", "shoal.frontends.filedrop.task",
                     "shoal.maintenance.compaction", "pyarrow", "numpy", "sqlalchemy",
                     "psycopg", "xxhash", "msgspec")
 # Passed to executors when the driver has them and the user did not set them.
@@ -268,7 +268,7 @@ def probe_executors(spark: SparkSession, config: Config) -> list[tuple[str, ...]
 
 
 def _task_failure(e: BaseException) -> str:
-    from shoal.query.spark_errors import spark_message
+    from shoal.query.spark.failures import spark_message
 
     text = str(e)
     match = re.search(r'Cannot run program "([^"]+)"', text)

@@ -11,9 +11,8 @@ yields null in a projection and drops the row in a predicate, and it is reported
 the `shoal.processing` logger. A null value or a null order gives null and is not a failure.
 
 The functions are pure and vectorised over Arrow (lengths by `pyarrow.compute`, payloads
-reinterpreted by numpy), so the same code serves the Spark UDFs that `register_functions`
-installs and any other query path. Spark does not check the arity of Python UDFs, so the
-one-argument form reaches the UDF as is and takes the default order.
+reinterpreted by numpy), so the same code serves the Spark UDFs that
+`shoal.query.spark.udfs.register_functions` installs and the embedded engine's functions.
 """
 
 from __future__ import annotations
@@ -21,17 +20,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 DEFAULT_ORDER = "BIG_ENDIAN"
 _ORDER_CODES = {"BIG_ENDIAN": 0, "LITTLE_ENDIAN": 1}
@@ -61,7 +56,7 @@ class ProcessingLog:
 
 
 @dataclass(frozen=True)
-class _Decoding:
+class Decoding:
     function: str
     width: int
     numpy_kind: str        # "i4", "i8", "f8"
@@ -69,9 +64,9 @@ class _Decoding:
     spark_type: str
 
 
-_INT = _Decoding("int_from_bytes", 4, "i4", pa.int32(), "int")
-_BIGINT = _Decoding("bigint_from_bytes", 8, "i8", pa.int64(), "bigint")
-_DOUBLE = _Decoding("double_from_bytes", 8, "f8", pa.float64(), "double")
+INT = Decoding("int_from_bytes", 4, "i4", pa.int32(), "int")
+BIGINT = Decoding("bigint_from_bytes", 8, "i8", pa.int64(), "bigint")
+DOUBLE = Decoding("double_from_bytes", 8, "f8", pa.float64(), "double")
 
 
 def _order_codes(order: str | pa.Array, n: int) -> np.ndarray:
@@ -87,7 +82,7 @@ def _order_codes(order: str | pa.Array, n: int) -> np.ndarray:
     return codes
 
 
-def _decode(spec: _Decoding, values: pa.Array, order: str | pa.Array,
+def decode(spec: Decoding, values: pa.Array, order: str | pa.Array,
             log: ProcessingLog | None) -> pa.Array:
     values = values.cast(pa.binary())      # also takes large_binary and all-null input
     n = len(values)
@@ -129,39 +124,19 @@ def _decode(spec: _Decoding, values: pa.Array, order: str | pa.Array,
 def int_from_bytes(values: pa.Array, order: str | pa.Array = DEFAULT_ORDER, *,
                    log: ProcessingLog | None = None) -> pa.Array:
     """4-byte values as int32; null for other lengths or an unknown order."""
-    return _decode(_INT, values, order, log)
+    return decode(INT, values, order, log)
 
 
 def bigint_from_bytes(values: pa.Array, order: str | pa.Array = DEFAULT_ORDER, *,
                       log: ProcessingLog | None = None) -> pa.Array:
     """8-byte values as int64; null for other lengths or an unknown order."""
-    return _decode(_BIGINT, values, order, log)
+    return decode(BIGINT, values, order, log)
 
 
 def double_from_bytes(values: pa.Array, order: str | pa.Array = DEFAULT_ORDER, *,
                       log: ProcessingLog | None = None) -> pa.Array:
     """8-byte IEEE 754 values as float64; null for other lengths or an unknown order."""
-    return _decode(_DOUBLE, values, order, log)
+    return decode(DOUBLE, values, order, log)
 
 
-def _udf_body(spec: _Decoding, log: ProcessingLog) -> Callable[..., pa.Array]:
-    # The type hints are what Spark reads to pick a scalar Arrow UDF; `*order` admits both
-    # the one- and the two-argument call.
-    def body(values: pa.Array, *order: pa.Array) -> pa.Array:
-        if len(order) > 1:
-            raise TypeError(f"{spec.function}() takes 1 or 2 arguments, got {1 + len(order)}")
-        return _decode(spec, values, order[0] if order else DEFAULT_ORDER, log)
-
-    body.__name__ = spec.function
-    return body
-
-
-def register_functions(spark: SparkSession, processing_log_path: str | None = None) -> None:
-    """Register the byte functions in `spark` as vectorised (Arrow) SQL functions."""
-    from pyspark.sql.functions import arrow_udf
-
-    log = ProcessingLog(processing_log_path)
-    for spec in (_INT, _BIGINT, _DOUBLE):
-        # pyspark's overloads type `f` by arity; ours is built per spec, hence Callable[..., Any]
-        udf = arrow_udf(_udf_body(spec, log), spec.spark_type)  # type: ignore[call-overload]
-        spark.udf.register(spec.function, udf)
+DECODINGS = (INT, BIGINT, DOUBLE)
