@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from shoal.config import Config, load_config, markdown_table
-from shoal.query.cluster import session_settings
+from shoal.query.spark.cluster import session_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "configuration.md"

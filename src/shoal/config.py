@@ -5,9 +5,9 @@ Loaded once at the edge (CLI, server) and passed down. This module is the only r
 fallback that has no `Config` at hand (`shoal.storage.open_store`'s S3 endpoint, for a
 store opened from a bare URL). Variables that are not shoal's are read or set where they
 belong and are documented there: `AWS_*` credentials and region (`shoal.storage`),
-`SPARK_HOME` / `SPARK_CONF_DIR` (`shoal.query.cluster`), `PYSPARK_PYTHON`,
+`SPARK_HOME` / `SPARK_CONF_DIR` (`shoal.query.spark.cluster`), `PYSPARK_PYTHON`,
 `PYSPARK_DRIVER_PYTHON` and `SPARK_LOCAL_IP`, which the Spark launcher sets for itself
-(`shoal.query.engine`), and the allocator and BLAS knobs `shoal.native` sets before
+(`shoal.query.spark.session`), and the allocator and BLAS knobs `shoal.native` sets before
 pyarrow loads.
 Defaults give the embedded single-machine setup: everything under `./shoal-data` (SQLite
 catalog `catalog.db`, extents under `objects/`, Spark `local[*]`).
