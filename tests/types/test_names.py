@@ -29,6 +29,16 @@ def test_the_limit_is_128_characters():
     assert len(str(e.value)) < 200  # the message does not repeat the whole name
 
 
+@pytest.mark.parametrize("name", ["logs\n", "a\nb", "\nlogs", "logs\r"])
+def test_a_line_break_is_no_part_of_a_name(name):
+    # `$` in a pattern also matches before a final line break: names are matched to the end
+    assert not is_identifier_safe(name)
+    with pytest.raises(InvalidSchemaError):
+        check_table_name(name)
+    with pytest.raises(InvalidSchemaError):
+        check_column_name(name)
+
+
 def test_every_valid_table_can_have_a_rejects_companion():
     check_table_name(rejects_table_name("t" * 128))
     with pytest.raises(InvalidSchemaError):

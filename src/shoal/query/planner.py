@@ -47,8 +47,8 @@ from shoal.types.columns import ColumnType
 
 BYTE_FUNCTIONS = ("int_from_bytes", "bigint_from_bytes", "double_from_bytes")
 DEFAULT_BYTE_ORDER = "BIG_ENDIAN"
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9]+$")
-_PATH_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9]+\Z")
+_PATH_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _US = 1_000
 
 

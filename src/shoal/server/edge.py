@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from shoal.server.auth import is_loopback
 
-JSON_ROUTES = (re.compile(r"^/v1/query$"), re.compile(r"^/v1/tables(/[^/]+/columns)?$"))
+JSON_ROUTES = (re.compile(r"^/v1/query\Z"), re.compile(r"^/v1/tables(/[^/]+/columns)?\Z"))
 _CORS_HEADERS = "Authorization, Content-Type, Content-Encoding, X-Idempotency-Key, Accept"
 _CORS_METHODS = "GET, POST, OPTIONS"
 

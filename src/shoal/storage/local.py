@@ -34,7 +34,7 @@ from shoal.storage.base import ObjectInfo, check_key, check_prefix
 
 log = logging.getLogger(__name__)
 
-_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp\Z")
 
 
 class LocalObjectStore:

@@ -29,7 +29,7 @@ from shoal.types.columns import (DYNAMIC, FIELD_TYPE_KEY, HEADERS_DDL, STRING, T
 TIMESTAMP_COLUMN = "_timestamp"
 PROPS_COLUMN = "props"
 RESERVED_COLUMNS = (TIMESTAMP_COLUMN, PROPS_COLUMN)
-IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_]*\Z")
 MAX_NAME_CHARS = 128  # table and column names; a name becomes part of object paths
 # A data table `t` may get a companion `t__rejects` (shoal.commit.rejects): that name may
 # pass the limit by its suffix, so every valid table can have one.

@@ -71,7 +71,7 @@ _PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.H
           exp.JSONPathKey, exp.Boolean)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul)
-_PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # RLIKE patterns read alike by Java's regex and RE2: literal characters, groups without
 # flags, alternation, classes of literals and ranges, quantifiers, a leading ^, \d, \w and
 # escaped punctuation. No `.` or `$` (line terminators differ), no `\s`, no flags.
@@ -81,7 +81,7 @@ _SAFE_REGEX = re.compile(r"""^\^?(?:[A-Za-z0-9 _\-:/=,;@#%&'"<>~!]|\((?!\?)|\)|\
 # DuckDB raises this (`error()`) where a value would not be rendered as Spark renders it;
 # the engine then hands the statement to Spark.
 NOT_IDENTICAL_MARK = "shoal:not-identical"
-_HAS_RE = re.compile(r"^\(\?i\)\(\^\|\[\^A-Za-z0-9\]\)([A-Za-z0-9]+)\(\$\|\[\^A-Za-z0-9\]\)$")
+_HAS_RE = re.compile(r"^\(\?i\)\(\^\|\[\^A-Za-z0-9\]\)([A-Za-z0-9]+)\(\$\|\[\^A-Za-z0-9\]\)\Z")
 
 
 class NotLocal(Exception):

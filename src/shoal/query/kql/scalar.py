@@ -49,7 +49,7 @@ from shoal.query.kql.sqltext import (NUMERIC, SIMPLE_NAME, Sql, SqlBudget, liter
                                      over_bound, quote_ident, quote_string, regex_literal,
                                      semantic)
 
-_TOKEN = re.compile(r"^[A-Za-z0-9]+$")
+_TOKEN = re.compile(r"^[A-Za-z0-9]+\Z")
 # A term's bounds for `has` (Kusto's rule, approximated): a non-alphanumeric or an end.
 _TERM_START, _TERM_END = "(^|[^A-Za-z0-9])", "($|[^A-Za-z0-9])"
 

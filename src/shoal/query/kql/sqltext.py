@@ -26,7 +26,7 @@ _NOCONST: Any = object()
 # the text per level of a small query; the translation stops at these sizes instead.
 MAX_KQL_SQL_CHARS = 2 << 20
 MAX_KQL_SQL_WRITTEN = 8 * MAX_KQL_SQL_CHARS
-SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # Words sqlglot or Spark would read as syntax where a name is meant: quoted when used.
 _RESERVED = frozenset({"all", "and", "any", "array", "as", "asc", "between", "both", "by", "case",
                        "cast", "create", "cross", "current", "date", "day", "desc", "distinct",

@@ -16,7 +16,7 @@ from shoal.query.promql.errors import PromQLExecutionError
 from shoal.query.promql.model import NAME, Labels, Vectors, drop_name, make_labels
 from shoal.query.promql.regex import RegexError, compile_anchored
 
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
 
 MATH = {
     "abs": np.abs, "ceil": np.ceil, "floor": np.floor, "exp": np.exp, "ln": np.log,
