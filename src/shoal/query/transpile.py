@@ -499,8 +499,8 @@ def _rewrite_substring(node: exp.Expr, kinds: tuple) -> exp.Expr:
 
 def _vet_pad(node: exp.Expr) -> None:
     _need(node, node.this, "string", "lpad/rpad")
-    if _family(node.expression) != "number" or _type(node.expression) not in _INTEGERS:
-        raise NotLocal("lpad/rpad with a length that is not an integer")
+    if _type(node.expression) not in (T.TINYINT, T.SMALLINT, T.INT):
+        raise NotLocal("lpad/rpad with a length that is not an int")
     fill = node.args.get("fill_pattern")
     # An empty pad: Spark gives the text (cut to the length), DuckDB raises.
     if fill is not None and not (isinstance(fill, exp.Literal) and fill.is_string
