@@ -215,3 +215,23 @@ def test_sql_doc_lists_what_runs_where_from_the_routers_table():
     begin, end = "<!-- functions: generated -->\n", "<!-- functions: end -->"
     assert begin in doc and end in doc
     assert doc.split(begin, 1)[1].split(end, 1)[0] == function_table_markdown()
+
+
+@pytest.fixture(scope="module")
+def shapes(fdb):
+    fdb.create_table("shapes", [Column("s", STRING), Column("n", LONG)])
+    fdb.ingest_ndjson("shapes", ndjson(rows_at(0, 8, s=lambda i: [
+        "Ab", "aB", None, "x", "ab", "", "AB", "a-b"][i], n=lambda i: i - 2)))
+    return fdb
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT lower(s) AS v, count(*) AS c FROM shapes GROUP BY lower(s) ORDER BY v",
+    "SELECT substr(s, -1) AS v, sum(n / 2) AS c, max(n DIV 2) AS d FROM shapes GROUP BY 1 "
+    "ORDER BY 1",
+    "SELECT s, n FROM shapes WHERE length(s) = 2 AND n % 2 = 0 ORDER BY upper(s), n",
+    "SELECT concat_ws(':', s, s) AS v FROM shapes WHERE startswith(lower(s), 'a') "
+    "AND ceil(n / 3) >= 1 ORDER BY v",
+])
+def test_functions_in_grouping_filters_and_order_answer_as_spark_does(shapes, sql):
+    both(shapes, sql)
