@@ -466,6 +466,13 @@ def _vet_trim(node: exp.Expr) -> None:
     _need(node, node.this, "string", "trim")
 
 
+def _rewrite_trim(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    # DuckDB's one-argument trim also strips other white space (U+00A0): name the space.
+    fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(
+        str(node.args.get("position") or "").upper(), "trim")
+    return _fn(fn, node.this, exp.Literal.string(" "))
+
+
 def _vet_substring(node: exp.Expr) -> None:
     _need(node, node.this, "string", "substring")
     for key in ("start", "length"):
@@ -625,7 +632,7 @@ FUNCTIONS: dict[type[exp.Expr], Function] = {
     exp.Length: Function("length, char_length, character_length", _strings("length"),
                          _fixed(T.INT), lambda n, k: _cast(_fn("length", n.this), "INT"),
                          "code points, as Spark counts"),
-    exp.Trim: Function("trim, ltrim, rtrim", _vet_trim, _fixed(T.VARCHAR), None,
+    exp.Trim: Function("trim, ltrim, rtrim", _vet_trim, _fixed(T.VARCHAR), _rewrite_trim,
                        "spaces only (Spark's rule); trimming other characters goes to Spark"),
     exp.Substring: Function("substring, substr", _vet_substring, _fixed(T.VARCHAR),
                             _rewrite_substring,
