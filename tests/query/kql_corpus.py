@@ -166,7 +166,7 @@ CASES = [
          "SELECT user, count(*) AS c FROM logs WHERE user IS NOT NULL AND user <> '' "
          "GROUP BY user"),
     Case("caseless_eq", 'logs | where level =~ "ERROR" | count',
-         "SELECT count(*) AS Count FROM logs WHERE lower(level) = 'error'", local=False),
+         "SELECT count(*) AS Count FROM logs WHERE lower(level) = 'error'"),
     # ---- dynamic ---------------------------------------------------------------------------
     Case("dot_path", 'logs | where attrs.http.method == "GET" | count',
          "SELECT count(*) AS Count FROM logs "
@@ -281,7 +281,7 @@ CASES = [
          "SELECT service, count(CASE WHEN level = 'error' THEN 1 END) * 100 DIV count(*) AS "
          "share FROM logs GROUP BY service",
          "SELECT service, count(CASE WHEN level = 'error' THEN 1 END) * 100 // count(*) AS "
-         "share FROM logs GROUP BY service", local=False),
+         "share FROM logs GROUP BY service"),
     Case("summarize_by_only", "logs | summarize by service, level",
          "SELECT DISTINCT service, level FROM logs"),
     # ---- order, limits, distinct, count ------------------------------------------------------
@@ -355,8 +355,7 @@ CASES = [
          "SELECT 'teams' AS src, count(*) AS c FROM teams UNION ALL "
          "SELECT 'audit', count(*) FROM audit", local=False),
     Case("in_caseless", "logs | where level in~ ('ERROR', 'Warn') | count",
-         "SELECT count(*) AS Count FROM logs WHERE lower(level) IN ('error', 'warn')",
-         local=False),
+         "SELECT count(*) AS Count FROM logs WHERE lower(level) IN ('error', 'warn')"),
     Case("join_columns_named_1", "teams | join kind=inner (teams | where tier < 2) on service "
          "| project service, tier, tier1",
          "SELECT a.service, a.tier, b.tier AS tier1 FROM teams a JOIN teams b "

@@ -121,8 +121,8 @@ def test_one_column_reads_fewer_bytes_than_select_star(wide, engine):
 
 
 def test_local_errors_are_the_users_and_refusals_name_the_reason(wide):
-    with pytest.raises(LocalEngineRefusedError, match=r"function lower\(\)"):
-        wide.sql("SELECT lower(service) AS s FROM w", engine="local")
+    with pytest.raises(LocalEngineRefusedError, match=r"function initcap\(\)"):
+        wide.sql("SELECT initcap(service) AS s FROM w", engine="local")
     with pytest.raises(QueryError):
         wide.sql("SELECT nope FROM w", engine="local")
     # an integer overflow raises in both engines (Spark's ANSI mode); auto gives Spark's error

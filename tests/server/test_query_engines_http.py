@@ -73,11 +73,11 @@ def test_engine_parameter_forces_each_engine_and_stats_say_why(server, base):
         # a bad name and a statement the local engine must not run: clear 400s
         r = _query(c, sql, "duck")
         assert r.status_code == 400 and r.json()["error"]["code"] == "bad_engine"
-        r = _query(c, "SELECT upper(kind) AS k FROM ev", "local")
+        r = _query(c, "SELECT initcap(kind) AS k FROM ev", "local")
         assert r.status_code == 400, r.text
         err = r.json()["error"]
-        assert err["code"] == "local_engine_refused" and "upper()" in err["message"]
-        r = _query(c, "SELECT upper(kind) AS k FROM ev LIMIT 1")
+        assert err["code"] == "local_engine_refused" and "initcap()" in err["message"]
+        r = _query(c, "SELECT initcap(kind) AS k FROM ev LIMIT 1")
         assert r.status_code == 200 and r.json()["stats"]["engine"] == "spark"
 
 

@@ -257,8 +257,9 @@ def _local_error(e: BaseException) -> LocalExecutionError:
     """The shoal error of a DuckDB failure (its first line)."""
     message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     if NOT_IDENTICAL_MARK in message:
-        return LocalMismatchError("a value the local engine would not render as Spark does "
-                                  "(a JSON number or object)")
+        why = message.split(NOT_IDENTICAL_MARK, 1)[1].lstrip(": ").strip() or "a value"
+        return LocalMismatchError(f"a value the local engine would not render as Spark does "
+                                  f"({why})")
     return LocalExecutionError(f"local engine: {message[:2000]}")
 
 

@@ -15,10 +15,17 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   integers and doubles (an overflow raises in both engines: ANSI), LIKE without escapes,
   RLIKE with a pattern both regex dialects read alike (`has()`'s rewrite included);
 - functions: count, sum, avg, min, max, coalesce, CASE/IF, `date_trunc` (year .. second),
-  `get_json_object` on simple `$.key.key` paths, shoal's byte functions;
+  `get_json_object` on simple `$.key.key` paths, shoal's byte functions, and the string and
+  math functions of `FUNCTIONS` (with `/`, DIV and %): each entry vets its arguments, gives
+  Spark's result type and, where DuckDB's own function answers differently, the DuckDB
+  expression with Spark's answer. Where only some values would differ (a zero divisor, text
+  beyond ASCII for case mapping, a double beyond bigint) the expression raises the
+  not-identical mark on such a row, and the statement goes to Spark. `SPARK_ONLY` names the
+  everyday functions left to Spark and why; `function_table_markdown()` renders both for
+  docs/sql.md;
 - types: both sides of a comparison of one family (numbers, strings, booleans, timestamps,
   binary); a string literal compared with a timestamp is parsed here exactly as Spark reads
-  it (UTC session) or not at all. No decimal literals, casts, division, window functions,
+  it (UTC session) or not at all. No decimal literals, casts, window functions,
   arrays in comparisons, or anything sqlglot cannot type.
 
 Names: an alias, a plain column's name, a `*` expanded over its sources, and the names Spark
@@ -30,7 +37,7 @@ statement has (`spark_types`), which the engine casts its answer to (exactly, or
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -134,6 +141,12 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     names = _output_names(original, typed)
     types = [_arrow_type(s) for s in _leftmost(typed).selects]
     functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
+    # The vetted functions first, innermost first (a rewrite copies its operands), with
+    # their operands' Spark types taken before anything is rewritten.
+    pending = [(node, _operand_kinds(node)) for node in reversed(list(typed.walk()))
+               if type(node) in FUNCTIONS and FUNCTIONS[type(node)].rewrite is not None]
+    for node, kinds in pending:
+        node.replace(FUNCTIONS[type(node)].rewrite(node, kinds))
     for node in list(typed.walk()):
         _rewrite(node)
     try:
@@ -151,6 +164,9 @@ def _type(node: exp.Expr) -> exp.DType | None:
         return _BYTE_TYPES[str(node.this).lower()]
     if isinstance(node, exp.Paren):
         return _type(node.this)
+    rule = FUNCTIONS.get(type(node))
+    if rule is not None:
+        return rule.result(node)
     if isinstance(node, exp.Neg):
         return _type(node.this)
     if isinstance(node, exp.TimestampTrunc):
@@ -238,6 +254,10 @@ def _vet(node: exp.Expr) -> None:
         else:
             for value in node.expressions:
                 _same_family(node, node.this, value)
+        return
+    rule = FUNCTIONS.get(type(node))
+    if rule is not None:
+        rule.vet(node)
         return
     if isinstance(node, _ARITHMETIC):
         for side in (node.this, node.expression):
@@ -343,6 +363,349 @@ def _same_family(node: exp.Expr, a: exp.Expr, b: exp.Expr | None) -> None:
     if fa is None or fb is None or fa != fb:
         raise NotLocal(f"{_describe(node)} compares {fa or 'an untyped value'} with "
                        f"{fb or 'an untyped value'} (Spark's implicit casts)")
+
+
+# ---- the function surface: Spark's meaning on the embedded engine ---------------------------
+_INTEGERS = (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT)
+_INT_LIMIT = 2**31 - 1
+
+
+def _mark(why: str) -> exp.Expr:
+    """DuckDB's `error()` carrying the not-identical mark and why: the row is one the
+    embedded engine would answer differently, so the statement goes to Spark."""
+    return exp.Anonymous(this="error", expressions=[exp.Literal.string(
+        f"{NOT_IDENTICAL_MARK}: {why}")])
+
+
+def _fn(name: str, *args: exp.Expr) -> exp.Expr:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _cast(e: exp.Expr, to: str) -> exp.Expr:
+    return exp.Cast(this=e, to=exp.DataType.build(to))
+
+
+def _case(when: exp.Expr, then: exp.Expr, default: exp.Expr) -> exp.Expr:
+    return exp.Paren(this=exp.Case(ifs=[exp.If(this=when, true=then)], default=default))
+
+
+def _int_literal(e: exp.Expr | None) -> int | None:
+    """The value of an integer literal (`-2` included), else None."""
+    if isinstance(e, exp.Paren):
+        return _int_literal(e.this)
+    if isinstance(e, exp.Neg):
+        v = _int_literal(e.this)
+        return None if v is None else -v
+    if isinstance(e, exp.Literal) and not e.is_string and re.fullmatch(r"\d+", e.name):
+        return int(e.name)
+    return None
+
+
+def _operand_kinds(node: exp.Expr) -> tuple[exp.DType | None, exp.DType | None]:
+    a, b = node.this, node.args.get("expression")
+    return (_type(a) if isinstance(a, exp.Expr) else None,
+            _type(b) if isinstance(b, exp.Expr) else None)
+
+
+def _widest(args: list[exp.Expr]) -> exp.DType | None:
+    kinds = {_type(a) for a in args if not isinstance(a, exp.Null)}
+    if len(kinds) == 1:
+        return kinds.pop()
+    if kinds and all(k in _WIDENING for k in kinds):
+        return max(kinds, key=_WIDENING.index)
+    families = {_FAMILY.get(k) for k in kinds}     # STRING columns, VARCHAR literals
+    if families == {"string"}:
+        return T.VARCHAR
+    if families == {"timestamp"}:
+        return T.TIMESTAMPTZ
+    return None
+
+
+def _need(node: exp.Expr, arg: exp.Expr | None, family: str, what: str) -> None:
+    if arg is None or isinstance(arg, exp.Null):
+        return
+    if _family(arg) != family:
+        raise NotLocal(f"{what}() on {_describe(arg)} (only on {family}s locally)")
+
+
+@dataclass(frozen=True)
+class Function:
+    """One Spark function the embedded engine answers: its names, how a call is vetted,
+    its Spark result type, and the DuckDB expression with Spark's answer (None: DuckDB's
+    own function already answers as Spark does). `note` is what docs/sql.md says."""
+    names: str
+    vet: Callable[[exp.Expr], None]
+    result: Callable[[exp.Expr], exp.DType | None]
+    rewrite: Callable[[exp.Expr, tuple], exp.Expr] | None
+    note: str
+
+
+def _strings(name: str, count: tuple[int, int] | None = None):
+    def vet(node: exp.Expr) -> None:
+        args = [a for a in node.iter_expressions()]
+        if count is not None and not count[0] <= len(args) <= count[1]:
+            raise NotLocal(f"{name}() with {len(args)} arguments")
+        for a in args:
+            _need(node, a, "string", name)
+    return vet
+
+
+def _ascii_only(fn: str):
+    def rewrite(node: exp.Expr, kinds: tuple) -> exp.Expr:
+        s = node.this
+        # Java's case mapping and DuckDB's differ beyond ASCII (final sigma, dotted I, ß):
+        # a non-ASCII value is Spark's to map. strlen counts bytes, length code points.
+        return _case(exp.NEQ(this=_fn("strlen", s.copy()), expression=_fn("length", s.copy())),
+                     _mark(f"{fn}() of non-ASCII text"), _fn(fn, s))
+    return rewrite
+
+
+def _vet_trim(node: exp.Expr) -> None:
+    if node.args.get("expression") is not None or node.args.get("collation") is not None:
+        raise NotLocal("trim() of characters other than spaces")
+    _need(node, node.this, "string", "trim")
+
+
+def _rewrite_trim(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    # DuckDB's one-argument trim also strips other white space (U+00A0): name the space.
+    fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(
+        str(node.args.get("position") or "").upper(), "trim")
+    return _fn(fn, node.this, exp.Literal.string(" "))
+
+
+def _vet_substring(node: exp.Expr) -> None:
+    _need(node, node.this, "string", "substring")
+    for key in ("start", "length"):
+        arg = node.args.get(key)
+        if arg is None and key == "length":
+            continue
+        v = _int_literal(arg)
+        if v is None or abs(v) > _INT_LIMIT:
+            raise NotLocal(f"substring() with a {key} that is not an integer literal")
+
+
+def _rewrite_substring(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    # Spark: start = pos - 1 (pos > 0), length + pos (pos < 0), 0 (pos = 0); end = start +
+    # len, computed before start is clamped to 0; nothing when start >= end.
+    s = node.this
+    pos = _int_literal(node.args["start"])
+    ln = node.args.get("length")
+    n = _int_literal(ln) if ln is not None else None
+    if pos > 0:
+        start: exp.Expr = exp.Literal.number(pos - 1)
+    elif pos < 0:
+        start = exp.Paren(this=exp.Sub(this=_fn("length", s.copy()),
+                                       expression=exp.Literal.number(-pos)))
+    else:
+        start = exp.Literal.number(0)
+    from_ = _fn("greatest", start.copy(), exp.Literal.number(0))
+    one_based = exp.Add(this=from_.copy(), expression=exp.Literal.number(1))
+    if n is None:
+        return _fn("substring", s, one_based)
+    end = exp.Paren(this=exp.Add(this=start, expression=exp.Literal.number(n))
+                    ) if n >= 0 else exp.Paren(this=exp.Sub(
+                        this=start, expression=exp.Literal.number(-n)))
+    taken = exp.Sub(this=end.copy(), expression=from_.copy())
+    empty = _fn("substring", s.copy(), exp.Literal.number(1), exp.Literal.number(0))
+    return _case(exp.GTE(this=from_, expression=end), empty,     # '' (null for null)
+                 _fn("substring", s, one_based, taken))
+
+
+def _vet_pad(node: exp.Expr) -> None:
+    _need(node, node.this, "string", "lpad/rpad")
+    if _type(node.expression) not in (T.TINYINT, T.SMALLINT, T.INT):
+        raise NotLocal("lpad/rpad with a length that is not an int")
+    fill = node.args.get("fill_pattern")
+    # An empty pad: Spark gives the text (cut to the length), DuckDB raises.
+    if fill is not None and not (isinstance(fill, exp.Literal) and fill.is_string
+                                 and fill.name):
+        raise NotLocal("lpad/rpad with a pad that is not a non-empty string literal")
+
+
+def _vet_instr(node: exp.Expr) -> None:
+    if node.args.get("position") is not None or node.args.get("occurrence") is not None:
+        raise NotLocal("locate() with a start position")
+    _need(node, node.this, "string", "instr")
+    _need(node, node.args.get("substr"), "string", "instr")
+
+
+def _vet_numbers(name: str, arity: int = 1):
+    def vet(node: exp.Expr) -> None:
+        args = list(node.iter_expressions())
+        if len(args) != arity:
+            raise NotLocal(f"{name}() with {len(args)} arguments")
+        for a in args:
+            _need(node, a, "number", name)
+    return vet
+
+
+def _rewrite_ceil_floor(fn: str):
+    def rewrite(node: exp.Expr, kinds: tuple) -> exp.Expr:
+        x = node.this
+        if kinds[0] in _INTEGERS:
+            return _cast(x, "BIGINT")
+        # Spark answers a bigint; past its range (and NaN) the answers differ: Spark's.
+        out = exp.Not(this=exp.Paren(this=exp.Between(
+            this=x.copy(), low=exp.Literal.number("-9.2e18"),
+            high=exp.Literal.number("9.2e18"))))
+        return _case(out, _mark(f"{fn}() beyond bigint"), _cast(_fn(fn, x), "BIGINT"))
+    return rewrite
+
+
+def _rewrite_sign(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    x = node.this
+    if kinds[0] in _INTEGERS:
+        return _cast(_fn("sign", x), "DOUBLE")
+    # Java's signum keeps -0.0 and NaN; DuckDB's sign answers 0 for both.
+    keep = exp.Or(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                  expression=_fn("isnan", x.copy()))
+    return _case(keep, _cast(x.copy(), "DOUBLE"), _cast(_fn("sign", x), "DOUBLE"))
+
+
+def _rewrite_sqrt(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    x = node.this       # Spark: NaN below zero; DuckDB raises
+    return _case(exp.LT(this=x.copy(), expression=exp.Literal.number(0)),
+                 _cast(exp.Literal.string("NaN"), "DOUBLE"), _fn("sqrt", _cast(x, "DOUBLE")))
+
+
+def _vet_least(node: exp.Expr) -> None:
+    args = [node.this, *node.expressions]
+    if len(args) < 2:
+        raise NotLocal("least/greatest of one value")
+    for a in args[1:]:
+        _same_family(node, args[0], a)
+    if _family(args[0]) not in ("number", "string", "timestamp"):
+        raise NotLocal(f"least/greatest of {_describe(args[0])}")
+    if _widest(args) is None:
+        raise NotLocal("least/greatest over mixed types")
+
+
+def _vet_binary_numbers(name: str, integers: bool = False):
+    def vet(node: exp.Expr) -> None:
+        for side in (node.this, node.expression):
+            if _family(side) != "number" or (integers and _type(side) not in _INTEGERS):
+                raise NotLocal(f"{name} on {_describe(side)} (only on "
+                               f"{'integers' if integers else 'numbers'} locally)")
+    return vet
+
+
+def _zero_divisor(node: exp.Expr, answer: exp.Expr, what: str) -> exp.Expr:
+    # Spark (ANSI) raises on a zero divisor, DuckDB answers null: Spark's to say.
+    return _case(exp.EQ(this=node.expression.copy(), expression=exp.Literal.number(0)),
+                 _mark(f"{what} by zero"), answer)
+
+
+def _rewrite_divide(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    q = exp.Div(this=_cast(node.this.copy(), "DOUBLE"),
+                expression=_cast(node.expression.copy(), "DOUBLE"))
+    return _zero_divisor(node, q, "division")
+
+
+def _rewrite_intdiv(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    q = exp.IntDiv(this=_cast(node.this.copy(), "BIGINT"),
+                   expression=_cast(node.expression.copy(), "BIGINT"))
+    return _zero_divisor(node, q, "div")
+
+
+def _rewrite_mod(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    r = exp.Mod(this=node.this.copy(), expression=node.expression.copy())
+    if kinds[0] in _INTEGERS and kinds[1] in _INTEGERS:
+        # Java answers 0 for MIN % -1, DuckDB raises an overflow.
+        r = _case(exp.EQ(this=node.expression.copy(), expression=exp.Literal.number(-1)),
+                  exp.Sub(this=node.this.copy(), expression=node.this.copy()), r)
+    return _zero_divisor(node, r, "remainder")
+
+
+def _same(node: exp.Expr) -> exp.DType | None:
+    return _type(node.this)
+
+
+def _fixed(t: exp.DType) -> Callable[[exp.Expr], exp.DType]:
+    return lambda node: t
+
+
+FUNCTIONS: dict[type[exp.Expr], Function] = {
+    exp.Lower: Function("lower, lcase", _strings("lower"), _fixed(T.VARCHAR),
+                        _ascii_only("lower"), "ASCII text; other text goes to Spark"),
+    exp.Upper: Function("upper, ucase", _strings("upper"), _fixed(T.VARCHAR),
+                        _ascii_only("upper"), "ASCII text; other text goes to Spark"),
+    exp.Length: Function("length, char_length, character_length", _strings("length"),
+                         _fixed(T.INT), lambda n, k: _cast(_fn("length", n.this), "INT"),
+                         "code points, as Spark counts"),
+    exp.Trim: Function("trim, ltrim, rtrim", _vet_trim, _fixed(T.VARCHAR), _rewrite_trim,
+                       "spaces only (Spark's rule); trimming other characters goes to Spark"),
+    exp.Substring: Function("substring, substr", _vet_substring, _fixed(T.VARCHAR),
+                            _rewrite_substring,
+                            "integer literal start and length; Spark's rules for zero and "
+                            "negative starts"),
+    exp.Concat: Function("concat", _strings("concat", (1, 1000)), _fixed(T.VARCHAR),
+                         lambda n, k: _cast(n.copy(), "VARCHAR"),     # `'a' || NULL`
+                         "of strings; null if any argument is null"),
+    exp.ConcatWs: Function("concat_ws", _strings("concat_ws", (2, 1000)), _fixed(T.VARCHAR),
+                           None, "of strings (not arrays); null arguments skipped"),
+    exp.Replace: Function("replace", _strings("replace", (3, 3)), _fixed(T.VARCHAR), None,
+                          "three arguments"),
+    exp.Pad: Function("lpad, rpad", _vet_pad, _fixed(T.VARCHAR), None,
+                      "a non-empty literal pad; a shorter length cuts the text"),
+    exp.StrPosition: Function("instr", _vet_instr, _fixed(T.INT),
+                              lambda n, k: _cast(_fn("strpos", n.this, n.args["substr"]),
+                                                 "INT"),
+                              "code point position, 0 when absent"),
+    exp.StartsWith: Function("startswith", _strings("startswith", (2, 2)),
+                             _fixed(T.BOOLEAN), None, "of strings"),
+    exp.EndsWith: Function("endswith", _strings("endswith", (2, 2)), _fixed(T.BOOLEAN),
+                           None, "of strings"),
+    exp.Contains: Function("contains", _strings("contains", (2, 2)), _fixed(T.BOOLEAN),
+                           None, "of strings"),
+    exp.Abs: Function("abs", _vet_numbers("abs"), _same, None,
+                      "an overflow (abs of the smallest integer) raises in both"),
+    exp.Ceil: Function("ceil, ceiling", _vet_numbers("ceil"), _fixed(T.BIGINT),
+                       _rewrite_ceil_floor("ceil"),
+                       "bigint answer; without a scale; a double beyond bigint or NaN goes "
+                       "to Spark"),
+    exp.Floor: Function("floor", _vet_numbers("floor"), _fixed(T.BIGINT),
+                        _rewrite_ceil_floor("floor"),
+                        "bigint answer; without a scale; a double beyond bigint or NaN goes "
+                        "to Spark"),
+    exp.Sign: Function("sign, signum", _vet_numbers("sign"), _fixed(T.DOUBLE),
+                       _rewrite_sign, "double answer; keeps -0.0 and NaN as Java does"),
+    exp.Sqrt: Function("sqrt", _vet_numbers("sqrt"), _fixed(T.DOUBLE), _rewrite_sqrt,
+                       "NaN below zero, as Spark"),
+    exp.Least: Function("least", _vet_least, lambda n: _widest([n.this, *n.expressions]),
+                        None, "nulls skipped; NaN above every number"),
+    exp.Greatest: Function("greatest", _vet_least,
+                           lambda n: _widest([n.this, *n.expressions]), None,
+                           "nulls skipped; NaN above every number"),
+    exp.Div: Function("/", _vet_binary_numbers("/"), _fixed(T.DOUBLE), _rewrite_divide,
+                      "double answer; a zero divisor goes to Spark (which raises)"),
+    exp.IntDiv: Function("div", _vet_binary_numbers("DIV", integers=True), _fixed(T.BIGINT),
+                         _rewrite_intdiv,
+                         "integers, bigint answer; a zero divisor goes to Spark"),
+    exp.Mod: Function("%, mod", _vet_binary_numbers("%"),
+                      lambda n: _widest([n.this, n.expression]), _rewrite_mod,
+                      "sign of the dividend; a zero divisor goes to Spark"),
+}
+
+# Functions users reach for that stay on Spark, and why (docs/sql.md lists them).
+SPARK_ONLY: dict[str, str] = {
+    "round, bround": "Spark rounds the decimal form Java prints for a double (this JVM's "
+                     "Double.toString is not always the shortest form), not proven equal",
+    "pow, power, exp, ln, log, log10, log2": "Java's and the C library's results may "
+                                             "differ in the last bit",
+    "split": "Spark's delimiter is a Java regular expression",
+    "regexp_extract, regexp_replace": "Java's and RE2's regular expressions differ",
+}
+
+
+def function_table_markdown() -> str:
+    """The table docs/sql.md shows: what the embedded engine answers, and what stays on
+    Spark, from the same table `to_local` vets with."""
+    lines = ["| function | engine | rule |", "|---|---|---|"]
+    for f in FUNCTIONS.values():
+        lines.append(f"| `{f.names}` | embedded | {f.note} |")
+    for names, why in SPARK_ONLY.items():
+        lines.append(f"| `{names}` | Spark | {why} |")
+    return "\n".join(lines) + "\n"
 
 
 # ---- output names and types -----------------------------------------------------------------
@@ -458,8 +821,7 @@ def _rewrite(node: exp.Expr) -> None:
                                                             node.expression.copy()])
         risky = exp.In(this=kind, expressions=[exp.Literal.string(k) for k in
                                                ("DOUBLE", "OBJECT", "ARRAY")])
-        fail = exp.Anonymous(this="error", expressions=[exp.Literal.string(
-            NOT_IDENTICAL_MARK)])
+        fail = _mark("a JSON number or object")
         node.replace(exp.Case(ifs=[exp.If(this=risky, true=fail)], default=node.copy()))
 
 
