@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shoal
-from shoal.query.transpile import FUNCTIONS, function_table_markdown
+from shoal.query.embedded.transpile import FUNCTIONS, function_table_markdown
 from shoal.types import INT, LONG, REAL, STRING, Column
 from tests.query.conftest import SPARK_MASTER, ndjson, rows_at
 
