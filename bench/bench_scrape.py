@@ -49,7 +49,7 @@ from shoal.config import Config  # noqa: E402
 from shoal.locations import LocationPolicy  # noqa: E402
 from shoal.outbound import OutboundClient  # noqa: E402
 from shoal.frontends.prometheus.scrape import Scraper, parse_exposition  # noqa: E402
-from shoal.ingest.scrape_binding import parse_binding  # noqa: E402
+from shoal.frontends.prometheus.binding import parse_binding  # noqa: E402
 from tests.support.exposition import (OPENMETRICS_TYPE, TEXT_TYPE,  # noqa: E402
                                       exposition_server)
 

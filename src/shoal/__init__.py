@@ -11,6 +11,12 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from shoal.bindings import register as _register_binding
+
+# The table bindings of the shipped frontends (`shoal.bindings`): the property that binds a
+# table, and the frontend module that checks it (imported only when a table sets it).
+_register_binding("scrape_targets", "shoal.frontends.prometheus.binding")
+
 if TYPE_CHECKING:
     from shoal.client import Shoal, connect
     from shoal.config import Config, load_config

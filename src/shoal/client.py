@@ -29,7 +29,7 @@ from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, Schema, SchemaMode
 
 # Imported where used, to keep `shoal ingest`'s start-up to what ingest needs:
-# shoal.ingest.scrape_binding, shoal.locations,
+# shoal.bindings' checkers, shoal.locations,
 # shoal.maintenance.policy (table properties), shoal.query (reads).
 
 
@@ -75,16 +75,14 @@ class Shoal:
         """Create a table; properties that bind a path or host must lie inside the allowed
         locations (`shoal.locations`), and maintenance properties (`retention`,
         `target_extent_size`, ...) must parse, so a typo fails here and not in every later
-        maintenance run. A table bound to scrape targets (`shoal.ingest.scrape_binding`)
-        has its binding checked and the Prometheus layout as its columns."""
+        maintenance run. A table bound to a source (`shoal.bindings`: scrape targets, ...) has its
+        binding checked and the layout it imposes as its columns."""
         if properties:
-            from shoal.ingest import scrape_binding
+            from shoal.bindings import check_bound
             from shoal.locations import LocationPolicy
             from shoal.maintenance.policy import TablePolicy
 
-            if scrape_binding.is_bound(properties):   # its form first, then its hosts
-                scrape_binding.parse_binding(name, properties)
-                columns = scrape_binding.prometheus_columns(name, columns)
+            columns = check_bound(name, properties, columns)   # its form first, then hosts
             LocationPolicy.from_config(self.config).check_properties(properties)
             TablePolicy.from_properties(properties)
         return self.catalog.create_table(name, Schema.create(columns), mode=mode,

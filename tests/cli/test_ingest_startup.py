@@ -28,7 +28,7 @@ HEAVY_TOPS = ("pyspark", "duckdb", "fastapi", "uvicorn", "starlette", "grpc", "s
               "prometheus_client", "kafka", "confluent_kafka", "boto3", "botocore", "httpx",
               "requests", "re2", "lark")
 HEAVY_SHOAL = ("shoal.query", "shoal.server", "shoal.frontends", "shoal.maintenance",
-               "shoal.ingest.scrape_binding", "shoal.types.prometheus",
+               "shoal.frontends.prometheus.binding", "shoal.types.prometheus",
                # the other commands: built only when they run (shoal.cli.main.COMMANDS)
                "shoal.cli.sql", "shoal.cli.serve", "shoal.cli.pipeline_", "shoal.cli.maintain",
                "shoal.cli.promql", "shoal.cli.demo", "shoal.cli.extent", "shoal.cli.tables")

@@ -22,7 +22,7 @@ from shoal.errors import InvalidPropertyError, InvalidSchemaError, LocationNotAl
 from shoal.frontends.prometheus.kind import ScrapeKind, resolve_scrape_binding
 from shoal.frontends.prometheus.scrape import Scraper
 from shoal.frontends.supervisor import BindingState
-from shoal.ingest.scrape_binding import ScrapeBinding, parse_binding, parse_duration
+from shoal.frontends.prometheus.binding import ScrapeBinding, parse_binding, parse_duration
 from shoal.types.prometheus import PROM_SAMPLES_SCHEMA
 from tests.support.clock import ManualClock
 from tests.support.exposition import ExpositionTarget, exposition_server

@@ -1,5 +1,5 @@
 """`shoal pipeline scrape [--table t ...] [--once]`: run the scrape jobs bound to
-tables (`WITH (scrape_targets='host:port,...')`, see `shoal.ingest.scrape_binding`).
+tables (`WITH (scrape_targets='host:port,...')`, see `shoal.frontends.prometheus.binding`).
 
 `--once` scrapes every target of every bound table (or of the `--table`s given) one time,
 commits, prints one line per target (`table instance: up, N samples` or the reason it
@@ -32,7 +32,7 @@ def scrape_command(
     from shoal.frontends.prometheus.kind import ScrapeKind, resolve_scrape_binding
     from shoal.frontends.prometheus.scrape import Scraper
     from shoal.frontends.supervisor import BindingSupervisor
-    from shoal.ingest.scrape_binding import is_bound
+    from shoal.frontends.prometheus.binding import is_bound
 
     db = connect_or_exit(ctx)
     try:

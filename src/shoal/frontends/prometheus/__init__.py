@@ -3,5 +3,6 @@
 - `remote_write.py`, `sink.py`: the remote write 1.0 receiver's decoding, mapping and write
   (`PromWriteSink`); its HTTP edge is `shoal.server.prometheus_write`.
 - `scrape.py`, `kind.py`: scheduled pull — scrape jobs bound to a table's properties
-  (`shoal.ingest.scrape_binding`), run by the binding supervisor and `shoal pipeline scrape`.
+  (`binding.py`, registered in `shoal.bindings`), run by the binding supervisor and
+  `shoal pipeline scrape`.
 """

@@ -1,6 +1,6 @@
 """Scrape jobs as a kind of bound pipeline (`shoal.frontends.supervisor`): every table whose
 properties bind scrape targets (`WITH (scrape_targets='host:port,...')`, see
-`shoal.ingest.scrape_binding`) is scraped every `scrape_interval` by a `Scraper`.
+`shoal.frontends.prometheus.binding`) is scraped every `scrape_interval` by a `Scraper`.
 
 The hosts of the targets must be allowed (`SHOAL_ALLOWED_HOSTS`), checked again each time
 the binding starts, and by `shoal.outbound` on every hop of every scrape (redirects and
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from shoal.errors import ShoalError, TableNotFoundError
 from shoal.frontends.prometheus.scrape import Clock, Scraper, TargetScrape
 from shoal.frontends.supervisor import BindingState, MetricNames, Sleep, wait_event
-from shoal.ingest.scrape_binding import ScrapeBinding, is_bound, parse_binding
+from shoal.frontends.prometheus.binding import ScrapeBinding, is_bound, parse_binding
 from shoal.locations import LocationPolicy
 
 if TYPE_CHECKING:

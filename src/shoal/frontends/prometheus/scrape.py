@@ -1,4 +1,5 @@
-"""One scrape job (`shoal.ingest.scrape_binding.ScrapeBinding`) scraped as Prometheus does it.
+"""One scrape job (`shoal.frontends.prometheus.binding.ScrapeBinding`), scraped as Prometheus
+does it.
 
 `Scraper(db, binding).scrape()` fetches every target once (concurrently), and commits each
 target's samples to the bound table in one `ingest_arrow` call (one commit per target
@@ -55,7 +56,7 @@ from prometheus_client.parser import text_string_to_metric_families as text_fami
 
 from shoal.errors import (OutboundFetchError, OutboundRefusedError, ScrapeFailedError,
                           TableAlreadyExistsError, TableNotFoundError)
-from shoal.ingest.scrape_binding import ScrapeBinding
+from shoal.frontends.prometheus.binding import ScrapeBinding
 from shoal.locations import LocationPolicy
 from shoal.outbound import OutboundClient
 from shoal.types.prometheus import (NAME_LABEL, PROM_METADATA_SCHEMA, STALE_NAN_BITS,

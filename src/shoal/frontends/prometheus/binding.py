@@ -13,11 +13,12 @@ durations (`500ms`, `15s`, `1m30s`) or plain seconds; `job` (default: the table'
 `honor_labels` (`true`/`false`, default false).
 
 The configuration is flat (no sections), so each scrape job is the properties of the table it
-fills. This module lives below the client so that `Shoal.create_table` checks them when a
-table is created (a typo is a 400 there, not a failing pipeline later); the hosts of the
-targets are checked against `SHOAL_ALLOWED_HOSTS` by `shoal.locations` as Kafka's are. A table
-bound to scrape targets has the Prometheus layout (`shoal.types.prometheus`): created without
-columns it gets `PROM_SAMPLES_SCHEMA`'s; columns that differ from those are refused.
+fills. It is registered as the checker of `scrape_targets` (`shoal.bindings`), so that
+`Shoal.create_table` checks them when a table is created (a typo is a 400 there, not a
+failing pipeline later); the hosts of the targets are checked against
+`SHOAL_ALLOWED_HOSTS` by `shoal.locations` as Kafka's are. A table bound to scrape targets
+has the Prometheus layout (`shoal.types.prometheus`): created without columns it gets
+`PROM_SAMPLES_SCHEMA`'s; columns that differ from those are refused.
 """
 
 from __future__ import annotations
@@ -200,3 +201,10 @@ def prometheus_columns(table: str, columns: Sequence[Column]) -> list[Column]:
             f"{', '.join(missing)}; leave the column list out to get the layout.",
             column=missing[0])
     return want
+
+
+def check_binding(table: str, properties: Mapping[str, Any],
+                  columns: Sequence[Column]) -> list[Column]:
+    """The `shoal.bindings` checker: the binding's form, then the Prometheus layout."""
+    parse_binding(table, properties)
+    return prometheus_columns(table, columns)
