@@ -146,7 +146,9 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     pending = [(node, _operand_kinds(node)) for node in reversed(list(typed.walk()))
                if type(node) in FUNCTIONS and FUNCTIONS[type(node)].rewrite is not None]
     for node, kinds in pending:
-        node.replace(FUNCTIONS[type(node)].rewrite(node, kinds))
+        rewrite = FUNCTIONS[type(node)].rewrite
+        assert rewrite is not None
+        node.replace(rewrite(node, kinds))
     for node in list(typed.walk()):
         _rewrite(node)
     try:
@@ -412,8 +414,8 @@ def _widest(args: list[exp.Expr]) -> exp.DType | None:
     if len(kinds) == 1:
         return kinds.pop()
     if kinds and all(k in _WIDENING for k in kinds):
-        return max(kinds, key=_WIDENING.index)
-    families = {_FAMILY.get(k) for k in kinds}     # STRING columns, VARCHAR literals
+        return max(kinds, key=lambda k: _WIDENING.index(k) if k is not None else -1)
+    families = {_FAMILY.get(k) for k in kinds if k is not None}   # STRING, VARCHAR
     if families == {"string"}:
         return T.VARCHAR
     if families == {"timestamp"}:
@@ -491,6 +493,7 @@ def _rewrite_substring(node: exp.Expr, kinds: tuple) -> exp.Expr:
     pos = _int_literal(node.args["start"])
     ln = node.args.get("length")
     n = _int_literal(ln) if ln is not None else None
+    assert pos is not None          # vetted: an integer literal
     if pos > 0:
         start: exp.Expr = exp.Literal.number(pos - 1)
     elif pos < 0:
@@ -608,7 +611,7 @@ def _rewrite_intdiv(node: exp.Expr, kinds: tuple) -> exp.Expr:
 
 
 def _rewrite_mod(node: exp.Expr, kinds: tuple) -> exp.Expr:
-    r = exp.Mod(this=node.this.copy(), expression=node.expression.copy())
+    r: exp.Expr = exp.Mod(this=node.this.copy(), expression=node.expression.copy())
     if kinds[0] in _INTEGERS and kinds[1] in _INTEGERS:
         # Java answers 0 for MIN % -1, DuckDB raises an overflow.
         r = _case(exp.EQ(this=node.expression.copy(), expression=exp.Literal.number(-1)),
