@@ -33,11 +33,11 @@ def test_sql_engine_flag_forces_each_engine(tmp_path):
     # the environment sets the default; the flag wins over it
     out = run(*data, "sql", sql, "--stats", cwd=tmp_path, env={"SHOAL_QUERY_ENGINE": "local"})
     assert out.returncode == 0 and '"engine": "local"' in out.stderr
-    refused = run(*data, "sql", "SELECT upper(service) AS s FROM ev", "--engine", "local",
+    refused = run(*data, "sql", "SELECT initcap(service) AS s FROM ev", "--engine", "local",
                   cwd=tmp_path)
     assert refused.returncode == 1
     assert refused.stderr.startswith("error: the local engine cannot answer this statement: "
-                                     "function upper()"), refused.stderr
+                                     "function initcap()"), refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     bad = run(*data, "sql", sql, "--engine", "fast", cwd=tmp_path)
     assert bad.returncode == 2 and "'fast' is not one of" in bad.stderr
