@@ -442,14 +442,19 @@ class Function:
     note: str
 
 
-def _strings(name: str, count: tuple[int, int] | None = None):
+def _vet_args(name: str, family: str, count: tuple[int, int] | None = None):
+    """A vetting step: `count` (min, max) arguments when given, each of `family`."""
     def vet(node: exp.Expr) -> None:
-        args = [a for a in node.iter_expressions()]
+        args = list(node.iter_expressions())
         if count is not None and not count[0] <= len(args) <= count[1]:
             raise NotLocal(f"{name}() with {len(args)} arguments")
         for a in args:
-            _need(node, a, "string", name)
+            _need(node, a, family, name)
     return vet
+
+
+def _strings(name: str, count: tuple[int, int] | None = None):
+    return _vet_args(name, "string", count)
 
 
 def _ascii_only(fn: str):
@@ -533,13 +538,7 @@ def _vet_instr(node: exp.Expr) -> None:
 
 
 def _vet_numbers(name: str, arity: int = 1):
-    def vet(node: exp.Expr) -> None:
-        args = list(node.iter_expressions())
-        if len(args) != arity:
-            raise NotLocal(f"{name}() with {len(args)} arguments")
-        for a in args:
-            _need(node, a, "number", name)
-    return vet
+    return _vet_args(name, "number", (arity, arity))
 
 
 def _rewrite_ceil_floor(fn: str):
