@@ -1,0 +1,25 @@
+"""The function surface of the embedded engine: each Spark function it answers, by family.
+
+Each family module registers its functions in `shoal.query.embedded.vetting.FUNCTIONS` (how
+a call is vetted, its Spark result type, and the DuckDB expression with Spark's answer where
+DuckDB's own function answers differently) and names in `SPARK_ONLY` the everyday functions
+of its family left to Spark, with the reason. Importing this package registers them all.
+"""
+
+from __future__ import annotations
+
+from shoal.query.embedded.functions import numbers, strings
+from shoal.query.embedded.vetting import FUNCTIONS, SPARK_ONLY
+
+__all__ = ["FUNCTIONS", "SPARK_ONLY", "function_table_markdown", "numbers", "strings"]
+
+
+def function_table_markdown() -> str:
+    """The table docs/sql.md shows: what the embedded engine answers, and what stays on
+    Spark, from the same table `to_local` vets with."""
+    lines = ["| function | engine | rule |", "|---|---|---|"]
+    for f in FUNCTIONS.values():
+        lines.append(f"| `{f.names}` | embedded | {f.note} |")
+    for names, why in SPARK_ONLY.items():
+        lines.append(f"| `{names}` | Spark | {why} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,243 @@
+"""The Spark type rules the embedded engine's allow-list applies, and the vetting toolkit.
+
+`shoal.query.embedded.transpile` accepts a statement only where the embedded engine's answer
+is certainly Spark's. The pieces every part of that check shares live here: the Spark type
+of an expression (`spark_type`: sqlglot's annotation, except where Spark's own rules are
+applied), the type families comparisons must agree on, `NotLocal` (why a statement goes to
+Spark), the not-identical mark (a row DuckDB would answer differently hands the statement to
+Spark at run time), small builders of DuckDB expressions, and the registry of vetted
+functions (`FUNCTIONS`, filled by the family modules of `shoal.query.embedded.functions`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from shoal.query.planner import _timestamp_us_as_ns
+
+T = exp.DataType.Type
+NUMERIC = {T.INT: "number", T.BIGINT: "number", T.DOUBLE: "number", T.FLOAT: "number",
+            T.SMALLINT: "number", T.TINYINT: "number"}
+# Spark's TIMESTAMP is a zone-aware instant (sqlglot: TIMESTAMPTZ / TIMESTAMPLTZ).
+TIMESTAMPS = (T.TIMESTAMP, T.TIMESTAMPTZ, T.TIMESTAMPLTZ)
+FAMILY = {**NUMERIC, T.VARCHAR: "string", T.TEXT: "string", T.BOOLEAN: "boolean",
+           T.BINARY: "binary", T.VARBINARY: "binary", **dict.fromkeys(TIMESTAMPS, "timestamp")}
+ARROW_TYPES = {T.INT: pa.int32(), T.BIGINT: pa.int64(), T.DOUBLE: pa.float64(),
+          T.FLOAT: pa.float32(), T.VARCHAR: pa.string(), T.TEXT: pa.string(),
+          T.BOOLEAN: pa.bool_(), T.BINARY: pa.binary(), T.VARBINARY: pa.binary(),
+          **dict.fromkeys(TIMESTAMPS, pa.timestamp("us", tz="UTC"))}
+# Spark's numeric widening (TypeCoercion): the wider of two is the later one here.
+WIDENING = [T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.FLOAT, T.DOUBLE]
+BYTE_TYPES = {"int_from_bytes": T.INT, "bigint_from_bytes": T.BIGINT,
+               "double_from_bytes": T.DOUBLE}
+# DuckDB raises this (`error()`) where a value would not be rendered as Spark renders it;
+# the engine then hands the statement to Spark.
+NOT_IDENTICAL_MARK = "shoal:not-identical"
+
+
+class NotLocal(Exception):
+    """The embedded engine must not answer this statement; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Function:
+    """One Spark function the embedded engine answers: its names, how a call is vetted,
+    its Spark result type, and the DuckDB expression with Spark's answer (None: DuckDB's
+    own function already answers as Spark does). `note` is what docs/sql.md says."""
+    names: str
+    vet: Callable[[exp.Expr], None]
+    result: Callable[[exp.Expr], exp.DType | None]
+    rewrite: Callable[[exp.Expr, tuple], exp.Expr] | None
+    note: str
+
+
+# The vetted functions by sqlglot node type, and the everyday functions left to Spark with
+# the reason: both filled by the modules of `shoal.query.embedded.functions`.
+FUNCTIONS: dict[type[exp.Expr], Function] = {}
+SPARK_ONLY: dict[str, str] = {}
+
+
+def spark_type(node: exp.Expr) -> exp.DType | None:
+    """The Spark type of `node`: sqlglot's annotation, except where Spark's rules are
+    applied here (literals, shoal's functions, the branches of COALESCE / CASE / IF)."""
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in BYTE_TYPES:
+        return BYTE_TYPES[str(node.this).lower()]
+    if isinstance(node, exp.Paren):
+        return spark_type(node.this)
+    rule = FUNCTIONS.get(type(node))
+    if rule is not None:
+        return rule.result(node)
+    if isinstance(node, exp.Neg):
+        return spark_type(node.this)
+    if isinstance(node, exp.TimestampTrunc):
+        return T.TIMESTAMPTZ
+    if isinstance(node, exp.Column) and not node.table:
+        target = _select_alias(node)        # ORDER BY / GROUP BY naming a projection
+        if target is not None:
+            return spark_type(target)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        if not re.fullmatch(r"\d+", node.name):
+            return None
+        return T.INT if int(node.name) < 2**31 else T.BIGINT
+    if isinstance(node, (exp.Coalesce, exp.Case, exp.If)):
+        if isinstance(node, exp.Coalesce):
+            branches = [node.this, *node.expressions]
+        elif isinstance(node, exp.If):
+            branches = [node.args.get("true"), node.args.get("false")]
+        else:
+            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
+            branches.append(node.args.get("default"))
+        kinds = {spark_type(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
+        if len(kinds) == 1:
+            return kinds.pop()
+        known = [k for k in kinds if k in WIDENING]
+        if kinds and len(known) == len(kinds):
+            return max(known, key=WIDENING.index)
+        return None
+    t = node.type
+    if t is None or t.this in (T.UNKNOWN, T.NULL):
+        return None
+    return t.this
+
+
+def _select_alias(col: exp.Column) -> exp.Expr | None:
+    select = col.find_ancestor(exp.Select)
+    if select is None:
+        return None
+    for e in select.selects:
+        if isinstance(e, exp.Alias) and e.alias == col.name:
+            return e.this
+    return None
+
+
+def family_of(node: exp.Expr) -> str | None:
+    if isinstance(node, exp.Null):
+        return "null"
+    t = spark_type(node)
+    return FAMILY.get(t) if t is not None else None
+
+
+def describe(node: exp.Expr) -> str:
+    text = node.sql(dialect="spark")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def is_ts_literal(cast: exp.Cast) -> bool:
+    return (isinstance(cast.this, exp.Literal) and cast.this.is_string
+            and cast.to.is_type(*TIMESTAMPS))
+
+
+def same_family(node: exp.Expr, a: exp.Expr, b: exp.Expr | None) -> None:
+    if b is None:
+        return
+    fa, fb = family_of(a), family_of(b)
+    if fa == "null" or fb == "null":
+        return
+    if {fa, fb} == {"timestamp", "string"}:
+        lit = b if fa == "timestamp" else a
+        if isinstance(lit, exp.Literal) and lit.is_string:
+            if _timestamp_us_as_ns(lit.name) is None:
+                raise NotLocal(f"the timestamp literal {lit.name!r} (not a form whose "
+                               "reading is certain)")
+            return
+    if fa is None or fb is None or fa != fb:
+        raise NotLocal(f"{describe(node)} compares {fa or 'an untyped value'} with "
+                       f"{fb or 'an untyped value'} (Spark's implicit casts)")
+
+
+INTEGERS = (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT)
+INT_LIMIT = 2**31 - 1
+
+
+def not_identical(why: str) -> exp.Expr:
+    """DuckDB's `error()` carrying the not-identical mark and why: the row is one the
+    embedded engine would answer differently, so the statement goes to Spark."""
+    return exp.Anonymous(this="error", expressions=[exp.Literal.string(
+        f"{NOT_IDENTICAL_MARK}: {why}")])
+
+
+def call(name: str, *args: exp.Expr) -> exp.Expr:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def cast_to(e: exp.Expr, to: str) -> exp.Expr:
+    return exp.Cast(this=e, to=exp.DataType.build(to))
+
+
+def case_when(when: exp.Expr, then: exp.Expr, default: exp.Expr) -> exp.Expr:
+    return exp.Paren(this=exp.Case(ifs=[exp.If(this=when, true=then)], default=default))
+
+
+def int_literal(e: exp.Expr | None) -> int | None:
+    """The value of an integer literal (`-2` included), else None."""
+    if isinstance(e, exp.Paren):
+        return int_literal(e.this)
+    if isinstance(e, exp.Neg):
+        v = int_literal(e.this)
+        return None if v is None else -v
+    if isinstance(e, exp.Literal) and not e.is_string and re.fullmatch(r"\d+", e.name):
+        return int(e.name)
+    return None
+
+
+def operand_kinds(node: exp.Expr) -> tuple[exp.DType | None, exp.DType | None]:
+    a, b = node.this, node.args.get("expression")
+    return (spark_type(a) if isinstance(a, exp.Expr) else None,
+            spark_type(b) if isinstance(b, exp.Expr) else None)
+
+
+def widest(args: list[exp.Expr]) -> exp.DType | None:
+    kinds = {spark_type(a) for a in args if not isinstance(a, exp.Null)}
+    if len(kinds) == 1:
+        return kinds.pop()
+    if kinds and all(k in WIDENING for k in kinds):
+        return max(kinds, key=lambda k: WIDENING.index(k) if k is not None else -1)
+    families = {FAMILY.get(k) for k in kinds if k is not None}   # STRING, VARCHAR
+    if families == {"string"}:
+        return T.VARCHAR
+    if families == {"timestamp"}:
+        return T.TIMESTAMPTZ
+    return None
+
+
+def need(node: exp.Expr, arg: exp.Expr | None, family: str, what: str) -> None:
+    if arg is None or isinstance(arg, exp.Null):
+        return
+    if family_of(arg) != family:
+        raise NotLocal(f"{what}() on {describe(arg)} (only on {family}s locally)")
+
+
+def vet_args(name: str, family: str, count: tuple[int, int] | None = None):
+    """A vetting step: `count` (min, max) arguments when given, each of `family`."""
+    def vet(node: exp.Expr) -> None:
+        args = list(node.iter_expressions())
+        if count is not None and not count[0] <= len(args) <= count[1]:
+            raise NotLocal(f"{name}() with {len(args)} arguments")
+        for a in args:
+            need(node, a, family, name)
+    return vet
+
+
+def string_args(name: str, count: tuple[int, int] | None = None):
+    return vet_args(name, "string", count)
+
+
+def number_args(name: str, arity: int = 1):
+    return vet_args(name, "number", (arity, arity))
+
+
+def same_type(node: exp.Expr) -> exp.DType | None:
+    return spark_type(node.this)
+
+
+def fixed_type(t: exp.DType) -> Callable[[exp.Expr], exp.DType]:
+    return lambda node: t
