@@ -72,13 +72,10 @@ _PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.H
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul)
 _PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-# RLIKE patterns read alike by Java's regex and RE2: literal characters, groups without
-# flags, alternation, classes of literals and ranges, quantifiers, a leading ^, \d, \w and
-# escaped punctuation. No `.` or `$` (line terminators differ), no `\s`, no flags.
-_SAFE_REGEX = re.compile(r"""^\^?(?:[A-Za-z0-9 _\-:/=,;@#%&'"<>~!]|\((?!\?)|\)|\||[*+?]|
-    \{\d+(?:,\d*)?\}|\\[dw]|\\[.\[\]{}()*+?^$|\\/-]|\[\^?(?:[A-Za-z0-9 _:/=,;@#%&'"<>~!.]|
-    \\[.\[\]\\^-]|-(?!\]))+\])*$""", re.VERBOSE)
-_HAS_RE = re.compile(r"^\(\?i\)\(\^\|\[\^A-Za-z0-9\]\)([A-Za-z0-9]+)\(\$\|\[\^A-Za-z0-9\]\)\Z")
+# The backslash escapes Spark and sqlglot read alike in a string literal: a doubled
+# backslash (one backslash) and the quote written `\u0027`. Any other escape sends the
+# statement to Spark.
+_BACKSLASH_PAIRS = re.compile(r"\\\\|\\u0027")
 
 
 @dataclass(frozen=True)
@@ -102,7 +99,7 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
              sql_text: str) -> LocalStatement:
     """DuckDB SQL for the Spark statement `tree` over `views` (view -> column -> Spark SQL
     type), or `NotLocal`. `sql_text` is what the user wrote (for lexical checks)."""
-    if "\\" in sql_text:
+    if "\\" in _BACKSLASH_PAIRS.sub("", sql_text):
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
     original = tree.copy()
@@ -195,27 +192,6 @@ def _vet(node: exp.Expr) -> None:
         args = [node.this, *node.expressions]
         for a in args[1:]:
             same_family(node, args[0], a)
-        return
-    if isinstance(node, exp.Like):
-        pattern = node.expression
-        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-            raise NotLocal("LIKE with a pattern that is not a string literal")
-        if node.args.get("escape") is not None:
-            raise NotLocal("LIKE ... ESCAPE")
-        if family_of(node.this) != "string":
-            raise NotLocal(f"LIKE on {describe(node.this)}")
-        return
-    if isinstance(node, exp.RegexpLike):
-        pattern = node.expression
-        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-            raise NotLocal("RLIKE with a pattern that is not a string literal")
-        if node.args.get("flag") is not None:
-            raise NotLocal("regular expression flags")
-        if not (_HAS_RE.match(pattern.name) or _SAFE_REGEX.match(pattern.name)):
-            raise NotLocal(f"the regular expression {pattern.name!r} (Java's and RE2's "
-                           "dialects may read it differently)")
-        if family_of(node.this) != "string":
-            raise NotLocal(f"RLIKE on {describe(node.this)}")
         return
     if isinstance(node, exp.TimestampTrunc):
         unit = node.args.get("unit")
@@ -332,6 +308,8 @@ def _arrow_type(select: exp.Expr) -> pa.DataType:
         inner = dtype.expressions[0] if dtype.expressions else None
         if inner is not None and inner.this == T.FLOAT:
             return pa.list_(pa.field("element", pa.float32()))
+        if inner is not None and inner.this in (T.VARCHAR, T.TEXT):
+            return pa.list_(pa.field("element", pa.string()))
         if inner is not None and inner.this == T.STRUCT:
             return pa.list_(pa.field("element", pa.struct(
                 [pa.field("key", pa.string()), pa.field("value", pa.binary())])))
@@ -341,14 +319,6 @@ def _arrow_type(select: exp.Expr) -> pa.DataType:
 
 # ---- rewrites into DuckDB's reading ---------------------------------------------------------
 def _rewrite(node: exp.Expr) -> None:
-    if isinstance(node, exp.RegexpLike):
-        m = _HAS_RE.match(node.expression.name)
-        if m:       # RE2's (?i) folds Unicode (K and the Kelvin sign); Java's does not
-            token = "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c
-                            for c in m.group(1))
-            node.set("expression", exp.Literal.string(
-                f"(^|[^A-Za-z0-9]){token}($|[^A-Za-z0-9])"))
-        return
     if isinstance(node, _COMPARISONS):
         _replace_ts_literal(node.this, node.expression)
         _replace_ts_literal(node.expression, node.this)
