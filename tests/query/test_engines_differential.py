@@ -189,6 +189,8 @@ IDENTICAL = [
     # string and math functions (tests/query/test_functions_differential.py for each)
     ("SELECT upper(service) AS u, length(msg) AS n, status / 2 AS half, status DIV 2 AS d, "
      "status % 3 AS m, ceil(dur) AS c, substr(msg, -2) AS tail FROM logs", False),
+    # regular expressions and LIKE escapes (tests/query/test_functions_strings_differential.py)
+    ("SELECT count(*) AS n FROM logs WHERE msg RLIKE 'req.est$' OR msg LIKE 'a\\_i%'", True),
 ]
 
 # (statement, what the reason names) -- routed to Spark by `auto`, refused by `local`
@@ -201,8 +203,8 @@ TO_SPARK = [
     ("SELECT CAST(code AS STRING) AS s FROM logs", "CAST"),
     ("SELECT service, rank() OVER (ORDER BY status) AS r FROM logs", "window functions"),
     ("SELECT count(*) AS n FROM logs WHERE service = 1", "compares string with number"),
-    ("SELECT count(*) AS n FROM logs WHERE msg RLIKE 'req.est$'", "regular expression"),
-    ("SELECT count(*) AS n FROM logs WHERE msg LIKE 'a\\_i%'", "backslash"),
+    ("SELECT count(*) AS n FROM logs WHERE msg RLIKE '(?i)REQ'", "regular expression"),
+    ("SELECT count(*) AS n FROM logs WHERE msg LIKE 'a\\ti%'", "backslash"),
     ("SELECT service FROM logs INTERSECT SELECT service FROM logs", "INTERSECT"),
     ("SELECT emb FROM spans ORDER BY emb", "ORDER BY emb"),
     ("SELECT get_json_object(attrs, '$.list[0]') AS x FROM spans", "JSON path"),
