@@ -60,7 +60,7 @@ UNGUARDED = [
     "regexp_substr(s, 'a*')",
     "s LIKE 'a%'", "s LIKE '%\\\\_%'", "s NOT LIKE '%,'", "s LIKE '%!%%' ESCAPE '!'",
     "s LIKE '_b%'",
-    "split(s, ',')", "split(s, ',', -1)", "split(s, '😀', 0)", "size(split(s, ','))",
+    "size(split(s, ','))", "size(split(s, ',', -1))", "size(split(s, '😀', 0))",
     "try_element_at(split(s, ','), 2)", "split(concat(s, ',x,y'), ',')[2]",
     "element_at(split(concat('p,q,', s), ','), -3)", "element_at(split(concat('p,', s), ','), 1)",
     "left(s, 2)", "left(s, 0)", "left(s, -1)", "right(s, 3)", "right(s, 0)", "right(s, -2)",
@@ -73,7 +73,7 @@ UNGUARDED = [
 # Guarded by the not-identical mark: answered over rows that do not trip it.
 GUARDED = [
     "s RLIKE 'a.b'", "s RLIKE 'b$'", "regexp_extract(s, '(.)$', 1)",
-    "regexp_replace(s, 'a*', '-')", "regexp_count(s, 'b?')", "regexp_substr(s, '.b')",
+    "regexp_substr(s, '.b')",
     "s ILIKE 'A%'", "s ILIKE '%b\\\\_%'", "reverse(s)", "levenshtein(s, u)",
 ]
 
@@ -81,7 +81,7 @@ COVERED = {
     "rlike": "s RLIKE 'a'", "regexp_extract": "regexp_extract(s, '(a)|(b)', 2)",
     "regexp_replace": "regexp_replace(s, '(a)(b)', '$2$1')", "regexp_count": "regexp_count(s, 'a')",
     "regexp_substr": "regexp_substr(s, '[0-9]+')", "like": "s LIKE 'a%'",
-    "ilike": "s ILIKE 'A%'", "escape": "s LIKE '%!%%' ESCAPE '!'", "split": "split(s, ',')",
+    "ilike": "s ILIKE 'A%'", "escape": "s LIKE '%!%%' ESCAPE '!'", "split": "size(split(s, ','))",
     "size": "size(split(s, ','))", "element_at": "split(concat(s, ',x,y'), ',')[2]",
     "left": "left(s, 2)", "right": "right(s, 3)", "repeat": "repeat(s, 3)",
     "translate": "translate(s, 'ab😀', 'x')", "ascii": "ascii(s)", "chr": "chr(i)",
@@ -111,9 +111,6 @@ def test_guarded_functions_answer_as_spark_does_on_plain_text(fdb, rows):  # noq
 EDGES = [  # (expression over the one row of `redge`, why the embedded engine hands it on)
     ("s RLIKE 'a.b'", "rlike over a line terminator"),
     ("t RLIKE 'b$'", "rlike over a line terminator"),
-    ("regexp_replace(w, 'x*', '-')", "regexp_replace over a line terminator or a character "
-                                     "beyond U+FFFF"),
-    ("regexp_count(w, '')", "regexp_count over"),
     ("w ILIKE '%A%'", "ilike of non-ASCII text"),
     ("reverse(w)", "reverse() of non-ASCII text"),
     ("levenshtein(w, 'a')", "levenshtein() of non-ASCII text"),
@@ -148,12 +145,10 @@ def test_texts_the_dialects_read_apart_go_to_spark(redge, expr, why):
 @pytest.mark.parametrize("sql,answer", [
     ("SELECT regexp_extract('abc', 'x(b)', 1) AS v", ""),
     ("SELECT regexp_extract('abc', '(x)?b', 1) AS v", ""),
-    ("SELECT regexp_replace('abc', 'x*', '-') AS v", "-a-b-c-"),
     ("SELECT regexp_replace('abc', '(b)', '\\\\$1') AS v", "a$1c"),
     ("SELECT regexp_substr('abc', 'b*') AS v", None),
-    ("SELECT regexp_count('abc', '') AS v", 4),
-    ("SELECT split('a,b,,', ',') AS v", ["a", "b", "", ""]),
-    ("SELECT split('', ',') AS v", [""]),
+    ("SELECT size(split('a,b,,', ',')) AS v", 4),
+    ("SELECT split('', ',')[0] AS v", ""),
     ("SELECT 'a\u000bb' RLIKE 'a\\\\sb' AS v", True),
     ("SELECT left('abc', -1) AS v", ""), ("SELECT right('abc', -1) AS v", ""),
     ("SELECT chr(321) AS v", "A"), ("SELECT chr(-1) AS v", ""),
@@ -181,6 +176,9 @@ def test_patterns_the_dialects_may_read_apart_are_refused(pattern):
     "SELECT regexp_replace(s, 'a', '$2') AS v FROM redge",       # no group 2
     "SELECT regexp_replace(s, 'a', '${x}') AS v FROM redge",
     "SELECT split(s, '.') AS v FROM redge",                      # a regex delimiter
+    "SELECT regexp_replace(s, 'x*', '-') AS v FROM redge",       # empty matches
+    "SELECT regexp_count(s, 'b?') AS v FROM redge",
+    "SELECT split(s, ',') AS v FROM redge",                      # an array answer
     "SELECT split(s, ',', 2) AS v FROM redge",
     "SELECT s LIKE 'a\\\\b' AS v FROM redge",                    # Spark refuses the escape
     "SELECT s RLIKE 'a\\tb' AS v FROM redge",                    # an escape in the SQL text

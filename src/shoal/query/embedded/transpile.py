@@ -308,8 +308,6 @@ def _arrow_type(select: exp.Expr) -> pa.DataType:
         inner = dtype.expressions[0] if dtype.expressions else None
         if inner is not None and inner.this == T.FLOAT:
             return pa.list_(pa.field("element", pa.float32()))
-        if inner is not None and inner.this in (T.VARCHAR, T.TEXT):
-            return pa.list_(pa.field("element", pa.string()))
         if inner is not None and inner.this == T.STRUCT:
             return pa.list_(pa.field("element", pa.struct(
                 [pa.field("key", pa.string()), pa.field("value", pa.binary())])))

@@ -338,8 +338,17 @@ def _replacement(text: str, groups: int) -> str:
     return "".join(out)
 
 
+def _no_empty_match(rx: Regex, name: str) -> None:
+    # After a match, Java tries an empty match at the very next position, RE2 does not
+    # (`regexp_replace(',a', 'a*', '-')`: '-,--' in Spark, '-,-' in DuckDB).
+    if rx.empty:
+        raise NotLocal(f"{name}() with a pattern that can match the empty string (Java and "
+                       "RE2 repeat empty matches differently)")
+
+
 def _vet_replace(node: exp.Expr) -> None:
     rx = _literal_pattern(node, "regexp_replace")
+    _no_empty_match(rx, "regexp_replace")
     if rx.groups > 9:
         raise NotLocal("regexp_replace() of a pattern with more than 9 groups")
     r = node.args.get("replacement")
@@ -361,7 +370,9 @@ def _rewrite_replace(node: exp.Expr, kinds: tuple) -> exp.Expr:
 
 def _vet_count_substr(name: str):
     def vet(node: exp.Expr) -> None:
-        _literal_pattern(node, name)
+        rx = _literal_pattern(node, name)
+        if name == "regexp_count":
+            _no_empty_match(rx, name)
         for key in ("position", "occurrence", "parameters", "group"):
             if node.args.get(key) is not None:
                 raise NotLocal(f"{name}() with a {key}")
