@@ -40,6 +40,7 @@ def test_the_command_tree():
         "filedrop", "kafka", "scrape"]
 
 
+@pytest.mark.services
 def test_python_dash_m_shoal_is_the_shoal_script():
     script = Path(sys.executable).with_name("shoal")
     if not script.exists():

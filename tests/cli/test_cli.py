@@ -25,6 +25,7 @@ def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedP
                           timeout=300, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.services
 def test_tables_and_describe(tmp_path):
     data = tmp_path / "data"
     db = shoal.connect(data_dir=str(data))
@@ -57,6 +58,7 @@ def test_errors_are_one_line_with_nonzero_exit(tmp_path):
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.services
 def test_extent_inspect(tmp_path):
     db = shoal.connect(data_dir=str(tmp_path / "data"))
     db.create_table("logs", [shoal.Column("service", shoal.STRING)])

@@ -83,6 +83,7 @@ def _table(d: Path):
         db.close()
 
 
+@pytest.mark.services
 def test_chunks_land_in_order_with_evolution_and_gzip(tmp_path: Path, data: Path) -> None:
     body = _rows(2500)   # ~2.4 MB: three 1 MB chunks in flight
     src = tmp_path / "in.ndjson.gz"
@@ -97,6 +98,7 @@ def test_chunks_land_in_order_with_evolution_and_gzip(tmp_path: Path, data: Path
     assert sorted(table.column("n").to_pylist()) == list(range(2500))
 
 
+@pytest.mark.services
 def test_bad_line_reports_its_line_in_the_whole_input(tmp_path: Path, data: Path) -> None:
     body = _rows(2000) + b'{"n": "not a number"}\n' + _rows(10, 2000)
     out = run("--data-dir", str(data), "ingest", "-", "--table", "logs", "--chunk-mb", "1",
@@ -105,6 +107,7 @@ def test_bad_line_reports_its_line_in_the_whole_input(tmp_path: Path, data: Path
     assert b'line 2001: field "n": long expects an integer' in out.stderr
 
 
+@pytest.mark.services
 def test_idempotency_key_applies_each_chunk_once(tmp_path: Path, data: Path) -> None:
     src = tmp_path / "in.ndjson"
     src.write_bytes(_rows(2500))
@@ -119,6 +122,7 @@ def test_idempotency_key_applies_each_chunk_once(tmp_path: Path, data: Path) -> 
     assert table.num_rows == 2500
 
 
+@pytest.mark.services
 def test_several_files_and_a_glob_in_one_run(tmp_path: Path, data: Path) -> None:
     logs = tmp_path / "logs"
     (logs / "deep").mkdir(parents=True)
@@ -139,6 +143,7 @@ def test_several_files_and_a_glob_in_one_run(tmp_path: Path, data: Path) -> None
     assert sorted(table.column("n").to_pylist()) == list(range(1900))
 
 
+@pytest.mark.services
 def test_a_bad_line_is_named_by_its_file_and_its_line_in_that_file(tmp_path: Path,
                                                                    data: Path) -> None:
     (tmp_path / "a.ndjson").write_bytes(_rows(50))
@@ -152,6 +157,7 @@ def test_a_bad_line_is_named_by_its_file_and_its_line_in_that_file(tmp_path: Pat
     assert "Traceback" not in err
 
 
+@pytest.mark.services
 def test_a_glob_matching_nothing_and_a_missing_file_are_errors(tmp_path: Path,
                                                                data: Path) -> None:
     (tmp_path / "a.ndjson").write_bytes(_rows(5))
@@ -174,6 +180,7 @@ def test_a_glob_matching_nothing_and_a_missing_file_are_errors(tmp_path: Path,
     assert table.num_rows == 0               # nothing is sent before every input resolved
 
 
+@pytest.mark.services
 def test_rerun_with_the_key_applies_exactly_what_did_not_land(tmp_path: Path,
                                                               data: Path) -> None:
     """Three files of two 1 MB chunks each; the second chunk of b.ndjson has a bad line.
@@ -207,6 +214,7 @@ def test_rerun_with_the_key_applies_exactly_what_did_not_land(tmp_path: Path,
     assert table.num_rows == 4500
 
 
+@pytest.mark.services
 def test_a_replayed_chunk_that_changed_is_said_not_skipped(tmp_path: Path, data: Path) -> None:
     """A file still being written, ingested with a key, then again with the same key once it
     grew: its first run's last chunk was cut at the end of the file, the second run's chunk

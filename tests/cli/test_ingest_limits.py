@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import shoal
 
 SHOAL = [sys.executable, "-m", "shoal"]
@@ -18,6 +20,7 @@ def run(*args: str, cwd: Path, stdin: bytes) -> subprocess.CompletedProcess[byte
                           timeout=300, env=dict(os.environ))
 
 
+@pytest.mark.services
 def test_deep_and_long_numbers_are_line_errors(tmp_path: Path) -> None:
     data = tmp_path / "data"
     db = shoal.connect(data_dir=str(data))

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import shoal
 from shoal.cli.ingest import memory_bound_mb
 
@@ -25,6 +27,7 @@ print(json.dumps({"returncode": os.waitstatus_to_exitcode(status), "stdout": out
 """
 
 
+@pytest.mark.slow
 def test_peak_memory_stays_under_the_documented_bound(tmp_path: Path) -> None:
     data = tmp_path / "data"
     db = shoal.connect(data_dir=str(data))

@@ -69,6 +69,7 @@ def test_ingest_imports_only_what_it_needs(tmp_path: Path, data: Path) -> None:
     assert _heavy(got["exit_modules"], "rich", "sqlalchemy") == []
 
 
+@pytest.mark.services
 def test_the_command_tunes_blas_and_arrows_allocator(tmp_path: Path, data: Path) -> None:
     """numpy's import starts an OpenBLAS thread per core that spins, CPU taken from the
     ingest (shoal.native.one_blas_thread): the command keeps it to one. Arrow allocates from
@@ -139,6 +140,7 @@ def _rows(n: int, start: int = 0) -> bytes:
                     + b"\n" for i in range(start, start + n))
 
 
+@pytest.mark.services
 def test_progress_bar_on_a_terminal_summary_line_off_it(tmp_path: Path, data: Path) -> None:
     src = tmp_path / "in.ndjson"
     src.write_bytes(_rows(2500))      # ~2.4 MB: three 1 MB chunks

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.test_cli import run
 from tests.query.kql_corpus import log_rows
 
 
+@pytest.mark.services
 def test_kql_command_and_sql_kql_flag(tmp_path):
     data = ["--data-dir", str(tmp_path / "data")]
     env = {"SHOAL_QUERY_ENGINE": "local"}

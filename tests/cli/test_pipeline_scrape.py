@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import shoal
 from tests.support.exposition import exposition_server
 from tests.support.server import free_port
@@ -20,6 +22,7 @@ def run(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
                           timeout=300, env={**os.environ, **env})
 
 
+@pytest.mark.services
 def test_scrape_once_commits_and_names_the_failed_target(tmp_path):
     data = tmp_path / "data"
     env = {"SHOAL_DATA_DIR": str(data), "SHOAL_ALLOWED_HOSTS": "127.0.0.1"}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from shoal.client import connect
 from shoal.types.prometheus import PROM_SAMPLES_SCHEMA, SampleRows
 from tests.cli.test_cli import run
@@ -33,6 +35,7 @@ def _load(data_dir: str) -> None:
         db.close()
 
 
+@pytest.mark.services
 def test_promql_command(tmp_path):
     data_dir = str(tmp_path / "data")
     _load(data_dir)

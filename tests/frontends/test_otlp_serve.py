@@ -51,6 +51,7 @@ def test_serve_with_otlp_grpc(tmp_path):
         db.close()
 
 
+@pytest.mark.services
 def test_grpc_port_in_use_fails_startup(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

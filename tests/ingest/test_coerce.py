@@ -816,6 +816,7 @@ BAD_IN_THE_MIDDLE = {
 }
 
 
+@pytest.mark.slow  # a 14 MB body; the fast tier checks the fallback past the probe below
 @pytest.mark.parametrize("fast_form", FORMS)
 @pytest.mark.parametrize("unknown", ["drop", "props"])
 def test_bad_lines_in_the_middle_of_a_large_chunk(unknown: str, fast_form: str,

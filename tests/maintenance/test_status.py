@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from shoal.maintenance.service import MaintenanceService, build_worker
 from shoal.maintenance.worker import WorkerSettings
@@ -32,6 +33,7 @@ def _shoal(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.services
 def test_cli_maintain_once_and_status(tmp_path):
     db = open_db(tmp_path)
     make_table(db, retention="1h")

@@ -13,13 +13,20 @@ fast tier starting a Spark session or a `shoal serve` subprocess fails the test 
 message asking for the `spark` or `services` marker (`guard()`), so the tier stays fast
 and its classification stays true as the suite grows. The full suite (no flag) runs
 everything, as CI does.
+
+Property tests stay in the tier with fewer examples: `--fast` selects the hypothesis profile
+`fast`, and each property test runs the share of its own example count that the profile
+holds of hypothesis' default (a fifth: 150 examples become 30, at least one). The full
+suite runs every test's own count.
 """
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
+from hypothesis import settings
 
 HEAVY_MARKERS = ("slow", "postgres", "s3", "spark", "spark_cluster", "services")
 HEAVY_FIXTURES = frozenset({
@@ -27,6 +34,8 @@ HEAVY_FIXTURES = frozenset({
     "kafka_broker",
 })
 FAST_ENV = "SHOAL_TEST_FAST"
+FAST_PROFILE = "fast"
+settings.register_profile(FAST_PROFILE, max_examples=20)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -37,8 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: starts a Spark session without the `spark` "
                                        "fixture (left out of the fast tier)")
-    config.addinivalue_line("markers", "services: starts a `shoal serve` process or another "
-                                       "external service (left out of the fast tier)")
+    config.addinivalue_line("markers", "services: starts a `shoal` process (`serve` or a "
+                                       "command run end to end) or another external service "
+                                       "(left out of the fast tier)")
     if config.getoption("--fast"):
         os.environ[FAST_ENV] = "1"
         _refuse_spark()
@@ -71,6 +81,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    _fewer_examples(items)
+
+
+def _fewer_examples(items: list[pytest.Item]) -> None:
+    """Scale each kept property test's example count by the `fast` profile's share.
+
+    A test's settings (its own `@settings` or the profile in force when it was defined) are
+    read when it runs, so they are replaced here, after every test module is imported; the
+    profile is loaded for settings made from now on."""
+    share = (settings.get_profile(FAST_PROFILE).max_examples
+             / settings.get_profile("default").max_examples)
+    settings.load_profile(FAST_PROFILE)
+    done: set[int] = set()
+    for item in items:
+        test = getattr(item, "function", None)
+        if not getattr(test, "is_hypothesis_test", False) or id(test) in done:
+            continue
+        done.add(id(test))
+        own: settings = test._hypothesis_internal_use_settings  # type: ignore[union-attr]
+        test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
+            own, max_examples=max(1, math.ceil(own.max_examples * share)))
 
 
 def fast_tier() -> bool:
