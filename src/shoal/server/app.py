@@ -16,7 +16,7 @@ at most `query_concurrency_per_client` of them per client, by default all but on
 `query_timeout_s` / `query_max_rows` / `query_max_bytes` (`QueryLimits`, passed to the
 engine by `/v1/query`), and `spark.driver.maxResultSize` = `RESULT_SIZE_FACTOR` x
 `query_max_bytes` for a session this server starts. A `SparkSupervisor`
-(`shoal.server.spark_health`) watches the session every `spark_probe_interval_s` and
+(`shoal.http.spark_health`) watches the session every `spark_probe_interval_s` and
 restarts it when its JVM dies or stops answering.
 
 Lifespan: the Spark supervisor runs from startup to shutdown. At startup the default
@@ -59,21 +59,21 @@ from shoal.commit import LedgerSweeper
 from shoal.frontends.otlp import ExportResult, OtlpSink, OtlpTables
 from shoal.frontends.prometheus.sink import PromTables, PromWriteSink
 from shoal.query.limits import QueryLimits
-from shoal.server.auth import TokenTable, load_tokens, require_scope
+from shoal.http.auth import TokenTable, load_tokens, require_scope
 from shoal.server.edge import EdgeMiddleware
-from shoal.server.errors import NotReadyError, install_error_handlers
+from shoal.http.errors import NotReadyError, install_error_handlers
 from shoal.server.ingest import router as ingest_router
 from shoal.server.maintenance import install_maintenance
-from shoal.server.metrics import MetricsMiddleware, ServerMetrics
+from shoal.http.metrics import MetricsMiddleware, ServerMetrics
 from shoal.server.openapi import install_openapi
 from shoal.server.otlp_http import router as otlp_router
 from shoal.server.prometheus_write import router as prometheus_write_router
 from shoal.server.pipelines import install_pipelines
 from shoal.server.prometheus_api import router as prometheus_api_router
 from shoal.server.kusto import router as kusto_router
-from shoal.server.query import router as query_router
-from shoal.server.spark_health import SparkSupervisor
-from shoal.server.state import QuerySlots, ServerState, server_state
+from shoal.frontends.rest.query import router as query_router
+from shoal.http.spark_health import SparkSupervisor
+from shoal.http.state import QuerySlots, ServerState, server_state
 from shoal.server.tables import router as tables_router
 from shoal.server.webconsole import install_console
 

@@ -11,7 +11,7 @@ Served:
   goes through the same path as `POST /v1/query` (the guard's allow-list, `admin` for
   CREATE/ALTER, the query slots, timeout and result caps, both engines). A statement starting
   with `kql:` is KQL (read only, like `{"kql": ...}`). A query (SELECT, WITH, KQL) is only
-  planned here (`shoal.server.query.plan_statement`: scans pruned, engine chosen, the answer's
+  planned here (`shoal.http.statements.plan_statement`: scans pruned, engine chosen, the answer's
   schema known, no row read); the FlightInfo carries that schema, `total_records` /
   `total_bytes` -1 (unknown until the stream ends) and, in `app_metadata`, the planning stats
   (the JSON object of `X-Shoal-Stats` without what only the run knows). Other statements
@@ -47,7 +47,7 @@ Served:
 - `GetSchema` on a metadata command gives its fixed schema; on a query, its planned schema;
   other statements are not run for it (an empty schema).
 
-Auth: the same tokens and scopes as the HTTP API (`shoal.server.auth`). A middleware reads
+Auth: the same tokens and scopes as the HTTP API (`shoal.http.auth`). A middleware reads
 `authorization: Bearer <token>` on every call (a call without a valid one is
 UNAUTHENTICATED when tokens are configured); every call needs the `query` scope, CREATE/ALTER
 also `admin` (PERMISSION_DENIED otherwise). `authorization: Basic` with the token as the
@@ -59,7 +59,7 @@ TLS: `flight_tls_cert` / `flight_tls_key` (PEM files; both or neither) serve `gr
 Errors: every one is a pyarrow.flight error class, whose status carries a code and the
 message only (pyarrow attaches the server's Python traceback to any other exception), with
 the HTTP API's JSON error document as `extra_info`. shoal's status table
-(`shoal.server.errors.status_for`) mapped onto gRPC codes: 401/403 ->
+(`shoal.http.errors.status_for`) mapped onto gRPC codes: 401/403 ->
 UNAUTHENTICATED/PERMISSION_DENIED, 429/503 -> UNAVAILABLE (with `retry_after_s`), a
 timeout or an idle stream -> DEADLINE_EXCEEDED, a cancel -> CANCELLED, 5xx -> INTERNAL
 (logged), other 4xx -> UNKNOWN ("Failed": the guard's message, the parse position...;
@@ -93,14 +93,14 @@ from google.protobuf.message import DecodeError, Message
 
 from shoal.errors import (ConfigError, QueryCancelledError, QueryTimeoutError, ShoalError,
                           UnavailableError)
-from shoal.server.auth import bearer_of
-from shoal.server.errors import (BadRequestError, StreamIdleError, UnsupportedCallError,
+from shoal.http.auth import bearer_of
+from shoal.http.errors import (BadRequestError, StreamIdleError, UnsupportedCallError,
                                  details_for, error_document, status_for)
 from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
 from shoal.server.flightsql import flight_sql_pb2 as sql_pb
-from shoal.server.query import (BoundedStream, PlannedQuery, answer_stats, open_stream,
+from shoal.http.statements import (BoundedStream, PlannedQuery, answer_stats, open_stream,
                                 plan_statement, query_schema)
-from shoal.server.state import ServerState
+from shoal.http.state import ServerState
 
 log = logging.getLogger("shoal.server")
 

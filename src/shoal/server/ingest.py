@@ -9,7 +9,7 @@ thread: both are CPU work and the write path blocks until the group commit).
 The ack is `IngestAck.to_json()`: `{table, snapshot_id, rows, replayed, new_columns,
 rejected, rejected_count, extent_ids}` (`rejected`: the first 100 line errors;
 `rejected_count`: every rejected line). A retry with the same `X-Idempotency-Key` returns
-the first ack with `replayed: true`. Errors are mapped by `shoal.server.errors` (400 bad
+the first ack with `replayed: true`. Errors are mapped by `shoal.http.errors` (400 bad
 lines with per-line details, 404, 409 (also a key first used on another table), 413,
 429/503 with `Retry-After`).
 """
@@ -24,10 +24,10 @@ from fastapi.responses import JSONResponse
 
 from shoal.ingest.write_path import IngestAck
 from shoal.ingest.keys import client_key_problem
-from shoal.server.auth import require_scope
-from shoal.server.body import content_encoding, gunzip, read_body
-from shoal.server.errors import BadRequestError
-from shoal.server.state import server_state
+from shoal.http.auth import require_scope
+from shoal.http.body import content_encoding, gunzip, read_body
+from shoal.http.errors import BadRequestError
+from shoal.http.state import server_state
 
 router = APIRouter(tags=["ingest"])
 

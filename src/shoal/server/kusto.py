@@ -35,12 +35,12 @@ from fastapi.responses import JSONResponse
 from shoal.errors import (BadJsonError, JsonLimitError, ShoalError, TableNotFoundError,
                           UnavailableError)
 from shoal.query.routing import engine_mode
-from shoal.server.auth import require_scope
-from shoal.server.body import read_body
-from shoal.server.errors import (BadRequestError, UnsupportedMediaTypeError, details_for,
+from shoal.http.auth import require_scope
+from shoal.http.body import read_body
+from shoal.http.errors import (BadRequestError, UnsupportedMediaTypeError, details_for,
                                  error_document, headers_for, status_for)
-from shoal.server.query import MAX_QUERY_BYTES, run_on_engine
-from shoal.server.state import request_client, server_state
+from shoal.http.statements import MAX_QUERY_BYTES, run_on_engine
+from shoal.http.state import request_client, server_state
 from shoal.types.jsonlimits import loads as json_loads
 
 router = APIRouter(tags=["kusto"])

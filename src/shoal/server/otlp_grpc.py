@@ -39,8 +39,8 @@ from shoal.frontends.otlp.codec import (GRPC_CODE_BY_STATUS, GRPC_INTERNAL, deco
                                         encode_response)
 from shoal.frontends.otlp.schemas import Signal
 from shoal.frontends.otlp.sink import ExportResult, OtlpSink, check_idempotency_key
-from shoal.server.auth import TokenTable, bearer_of
-from shoal.server.errors import NotReadyError, status_for
+from shoal.http.auth import TokenTable, bearer_of
+from shoal.http.errors import NotReadyError, status_for
 
 log = logging.getLogger("shoal.server")
 

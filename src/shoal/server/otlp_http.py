@@ -14,7 +14,7 @@ Responses follow the OTLP spec, in the request's encoding: 200 with an
 (nothing written), 401/403 auth, 413 too large, 415 unsupported `Content-Type` /
 `Content-Encoding`, 429 + `Retry-After` when the staging buffer is full and 503 +
 `Retry-After` when the server is starting or stopping, both of which OTLP exporters retry.
-HTTP statuses come from the server's one mapping (`shoal.server.errors.status_for`).
+HTTP statuses come from the server's one mapping (`shoal.http.errors.status_for`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from shoal.frontends.otlp.codec import (JSON_TYPE, PROTOBUF_TYPE, WireFormat, de
                                         encode_response, encode_status, wire_format)
 from shoal.frontends.otlp.schemas import Signal
 from shoal.frontends.otlp.sink import ExportResult, OtlpSink, check_idempotency_key
-from shoal.server.auth import bearer_token
-from shoal.server.body import content_encoding, gunzip, read_body
-from shoal.server.errors import (NotReadyError, UnsupportedMediaTypeError, headers_for,
+from shoal.http.auth import bearer_token
+from shoal.http.body import content_encoding, gunzip, read_body
+from shoal.http.errors import (NotReadyError, UnsupportedMediaTypeError, headers_for,
                                  status_for)
-from shoal.server.state import server_state
+from shoal.http.state import server_state
 
 log = logging.getLogger("shoal.server")
 

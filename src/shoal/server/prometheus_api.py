@@ -41,10 +41,10 @@ from shoal.query.promql import (PromQL, PromQLBadDataError, PromQLExecutionError
 from shoal.query.promql.bounds import check_bounds
 from shoal.query.promql.evaluator import selector_matchers
 from shoal.query.promql.params import MAX_TIME_MS, MIN_TIME_MS, parse_duration_ms, parse_time
-from shoal.server.auth import require_scope
-from shoal.server.body import read_body
-from shoal.server.errors import UnsupportedMediaTypeError, status_for
-from shoal.server.state import ServerState, request_client, server_state
+from shoal.http.auth import require_scope
+from shoal.http.body import read_body
+from shoal.http.errors import UnsupportedMediaTypeError, status_for
+from shoal.http.state import ServerState, request_client, server_state
 
 log = logging.getLogger("shoal.server.prometheus")
 

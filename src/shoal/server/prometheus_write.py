@@ -32,11 +32,11 @@ from fastapi.responses import Response
 
 from shoal.errors import BackpressureError, ShoalError
 from shoal.frontends.prometheus.sink import PromWriteSink, WriteResult
-from shoal.server.auth import bearer_token
-from shoal.server.body import read_body
-from shoal.server.errors import (NotReadyError, UnsupportedMediaTypeError, headers_for,
+from shoal.http.auth import bearer_token
+from shoal.http.body import read_body
+from shoal.http.errors import (NotReadyError, UnsupportedMediaTypeError, headers_for,
                                  status_for)
-from shoal.server.state import server_state
+from shoal.http.state import server_state
 
 log = logging.getLogger("shoal.server")
 

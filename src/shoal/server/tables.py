@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shoal.errors import BadJsonError, InvalidSchemaError
 from shoal.maintenance.policy import parse_duration
-from shoal.server.auth import require_scope
-from shoal.server.body import read_body
-from shoal.server.errors import BadRequestError
-from shoal.server.state import server_state
+from shoal.http.auth import require_scope
+from shoal.http.body import read_body
+from shoal.http.errors import BadRequestError
+from shoal.http.state import server_state
 from shoal.types import Column, parse_type
 from shoal.types.jsonlimits import loads as json_loads
 

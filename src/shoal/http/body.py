@@ -23,7 +23,7 @@ import anyio
 from fastapi import Request
 
 from shoal.errors import PayloadTooLargeError
-from shoal.server.errors import BadRequestError, RequestTimeoutError, UnsupportedEncodingError
+from shoal.http.errors import BadRequestError, RequestTimeoutError, UnsupportedEncodingError
 
 Encoding = Literal["identity", "gzip"]
 

@@ -18,10 +18,10 @@ from fastapi import Request
 from shoal.client import Shoal
 from shoal.config import Config
 from shoal.query.limits import QueryLimits
-from shoal.server.auth import TokenTable, bearer_token
-from shoal.server.errors import NotReadyError, TooManyQueriesError
-from shoal.server.metrics import ServerMetrics
-from shoal.server.spark_health import SparkSupervisor
+from shoal.http.auth import TokenTable, bearer_token
+from shoal.http.errors import NotReadyError, TooManyQueriesError
+from shoal.http.metrics import ServerMetrics
+from shoal.http.spark_health import SparkSupervisor
 
 
 class QuerySlots:

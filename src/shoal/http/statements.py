@@ -1,20 +1,13 @@
-"""`POST /v1/query`: SQL (DDL included) or KQL in, an answer with its pruning stats out
- (docs/http-api.md).
+"""One statement of any protocol front end (`/v1/query`, the Kusto endpoint, Flight SQL)
+run under the server's bounds: blocking (`run_statement`, `run_bounded`), in a worker
+thread (`run_on_engine`), or planned now and streamed later (`plan_statement`,
+`open_stream`).
 
-Body `{"sql": "..."}` or `{"kql": "..."}` (`shoal.query.kql`: translated to SQL and run
-exactly as that SQL; the JSON answer then also holds `"sql"`, the statement it ran as, and
-`"render"`, the query's render hint or null; an Arrow answer carries the hint in
-`X-Shoal-Render`). KQL reads only (the `query` scope). `Accept:
-application/vnd.apache.arrow.stream` gives the rows as an Arrow IPC stream, with the stats
-JSON in the `X-Shoal-Stats` header; anything else gives the JSON document
-`{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. `?prune=false` reads
-every extent (for checking that pruning never changes an answer). `?engine=auto|local|spark`
-picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`); the stats say which ran and why.
-
-Scopes: SELECT/EXPLAIN/DESCRIBE/SHOW need `query`; CREATE/ALTER need `admin`, decided on the
-statement's tokens (`shoal.query.guard.classify`), so a leading comment hides nothing.
-Anything but those statements is refused by the guard (400 `forbidden_query`). The
-statement runs in a worker thread on the server's one warm Spark session.
+Scopes: SELECT/EXPLAIN/DESCRIBE/SHOW need `query` (the caller checks it); CREATE/ALTER need
+`admin`, decided on the statement's tokens (`shoal.query.guard.classify`), so a leading
+comment hides nothing. Anything but those statements is refused by the guard (400
+`forbidden_query`). The statement runs in a worker thread on the server's one warm Spark
+session.
 
 Bounded cost (settings of `shoal.config.Config`):
 - `query_concurrency`: statements that need Spark (SELECT, WITH, EXPLAIN) take one of that
@@ -29,8 +22,8 @@ Bounded cost (settings of `shoal.config.Config`):
   work has stopped: the embedded engine's run has returned, and Spark's status tracker
   shows no task of its job tag running (a task in a loop that ignores interruption, such as
   Java's regex matching, runs on after its job is cancelled); the answer leaves at once.
-- A client that goes away (closes its connection) has its statement cancelled the same way
-  (`_cancel_when_gone`: Spark jobs cancelled, the embedded run interrupted, the slot freed).
+- A statement whose `CancelHandle` is cancelled (its client went away) stops the same way:
+  Spark jobs cancelled, the embedded run interrupted, the slot freed.
 - `query_max_rows`, `query_max_bytes`: the answer holds at most that many rows and bytes of
   Arrow data, a prefix of the full answer; `stats` then carry `"truncated": true` and
   `"truncated_by"` (the setting that cut it), in the JSON document and in `X-Shoal-Stats`
@@ -39,35 +32,27 @@ Bounded cost (settings of `shoal.config.Config`):
 - A dead, wedged or restarting Spark session: 503 `engine_unavailable` + Retry-After, for
   new statements and for those running when it died.
 
-Streamed answers (Flight SQL, `shoal.server.flight`): `plan_statement` plans a query instead
-of running it (a slot only while it plans) and runs anything else as `run_statement` does;
-`open_stream` then runs the plan as a `BoundedStream` (`shoal.query.answer_stream.QueryStream`
-under a slot held until the stream ends, fails or is abandoned; the same timeout and caps,
-applied to the whole stream).
+Streamed answers (Flight SQL, `shoal.frontends.flightsql.server`): `plan_statement` plans a
+query instead of running it (a slot only while it plans) and runs anything else as
+`run_statement` does; `open_stream` then runs the plan as a `BoundedStream`
+(`shoal.query.answer_stream.QueryStream` under a slot held until the stream ends, fails or
+is abandoned; the same timeout and caps, applied to the whole stream).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response
 
-from shoal.errors import BadJsonError, EngineUnavailableError, JsonLimitError, ShoalError
+from shoal.errors import EngineUnavailableError
+from shoal.http.state import ServerState
 from shoal.query.cancel import CancelHandle
 from shoal.query.guard import classify
-from shoal.query.routing import engine_mode
-from shoal.server.auth import bearer_token, require_scope
-from shoal.server.body import read_body
-from shoal.server.errors import BadRequestError
-from shoal.server.state import ServerState, request_client, server_state
-from shoal.types.jsonlimits import loads as json_loads
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,83 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("shoal.server")
 
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
-MAX_QUERY_BYTES = 1 << 20
-
-router = APIRouter(tags=["query"])
-
-
-def _statement(raw: bytes) -> tuple[str, str]:
-    """("sql" | "kql", the text) of the body."""
-    try:  # under the JSON depth and number-length limits (shoal.types.jsonlimits)
-        doc = json_loads(raw or b"null", what="the body")
-    except JsonLimitError:
-        raise
-    except BadJsonError as e:
-        raise BadRequestError(str(e)) from None
-    if not isinstance(doc, dict):
-        raise BadRequestError('expected a JSON object {"sql": "..."} or {"kql": "..."}')
-    if "kql" in doc and "sql" in doc:
-        raise BadRequestError('send either "sql" or "kql", not both')
-    language = "kql" if "kql" in doc else "sql"
-    text = doc.get(language)
-    if not isinstance(text, str) or not text.strip():
-        raise BadRequestError(f'"{language}" must be a non-empty string',
-                              details=[{"line": None, "field": language,
-                                        "message": "missing or empty"}])
-    return language, text
-
-
-@router.post("/v1/query", dependencies=[Depends(require_scope("query"))])
-async def query(request: Request,
-                prune: Annotated[bool, Query()] = True,
-                engine: Annotated[str | None, Query()] = None) -> Response:
-    state = server_state(request)
-    state.check_accepting()
-    engine = engine_mode(engine, state.db.config.query_engine)
-    language, sql = _statement(await read_body(request, limit=MAX_QUERY_BYTES))
-
-    from shoal.query.results import answer_document, arrow_stream
-
-    token = bearer_token(request)
-    client = request_client(request)
-    cancel = CancelHandle()
-    failure: ShoalError | None = None
-    async with anyio.create_task_group() as watchers:
-        watchers.start_soon(_cancel_when_gone, request, cancel)
-        try:
-            result = await anyio.to_thread.run_sync(
-                lambda: run_statement(state, sql, token=token, prune=prune, engine=engine,
-                                      kql=language == "kql", cancel=cancel, client=client))
-        except ShoalError as e:
-            failure = e         # raised below, not inside the group (it would wrap it)
-        finally:
-            watchers.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    stats = answer_stats(result)
-    if ARROW_STREAM in request.headers.get("accept", ""):
-        headers = {"X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
-                                                if k != "scans"})}
-        if result.render is not None:
-            headers["X-Shoal-Render"] = json.dumps(result.render)
-        return Response(arrow_stream(result.table), media_type=ARROW_STREAM, headers=headers)
-    doc = await anyio.to_thread.run_sync(answer_document, result.table, stats)
-    if language == "kql":
-        doc["sql"] = result.translated_sql
-        doc["render"] = result.render
-    return JSONResponse(doc)
-
-
-async def _cancel_when_gone(request: Request, cancel: CancelHandle) -> None:
-    """Cancel the statement when its client disconnects: the body has been read, so the next
-    ASGI message is the disconnect (the console's Cancel, a closed curl, a client timeout)."""
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            if cancel.cancel():
-                log.info("a /v1/query client went away: its statement was cancelled")
-            return
+MAX_QUERY_BYTES = 1 << 20     # the largest query text a protocol reads (SQL, KQL, JSON)
 
 
 def run_statement(state: ServerState, text: str, *, token: str | None, prune: bool,

@@ -29,7 +29,7 @@ from fastapi import Request
 
 from shoal.config import Config
 from shoal.errors import ConfigError
-from shoal.server.errors import ForbiddenError, UnauthorizedError
+from shoal.http.errors import ForbiddenError, UnauthorizedError
 
 AuthScope = Literal["ingest", "query", "metrics", "admin"]
 SCOPES: tuple[AuthScope, ...] = ("ingest", "query", "metrics", "admin")
