@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from shoal.http.errors import TooManyQueriesError
-from shoal.server.flight import _peer_host
+from shoal.frontends.flightsql.server import _peer_host
 from shoal.http.state import QuerySlots, _canonical_host
 
 

@@ -1,6 +1,6 @@
 """PromQL's errors, worded as Prometheus words them, in shoal's error tree.
 
-The HTTP API (`shoal.server.prometheus_api`) maps them to Prometheus's error document:
+The HTTP API (`shoal.frontends.prometheus.api`) maps them to Prometheus's error document:
 `PromQLBadDataError` (a parse error, a bad parameter) is `bad_data` 400,
 `PromQLExecutionError` (e.g. many-to-many matching, too many samples) is `execution` 422.
 """

@@ -5,8 +5,8 @@ thread until the rows are committed, like an HTTP request. Requests arrive as ra
 are parsed by `codec.decode_request`, so a malformed message is `INVALID_ARGUMENT` with a
 precise message (not grpcio's generic deserialization failure), and both frontends share
 one decoding path. gzip compression is handled by gRPC itself. Like OTLP/HTTP
-(`otlp_http.py`) this edge lives in the server (tokens, the status table); decoding, mapping
-and the write are the frontend's (`shoal.frontends.otlp`).
+(`http.py`) this edge takes the tokens and the status table from `shoal.http`; decoding,
+mapping and the write are the frontend's (`shoal.frontends.otlp`).
 
 Metadata: `authorization: Bearer <token>` (the `ingest` scope, when tokens are configured)
 and `x-idempotency-key`. Errors map through the server's one status table and

@@ -2,7 +2,7 @@
 
 A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
 0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
-OTLP/gRPC. The Flight SQL messages are `shoal.server.flightsql.flight_sql_pb2`, Flight's
+OTLP/gRPC. The Flight SQL messages are `shoal.frontends.flightsql.flight_sql_pb2`, Flight's
 cancel messages `flight_cancel_pb2` (generated from the .proto files beside them; how to
 regenerate is written there).
 
@@ -11,8 +11,8 @@ Served:
   goes through the same path as `POST /v1/query` (the guard's allow-list, `admin` for
   CREATE/ALTER, the query slots, timeout and result caps, both engines). A statement starting
   with `kql:` is KQL (read only, like `{"kql": ...}`). A query (SELECT, WITH, KQL) is only
-  planned here (`shoal.http.statements.plan_statement`: scans pruned, engine chosen, the answer's
-  schema known, no row read); the FlightInfo carries that schema, `total_records` /
+  planned here (`shoal.http.statements.plan_statement`: scans pruned, engine chosen, the
+  answer's schema known, no row read); the FlightInfo carries that schema, `total_records` /
   `total_bytes` -1 (unknown until the stream ends) and, in `app_metadata`, the planning stats
   (the JSON object of `X-Shoal-Stats` without what only the run knows). Other statements
   (DDL, DESCRIBE, SHOW, EXPLAIN) run here and their answer waits for its DoGet, with exact
@@ -96,8 +96,8 @@ from shoal.errors import (ConfigError, QueryCancelledError, QueryTimeoutError, S
 from shoal.http.auth import bearer_of
 from shoal.http.errors import (BadRequestError, StreamIdleError, UnsupportedCallError,
                                  details_for, error_document, status_for)
-from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
-from shoal.server.flightsql import flight_sql_pb2 as sql_pb
+from shoal.frontends.flightsql import flight_cancel_pb2 as cancel_pb
+from shoal.frontends.flightsql import flight_sql_pb2 as sql_pb
 from shoal.http.statements import (BoundedStream, PlannedQuery, answer_stats, open_stream,
                                 plan_statement, query_schema)
 from shoal.http.state import ServerState
