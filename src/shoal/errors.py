@@ -450,7 +450,7 @@ class DdlSyntaxError(QueryError):
 
 
 class KqlSyntaxError(QueryError):
-    """A KQL query that does not parse (`shoal.query.kql`).
+    """A KQL query that does not parse (`shoal.frontends.kusto.kql`).
 
     `line` and `column` (1-based) point at the offending token, `found` is its text (or
     "end of input"), as Kusto reports "Query could not be parsed at 'x' on line [l,c]".

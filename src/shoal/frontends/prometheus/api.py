@@ -36,11 +36,12 @@ from fastapi.responses import Response
 from shoal.errors import (QueryTimeoutError, RequestError, ShoalError, TableNotFoundError,
                           UnavailableError)
 from shoal.format.base import Equals
-from shoal.query.promql import (PromQL, PromQLBadDataError, PromQLExecutionError, PromQLParseError,
-                                promql_for)
-from shoal.query.promql.bounds import check_bounds
-from shoal.query.promql.evaluator import selector_matchers
-from shoal.query.promql.params import MAX_TIME_MS, MIN_TIME_MS, parse_duration_ms, parse_time
+from shoal.frontends.prometheus.promql import (PromQL, PromQLBadDataError, PromQLExecutionError,
+                                               PromQLParseError, promql_for)
+from shoal.frontends.prometheus.promql.bounds import check_bounds
+from shoal.frontends.prometheus.promql.evaluator import selector_matchers
+from shoal.frontends.prometheus.promql.params import (MAX_TIME_MS, MIN_TIME_MS, parse_duration_ms,
+                                                      parse_time)
 from shoal.http.auth import require_scope
 from shoal.http.body import read_body
 from shoal.http.errors import UnsupportedMediaTypeError, status_for

@@ -26,14 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from shoal.errors import TableNotFoundError
-from shoal.query.kql import ast
-from shoal.query.kql.functions import AGGREGATE_PREFIX, AGGREGATES, percentile_sql
-from shoal.query.kql.lexer import Token
-from shoal.query.kql.parser import MAX_KQL_NESTING
-from shoal.query.kql.scalar import Scalars, path_name
-from shoal.query.kql.sqltext import (SPARK_TYPES, SqlBudget, over_bound, quote_ident,
-                                     quote_string, semantic)
-from shoal.query.kql.values import spark_timestamp
+from shoal.frontends.kusto.kql import ast
+from shoal.frontends.kusto.kql.functions import AGGREGATE_PREFIX, AGGREGATES, percentile_sql
+from shoal.frontends.kusto.kql.lexer import Token
+from shoal.frontends.kusto.kql.parser import MAX_KQL_NESTING
+from shoal.frontends.kusto.kql.scalar import Scalars, path_name
+from shoal.frontends.kusto.kql.sqltext import (SPARK_TYPES, SqlBudget, over_bound, quote_ident,
+                                               quote_string, semantic)
+from shoal.frontends.kusto.kql.values import spark_timestamp
 
 JOIN_SQL = {"inner": "INNER JOIN", "innerunique": "INNER JOIN", "leftouter": "LEFT OUTER JOIN",
             "rightouter": "RIGHT OUTER JOIN", "fullouter": "FULL OUTER JOIN",

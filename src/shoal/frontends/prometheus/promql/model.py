@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shoal.query.promql.errors import PromQLExecutionError
+from shoal.frontends.prometheus.promql.errors import PromQLExecutionError
 
 NAME = "__name__"
 Labels = tuple[tuple[str, str], ...]

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shoal.query.promql.errors import PromQLExecutionError
-from shoal.query.promql.model import NAME, Labels, Vectors, drop_name, labels_text, merge_rows
+from shoal.frontends.prometheus.promql.errors import PromQLExecutionError
+from shoal.frontends.prometheus.promql.model import (NAME, Labels, Vectors, drop_name, labels_text,
+                                                     merge_rows)
 
 ARITHMETIC = frozenset({"+", "-", "*", "/", "%", "^", "atan2"})
 COMPARISON = frozenset({"==", "!=", ">", "<", ">=", "<="})

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from shoal.query.promql.errors import PromQLExecutionError
-from shoal.query.promql.model import NAME, Labels, Vectors, drop_name, make_labels
-from shoal.query.promql.regex import RegexError, compile_anchored
+from shoal.frontends.prometheus.promql.errors import PromQLExecutionError
+from shoal.frontends.prometheus.promql.model import NAME, Labels, Vectors, drop_name, make_labels
+from shoal.frontends.prometheus.promql.regex import RegexError, compile_anchored
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
 

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import promql_parser as pp
 
-from shoal.query.promql.bounds import check_bounds
-from shoal.query.promql.errors import PromQLBadDataError, PromQLParseError
-from shoal.query.promql.errpos import line_col, locate
-from shoal.query.promql.evaluator import Evaluator, RangeValue, unwrap
-from shoal.query.promql.model import Labels, Vectors, format_time, format_value
-from shoal.query.promql.storage import PromStorage, SampleBudget
+from shoal.frontends.prometheus.promql.bounds import check_bounds
+from shoal.frontends.prometheus.promql.errors import PromQLBadDataError, PromQLParseError
+from shoal.frontends.prometheus.promql.errpos import line_col, locate
+from shoal.frontends.prometheus.promql.evaluator import Evaluator, RangeValue, unwrap
+from shoal.frontends.prometheus.promql.model import Labels, Vectors, format_time, format_value
+from shoal.frontends.prometheus.promql.storage import PromStorage, SampleBudget
 
 DEFAULT_LOOKBACK_MS = 300_000
 DEFAULT_MAX_SAMPLES = 50_000_000

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shoal.query.promql.errors import PromQLBadDataError
-from shoal.query.promql.model import NAME, Labels, Vectors, format_value, make_labels
-from shoal.query.promql.rangefuncs import quantile
+from shoal.frontends.prometheus.promql.errors import PromQLBadDataError
+from shoal.frontends.prometheus.promql.model import NAME, Labels, Vectors, format_value, make_labels
+from shoal.frontends.prometheus.promql.rangefuncs import quantile
 
 
 def group_labels(labels: Labels, names: Sequence[str], without: bool) -> Labels:

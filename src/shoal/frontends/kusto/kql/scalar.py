@@ -42,12 +42,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from shoal.format.tokens import MIN_TOKEN_LEN
-from shoal.query.kql import ast
-from shoal.query.kql.functions import AGGREGATES, SCALARS
-from shoal.query.kql.parser import MAX_KQL_EXPR_DEPTH
-from shoal.query.kql.sqltext import (NUMERIC, SIMPLE_NAME, Sql, SqlBudget, literal,
-                                     over_bound, quote_ident, quote_string, regex_literal,
-                                     semantic)
+from shoal.frontends.kusto.kql import ast
+from shoal.frontends.kusto.kql.functions import AGGREGATES, SCALARS
+from shoal.frontends.kusto.kql.parser import MAX_KQL_EXPR_DEPTH
+from shoal.frontends.kusto.kql.sqltext import (NUMERIC, SIMPLE_NAME, Sql, SqlBudget, literal,
+                                               over_bound, quote_ident, quote_string, regex_literal,
+                                               semantic)
 
 _TOKEN = re.compile(r"^[A-Za-z0-9]+\Z")
 # A term's bounds for `has` (Kusto's rule, approximated): a non-alphanumeric or an end.

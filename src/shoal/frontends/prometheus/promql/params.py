@@ -7,7 +7,7 @@ import math
 import re
 from datetime import datetime
 
-from shoal.query.promql.errors import PromQLBadDataError
+from shoal.frontends.prometheus.promql.errors import PromQLBadDataError
 
 _DURATION = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?\Z")
 _UNIT_MS = (365 * 86_400_000, 7 * 86_400_000, 86_400_000, 3_600_000, 60_000, 1000, 1)

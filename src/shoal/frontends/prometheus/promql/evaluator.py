@@ -21,14 +21,15 @@ from typing import Any
 import numpy as np
 import promql_parser as pp
 
-from shoal.query.promql import functions as fn
-from shoal.query.promql import rangefuncs
-from shoal.query.promql.aggregate import aggregate
-from shoal.query.promql.binary import (SET_OPS, Matching, scalar_scalar, set_operation,
-                                       vector_scalar, vector_vector)
-from shoal.query.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
-from shoal.query.promql.model import NAME, Labels, RawSeries, Vectors, drop_name, make_labels
-from shoal.query.promql.storage import LabelMatcher, PromStorage, SampleBudget
+from shoal.frontends.prometheus.promql import functions as fn
+from shoal.frontends.prometheus.promql import rangefuncs
+from shoal.frontends.prometheus.promql.aggregate import aggregate
+from shoal.frontends.prometheus.promql.binary import (SET_OPS, Matching, scalar_scalar,
+                                                      set_operation, vector_scalar, vector_vector)
+from shoal.frontends.prometheus.promql.errors import PromQLBadDataError, PromQLTooManySamplesError
+from shoal.frontends.prometheus.promql.model import (NAME, Labels, RawSeries, Vectors, drop_name,
+                                                     make_labels)
+from shoal.frontends.prometheus.promql.storage import LabelMatcher, PromStorage, SampleBudget
 
 _MATCH_OPS = {"Equal": "=", "NotEqual": "!=", "Re": "=~", "NotRe": "!~"}
 _CARD = {"OneToOne": "one-to-one", "ManyToOne": "many-to-one", "OneToMany": "one-to-many",

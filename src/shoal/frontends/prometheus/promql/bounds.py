@@ -21,8 +21,8 @@ evaluation inside Python's recursion limit.
 
 from __future__ import annotations
 
-from shoal.query.promql.errors import PromQLParseError
-from shoal.query.promql.errpos import TOKEN, line_col
+from shoal.frontends.prometheus.promql.errors import PromQLParseError
+from shoal.frontends.prometheus.promql.errpos import TOKEN, line_col
 
 MAX_PROMQL_CHARS = 128 << 10
 MAX_PROMQL_DEPTH = 64

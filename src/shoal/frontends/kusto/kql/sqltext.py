@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shoal.errors import KqlSemanticError, KqlSyntaxError
-from shoal.query.kql.lexer import NS_PER_UNIT, Token
-from shoal.query.kql.values import spark_timestamp
+from shoal.frontends.kusto.kql.lexer import NS_PER_UNIT, Token
+from shoal.frontends.kusto.kql.values import spark_timestamp
 
 _NOCONST: Any = object()
 # The most SQL one KQL query may become (twice the largest query body the server reads),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shoal.query.kql.lexer import Token
+from shoal.frontends.kusto.kql.lexer import Token
 
 
 # ---- scalar expressions ---------------------------------------------------------------------

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shoal.query.kql.parser import parse
-from shoal.query.kql.translate import Column, Translation, translate
-from shoal.query.kql.values import now_ns
+from shoal.frontends.kusto.kql.parser import parse
+from shoal.frontends.kusto.kql.translate import Column, Translation, translate
+from shoal.frontends.kusto.kql.values import now_ns
 
 __all__ = ["Column", "Translation", "kql_to_sql"]
 

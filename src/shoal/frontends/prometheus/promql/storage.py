@@ -15,7 +15,7 @@ with that layout). A selector is answered in two reads per table, both planned b
 
 Samples with neither a value nor a `special` (native histograms) are not read as floats:
 PromQL here evaluates classic (float) series only. The OTLP metrics table, when given, adds
-its points as series (`shoal.query.promql.otlp` says how they map).
+its points as series (`shoal.frontends.prometheus.promql.otlp` says how they map).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import pyarrow.compute as pc
 
 from shoal.format.base import And, BlockPredicate, Equals, InSet, TimeRange
 from shoal.lru import MISSING, Lru
-from shoal.query.promql.errors import (PromQLBadDataError, PromQLTimeoutError,
-                                       PromQLTooManySamplesError)
-from shoal.query.promql.model import NAME, Labels, RawSeries, make_labels
-from shoal.query.promql.otlp import OtlpSeriesSource
-from shoal.query.promql.params import clamp_ms
-from shoal.query.promql.regex import RegexError, compile_anchored
+from shoal.frontends.prometheus.promql.errors import (PromQLBadDataError, PromQLTimeoutError,
+                                                      PromQLTooManySamplesError)
+from shoal.frontends.prometheus.promql.model import NAME, Labels, RawSeries, make_labels
+from shoal.frontends.prometheus.promql.otlp import OtlpSeriesSource
+from shoal.frontends.prometheus.promql.params import clamp_ms
+from shoal.frontends.prometheus.promql.regex import RegexError, compile_anchored
 from shoal.types.prometheus import STALE
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class PromStorage:
 
     def _otlp_series(self, matchers: Sequence[LabelMatcher], lo_ms: int, hi_ms: int,
                      infos: list[TableInfo] | None = None) -> list[RawSeries]:
-        """The OTLP metrics table's series that match (`shoal.query.promql.otlp`)."""
+        """The OTLP metrics table's series that match (`shoal.frontends.prometheus.promql.otlp`)."""
         lo_ms, hi_ms = clamp_ms(lo_ms), clamp_ms(hi_ms)
         snap = self._otlp_snapshot(infos)
         if snap is None or self.otlp is None:

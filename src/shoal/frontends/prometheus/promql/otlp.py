@@ -30,7 +30,8 @@ import numpy as np
 
 from shoal.format.base import And, InSet, TimeRange
 from shoal.lru import MISSING, Lru
-from shoal.query.promql.model import NAME, Labels, RawSeries, format_value, make_labels
+from shoal.frontends.prometheus.promql.model import (NAME, Labels, RawSeries, format_value,
+                                                     make_labels)
 
 _BAD_NAME = re.compile(r"[^a-zA-Z0-9_:]")
 _BAD_LABEL = re.compile(r"[^a-zA-Z0-9_]")

@@ -1,15 +1,15 @@
 """KQL's functions as Spark SQL: scalar functions (`SCALARS`) and the aggregations of
 `summarize` (`AGGREGATES`). Each takes the call and its translated arguments and returns the
-translated call; `shoal.query.kql.scalar` documents where the semantics are approximated."""
+translated call; `scalar.py` beside it documents where the semantics are approximated."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 
-from shoal.query.kql import ast
-from shoal.query.kql.sqltext import (NUMERIC, SPARK_TYPES, Context, Sql, literal, quote_string,
-                                     semantic, trunc_unit)
+from shoal.frontends.kusto.kql import ast
+from shoal.frontends.kusto.kql.sqltext import (NUMERIC, SPARK_TYPES, Context, Sql, literal,
+                                               quote_string, semantic, trunc_unit)
 
 Scalars = Context       # what a scalar function reads from the translation
 
@@ -50,7 +50,7 @@ def _cast(kind: str) -> Callable[[Scalars, ast.Call, list[Sql]], Sql]:
         if x.kind == kind and kind != "dynamic":
             return x
         if kind == "timestamp" and x.is_const and isinstance(x.const, str):
-            from shoal.query.kql.values import parse_datetime
+            from shoal.frontends.kusto.kql.values import parse_datetime
 
             return literal("timestamp", parse_datetime(x.const, e.at), e.at)
         if kind == "string" and x.kind == "dynamic":

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from shoal.query.promql.errors import PromQLBadDataError
-from shoal.query.promql.model import RawSeries, Vectors, drop_name, make_labels
+from shoal.frontends.prometheus.promql.errors import PromQLBadDataError
+from shoal.frontends.prometheus.promql.model import RawSeries, Vectors, drop_name, make_labels
 
 KEEPS_NAME = frozenset({"last_over_time"})
 RANGE_FUNCTIONS = frozenset({

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from shoal.query.promql.engine import PromQL, PromResult, parse
-from shoal.query.promql.errors import (PromQLBadDataError, PromQLExecutionError,
-                                       PromQLParseError, PromQLTooManySamplesError)
-from shoal.query.promql.storage import LabelMatcher, PromStorage, Reader
+from shoal.frontends.prometheus.promql.engine import PromQL, PromResult, parse
+from shoal.frontends.prometheus.promql.errors import (PromQLBadDataError, PromQLExecutionError,
+                                                      PromQLParseError, PromQLTooManySamplesError)
+from shoal.frontends.prometheus.promql.storage import LabelMatcher, PromStorage, Reader
 
 if TYPE_CHECKING:
     from shoal.config import Config

@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime
 
 from shoal.errors import KqlSyntaxError
-from shoal.query.kql.lexer import Token
+from shoal.frontends.kusto.kql.lexer import Token
 
 _DATETIME = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})"
                        r"(?:\.(\d{1,9}))?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$")

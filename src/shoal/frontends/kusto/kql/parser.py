@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 from shoal.errors import KqlSyntaxError
-from shoal.query.kql import ast
-from shoal.query.kql.lexer import Token, tokenize
+from shoal.frontends.kusto.kql import ast
+from shoal.frontends.kusto.kql.lexer import Token, tokenize
 
 COMPARISONS = frozenset({"==", "!=", "<>", "<", "<=", ">", ">=", "=~", "!~"})
 STRING_OPS = frozenset({"has", "has_cs", "contains", "contains_cs", "startswith",
@@ -216,7 +216,7 @@ class _Parser:
         self.expect_op(")")
         ts = None
         if timestamp is not None:
-            from shoal.query.kql.values import parse_datetime
+            from shoal.frontends.kusto.kql.values import parse_datetime
 
             ts = parse_datetime(str(timestamp.value), timestamp)
         return ast.TableSource(at, name, version, ts)
@@ -537,7 +537,7 @@ class _Parser:
             self.advance()
             return ast.Literal(t, t.kind, t.value)
         if t.kind == "datetime":
-            from shoal.query.kql.values import parse_datetime
+            from shoal.frontends.kusto.kql.values import parse_datetime
 
             self.advance()
             return ast.Literal(t, "datetime", parse_datetime(str(t.value), t))
