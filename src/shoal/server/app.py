@@ -12,8 +12,9 @@ a Spark session, that session is alive; else 503 + Retry-After), and `GET /metri
 `shoal_spark_restarts`; it names tables and their volumes, so with tokens configured it
 needs the `metrics` or `query` scope).
 
-The query lane's bounds come from `config`: `query_concurrency` slots (`state.QuerySlots`,
-at most `query_concurrency_per_client` of them per client, by default all but one),
+The query lane's bounds come from `config`: `query_concurrency` slots
+(`shoal.http.state.QuerySlots`, at most `query_concurrency_per_client` of them per client,
+by default all but one),
 `query_timeout_s` / `query_max_rows` / `query_max_bytes` (`QueryLimits`, passed to the
 engine by `/v1/query`), and `spark.driver.maxResultSize` = `RESULT_SIZE_FACTOR` x
 `query_max_bytes` for a session this server starts. A `SparkSupervisor`
@@ -102,9 +103,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
-    (binding to loopback only is the caller's check: `auth.check_bind`). `max_body_bytes`
-    caps ingest bodies, before and after gzip decoding. `warm_spark` starts the Spark
-    session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
+    (binding to loopback only is the caller's check: `shoal.http.auth.check_bind`).
+    `max_body_bytes` caps ingest bodies, before and after gzip decoding. `warm_spark` starts
+    the Spark session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
     (its `bound_port` once started). `flight_port` (None or 0: off) serves Arrow Flight SQL
     on `config.host` (TLS per `config.flight_tls_cert`/`flight_tls_key`), as
