@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shoal.query.kql import kql_to_sql                          # noqa: E402
+from shoal.frontends.kusto.kql import kql_to_sql                          # noqa: E402
 from tests.query.kql_corpus import NOW_NS                       # noqa: E402
 from tests.query.test_kql_corpus import make_db                 # noqa: E402
 

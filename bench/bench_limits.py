@@ -20,7 +20,7 @@ For each kind of bad line it builds a body of about `--mb` MB where every line i
   body: wall time of the 400 answer and the server process tree's peak memory growth
   (VmHWM after a reset minus VmRSS before; `tests/support/procmem.py`).
 
-`--decoder` measures the request-body gzip decoder instead (`shoal.server.body.gunzip`
+`--decoder` measures the request-body gzip decoder instead (`shoal.http.body.gunzip`
 against a copy of the decoder it replaced, which handed zlib the rest of the body after
 every member): MB/s of decoded NDJSON for one member, four members and bgzip-style 64 KiB
 blocks, and the seconds a body of 120,000 empty members costs (refused by the member bound
@@ -136,7 +136,7 @@ def gunzip_before(data: bytes, *, limit: int) -> bytes:
     """The decoder as it was: after each member, zlib's `unused_data` (a copy of the rest of
     the body) became the next input, so N members cost N copies of the body."""
     from shoal.errors import PayloadTooLargeError
-    from shoal.server.errors import BadRequestError
+    from shoal.http.errors import BadRequestError
 
     out = bytearray()
     d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
@@ -204,7 +204,7 @@ def _best(fn, body: bytes, repeat: int) -> tuple[float, str]:
 def bench_decoder(mb: float, repeat: int) -> None:
     import gzip
 
-    from shoal.server import body as body_mod
+    from shoal.http import body as body_mod
 
     raw = _ndjson(mb)
     bodies = {"1 member": _members(raw, 1), "4 members": _members(raw, 4),

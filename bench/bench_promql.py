@@ -18,7 +18,8 @@ whole day (step 60 s: 1,440 steps) and as an instant query at the end of the day
     .venv/bin/python bench/bench_promql.py --parse-only [--repeat 2000]
 
 times parsing alone, for dashboard-sized expressions: promql-parser, the bounds checked on
-the text before it (`shoal.query.promql.bounds`), and shoal's `parse` (both), p50 in µs.
+the text before it (`shoal.frontends.prometheus.promql.bounds`), and shoal's `parse` (both),
+p50 in µs.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ PARSE_CASES = [
 def parse_costs(repeat: int) -> None:
     import promql_parser as pp
 
-    from shoal.query.promql.bounds import check_bounds
-    from shoal.query.promql.engine import parse
+    from shoal.frontends.prometheus.promql.bounds import check_bounds
+    from shoal.frontends.prometheus.promql.engine import parse
 
     def p50_us(fn, expr: str) -> float:
         for _ in range(20):

@@ -13,7 +13,7 @@ import pytest
 
 import shoal
 from shoal.errors import InternalError, RequestError, ShoalError, UnavailableError
-from shoal.server.errors import status_for
+from shoal.http.errors import status_for
 
 
 def _all_error_classes() -> list[type[ShoalError]]:

@@ -12,10 +12,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from shoal.bindings import register as _register_binding
+from shoal.languages import register as _register_language
 
 # The table bindings of the shipped frontends (`shoal.bindings`): the property that binds a
 # table, and the frontend module that checks it (imported only when a table sets it).
 _register_binding("scrape_targets", "shoal.frontends.prometheus.binding")
+# The query languages of the shipped frontends (`shoal.languages`), imported on first use.
+_register_language("kql", "shoal.frontends.kusto.kql")
+_register_language("promql", "shoal.frontends.prometheus.promql")
 
 if TYPE_CHECKING:
     from shoal.client import Shoal, connect

@@ -130,8 +130,8 @@ class Shoal:
         return self.query_engine.execute(statement, prune=prune, engine=engine)
 
     def kql(self, query: str, *, prune: bool = True, engine: str | None = None):
-        """Run one KQL query (`shoal.query.kql`): a `QueryResult` as `sql` gives, plus the
-        SQL it ran as (`translated_sql`) and its `render` hint."""
+        """Run one KQL query (`shoal.frontends.kusto.kql`): a `QueryResult` as `sql` gives,
+        plus the SQL it ran as (`translated_sql`) and its `render` hint."""
         return self.query_engine.execute_kql(query, prune=prune, engine=engine)
 
     def query(self, statement: str, *, prune: bool = True,
@@ -141,15 +141,17 @@ class Shoal:
 
     def promql(self, expr: str, *, time: float | None = None, start: float | None = None,
                end: float | None = None, step: float | None = None):
-        """A PromQL query over the Prometheus-layout tables (`shoal.query.promql`): an
-        instant query at `time` (unix seconds; default now), or with `start`, `end` and
-        `step` (seconds) a range query. A `PromResult`: `.data()` is the `data` of
+        """A PromQL query over the Prometheus-layout tables
+        (`shoal.frontends.prometheus.promql`, the "promql" of `shoal.languages`): an instant
+        query at `time` (unix seconds; default now), or with `start`, `end` and `step`
+        (seconds) a range query. A `PromResult`: `.data()` is the `data` of
         Prometheus's API answer."""
         import time as clock
 
-        from shoal.query.promql import promql_for
+        from shoal.languages import language
 
         if self._promql is None:
+            promql_for = language("promql").promql_for
             self._promql = promql_for(self.query_engine, self.config,
                                       lookback_ms=round(self.config.promql_lookback_s * 1000),
                                       max_samples=self.config.promql_max_samples)

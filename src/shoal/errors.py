@@ -6,7 +6,7 @@ Kafka reject table) can both print a precise line and map the error by class onc
 `ValueError`/`TypeError` are reserved for misuse of the Python API.
 
 Directly under the root sit only three branches, and a class's branch says whose fault it
-is and so its HTTP status (the server maps statuses by branch, `shoal.server.errors`):
+is and so its HTTP status (the server maps statuses by branch, `shoal.http.errors`):
 
     ShoalError
     ├── RequestError        the caller can fix it: 400, or the 4xx of a sub-branch
@@ -450,7 +450,7 @@ class DdlSyntaxError(QueryError):
 
 
 class KqlSyntaxError(QueryError):
-    """A KQL query that does not parse (`shoal.query.kql`).
+    """A KQL query that does not parse (`shoal.frontends.kusto.kql`).
 
     `line` and `column` (1-based) point at the offending token, `found` is its text (or
     "end of input"), as Kusto reports "Query could not be parsed at 'x' on line [l,c]".

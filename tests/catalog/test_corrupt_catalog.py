@@ -19,7 +19,7 @@ from shoal.catalog.base import LedgerEntry, ManifestEntry
 from shoal.errors import CatalogCorruptError, ShoalError
 from shoal.format.base import Equals
 from shoal.format.membership import BloomFilter
-from shoal.server.errors import status_for
+from shoal.http.errors import status_for
 from shoal.types import INT, STRING, Column, Schema
 
 SCHEMA = Schema.create([Column("service", STRING), Column("status", INT)])

@@ -24,7 +24,7 @@ from shoal.catalog.sqlite import sqlite_file
 from shoal.catalog.sql import SqlCatalog
 from shoal.errors import CatalogBusyError, CommitConflictError, TableNotFoundError
 from shoal.format.membership import BloomFilter
-from shoal.server.errors import status_for
+from shoal.http.errors import status_for
 from shoal.types import INT, STRING, Column, Schema
 from tests.support.clock import ManualClock
 

@@ -16,7 +16,7 @@ import pytest
 from shoal.maintenance.service import MaintenanceService, build_worker
 from shoal.maintenance.worker import WorkerSettings
 from shoal.server import create_app
-from shoal.server.auth import token_table
+from shoal.http.auth import token_table
 from tests.maintenance.helpers import append_rows, make_table, open_db, row
 from tests.support.server import serve_app
 from tests.support.waiting import eventually

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shoal.errors import KqlSemanticError, KqlSyntaxError, TableNotFoundError
-from shoal.query.kql import kql_to_sql
+from shoal.frontends.kusto.kql import kql_to_sql
 from tests.query.conftest import ndjson
 from tests.query.kql_corpus import NOW_NS, TEAMS
 from tests.query.test_kql_corpus import make_db

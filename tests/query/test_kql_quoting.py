@@ -25,8 +25,8 @@ from sqlglot import exp
 import shoal
 from shoal.errors import KqlSyntaxError
 from shoal.query.guard import classify
-from shoal.query.kql import kql_to_sql
-from shoal.query.kql.parser import parse
+from shoal.frontends.kusto.kql import kql_to_sql
+from shoal.frontends.kusto.kql.parser import parse
 from shoal.query.routing import LocalEngineRefusedError
 from shoal.types import LONG, STRING, Column
 from tests.support.fixtures import SPARK_MASTER

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from shoal.errors import KqlSyntaxError
-from shoal.query.kql import kql_to_sql
-from shoal.query.kql.lexer import MAX_KQL_TOKENS
-from shoal.query.kql.parser import MAX_KQL_EXPR_DEPTH, MAX_KQL_LETS, MAX_KQL_NESTING
-from shoal.query.kql.sqltext import MAX_KQL_SQL_WRITTEN
-from shoal.query.promql.bounds import (MAX_PROMQL_CHARS, MAX_PROMQL_DEPTH,
-                                       MAX_PROMQL_OPERATORS, check_bounds)
-from shoal.query.promql.engine import parse
-from shoal.query.promql.errors import PromQLParseError
-from shoal.query.promql.evaluator import Evaluator
-from shoal.query.promql.storage import SampleBudget
+from shoal.frontends.kusto.kql import kql_to_sql
+from shoal.frontends.kusto.kql.lexer import MAX_KQL_TOKENS
+from shoal.frontends.kusto.kql.parser import MAX_KQL_EXPR_DEPTH, MAX_KQL_LETS, MAX_KQL_NESTING
+from shoal.frontends.kusto.kql.sqltext import MAX_KQL_SQL_WRITTEN
+from shoal.frontends.prometheus.promql.bounds import (MAX_PROMQL_CHARS, MAX_PROMQL_DEPTH,
+                                                      MAX_PROMQL_OPERATORS, check_bounds)
+from shoal.frontends.prometheus.promql.engine import parse
+from shoal.frontends.prometheus.promql.errors import PromQLParseError
+from shoal.frontends.prometheus.promql.evaluator import Evaluator
+from shoal.frontends.prometheus.promql.storage import SampleBudget
 
 TABLES = {"t": {"s": "string", "n": "long", "ts": "timestamp"}}
 

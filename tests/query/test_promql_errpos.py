@@ -1,13 +1,13 @@
-"""Where a PromQL parse error is (`shoal.query.promql.errpos`), in bounded time: the
+"""Where a PromQL parse error is (`shoal.frontends.prometheus.promql.errpos`), in bounded time: the
 positions themselves are checked against a real Prometheus in test_promql_differential."""
 
 from __future__ import annotations
 
 import pytest
 
-from shoal.query.promql.engine import parse
-from shoal.query.promql.errors import PromQLParseError
-from shoal.query.promql.errpos import MAX_PROBES, line_col, tokens
+from shoal.frontends.prometheus.promql.engine import parse
+from shoal.frontends.prometheus.promql.errors import PromQLParseError
+from shoal.frontends.prometheus.promql.errpos import MAX_PROBES, line_col, tokens
 
 
 def test_line_and_column_are_one_based_and_count_lines():

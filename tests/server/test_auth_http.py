@@ -7,7 +7,7 @@ import json
 import pytest
 
 from shoal.errors import ConfigError
-from shoal.server.auth import (check_bind, is_loopback, parse_token_file, parse_token_spec,
+from shoal.http.auth import (check_bind, is_loopback, parse_token_file, parse_token_spec,
                                token_table)
 from tests.server.conftest import ADMIN, INGEST, QUERY
 

@@ -72,7 +72,7 @@ def options(token: str | None) -> flight.FlightCallOptions:
 
 def ticket_of(client: flight.FlightClient, sql: str, token: str | None = None
               ) -> flight.Ticket:
-    from shoal.server.flightsql import flight_sql_pb2 as sql_pb
+    from shoal.frontends.flightsql import flight_sql_pb2 as sql_pb
 
     command = _pack(sql_pb.CommandStatementQuery(query=sql))
     info = client.get_flight_info(flight.FlightDescriptor.for_command(command), options(token))

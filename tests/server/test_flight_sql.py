@@ -23,8 +23,8 @@ from adbc_driver_flightsql import DatabaseOptions
 
 import shoal
 from shoal.server import create_app
-from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
-from shoal.server.flightsql import flight_sql_pb2 as sql_pb
+from shoal.frontends.flightsql import flight_cancel_pb2 as cancel_pb
+from shoal.frontends.flightsql import flight_sql_pb2 as sql_pb
 from shoal.types import LONG, STRING, Column
 from tests.server.conftest import ADMIN, INGEST, QUERY
 from tests.support.server import free_port, serve_app, start_server

@@ -19,8 +19,8 @@ from google.protobuf import any_pb2
 import shoal
 from shoal.client import Shoal
 from shoal.server import create_app
-from shoal.server.flightsql import flight_cancel_pb2 as cancel_pb
-from shoal.server.flightsql import flight_sql_pb2 as sql_pb
+from shoal.frontends.flightsql import flight_cancel_pb2 as cancel_pb
+from shoal.frontends.flightsql import flight_sql_pb2 as sql_pb
 from tests.server.test_flight_sql import cancel, flight_info, queries_running, streamed
 from tests.support.fixtures import SPARK_MASTER
 from tests.support.server import free_port, serve_app

@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 import shoal
-from shoal.query.kql.lexer import MAX_KQL_TOKENS
-from shoal.query.kql.parser import MAX_KQL_LETS, MAX_KQL_NESTING
-from shoal.query.promql.bounds import MAX_PROMQL_DEPTH, MAX_PROMQL_OPERATORS
+from shoal.frontends.kusto.kql.lexer import MAX_KQL_TOKENS
+from shoal.frontends.kusto.kql.parser import MAX_KQL_LETS, MAX_KQL_NESTING
+from shoal.frontends.prometheus.promql.bounds import MAX_PROMQL_DEPTH, MAX_PROMQL_OPERATORS
 from shoal.server import create_app
 from shoal.types import LONG, STRING, Column
 from tests.server.test_flight_sql import streamed

@@ -1,4 +1,4 @@
-"""The query slot table's fairness rule (`shoal.server.state.QuerySlots`): at most `limit`
+"""The query slot table's fairness rule (`shoal.http.state.QuerySlots`): at most `limit`
 statements at once, and one client at most `per_client` of them (all but one by default);
 how callers are told apart (`ServerState.client_key`, the Flight peer's address). The rule
 over a real server, on every surface, is in test_flight_security.py."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.server.errors import TooManyQueriesError
-from shoal.server.flight import _peer_host
-from shoal.server.state import QuerySlots, _canonical_host
+from shoal.http.errors import TooManyQueriesError
+from shoal.frontends.flightsql.server import _peer_host
+from shoal.http.state import QuerySlots, _canonical_host
 
 
 def test_one_client_gets_all_but_one_slot_and_others_the_rest():

@@ -35,7 +35,7 @@ def promql_command(
                                             help="Output format")] = PromFormat.TABLE,
 ) -> None:
     """Run a PromQL query (instant, or range with --start/--end/--step)."""
-    from shoal.query.promql.params import parse_duration_ms, parse_time
+    from shoal.frontends.prometheus.promql.params import parse_duration_ms, parse_time
 
     ranged = (start, end, step)
     if any(v is not None for v in ranged) and (None in ranged or at is not None):

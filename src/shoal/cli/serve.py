@@ -4,7 +4,7 @@ OTLP/gRPC is served beside it on `--otlp-grpc-port` (SHOAL_OTLP_GRPC_PORT, defau
 0 = off), on the same host and under the same tokens. A gRPC port in use fails the startup
 with one line (checked before uvicorn starts; the app's lifespan fails too if the port is
 taken in between). Arrow Flight SQL likewise on `--flight-port` (SHOAL_FLIGHT_PORT, default
-8815, 0 = off; `shoal.server.flight`).
+8815, 0 = off; `shoal.frontends.flightsql.server`).
 
 NDJSON bodies are coerced in `--coerce-workers` worker processes (SHOAL_COERCE_WORKERS,
 default 0 = in the server process; `shoal.ingest.pool`), started before anything else

@@ -7,9 +7,10 @@ without running the query. `--no-prune` reads every extent. `--engine auto|local
 picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`, else auto); `--stats` and
 `EXPLAIN` say which engine ran and why.
 
-`shoal kql "<query>"` (or `shoal sql --kql "<query>"`) runs a KQL query (`shoal.query.kql`)
-the same way, with the same options; `--format json` adds `"sql"` (the statement it ran
-as) and `"render"` (its render hint), `--stats` also prints both on stderr.
+`shoal kql "<query>"` (or `shoal sql --kql "<query>"`) runs a KQL query
+(`shoal.frontends.kusto.kql`) the same way, with the same options; `--format json` adds
+`"sql"` (the statement it ran as) and `"render"` (its render hint), `--stats` also prints
+both on stderr.
 """
 
 from __future__ import annotations

@@ -279,9 +279,10 @@ class QueryEngine:
     def execute_kql(self, kql: str, *, prune: bool = True, engine: str | None = None,
                     limits: QueryLimits | None = None, now_ns: int | None = None,
                     cancel: CancelHandle | None = None) -> QueryResult:
-        """A KQL query (`shoal.query.kql`): translated to Spark SQL against the catalog's
-        tables, then run exactly as `execute` runs that SQL (guard, pruning, engines,
-        limits, stats). The result carries the SQL and the query's `render` hint."""
+        """A KQL query (`shoal.frontends.kusto.kql`, the "kql" of `shoal.languages`):
+        translated to Spark SQL against the catalog's tables, then run exactly as `execute`
+        runs that SQL (guard, pruning, engines, limits, stats). The result carries the SQL
+        and the query's `render` hint."""
         translation = self.translate_kql(kql, now_ns=now_ns)
         result = self.execute(translation.sql, prune=prune, engine=engine, limits=limits,
                               cancel=cancel)
@@ -291,12 +292,13 @@ class QueryEngine:
         return result
 
     def translate_kql(self, kql: str, *, now_ns: int | None = None):
-        """The `shoal.query.kql.Translation` of a KQL query over this catalog's tables."""
-        from shoal.query.kql import kql_to_sql
+        """The `shoal.frontends.kusto.kql.Translation` of a KQL query over this catalog's
+        tables."""
+        from shoal.languages import language
 
         tables = {t.name: {c.name: c.type.kind for c in t.schema.columns}
                   for t in self.db.catalog.list_tables()}
-        return kql_to_sql(kql, tables, now_ns_utc=now_ns)
+        return language("kql").kql_to_sql(kql, tables, now_ns_utc=now_ns)
 
     def dataframe(self, sql: str, *, prune: bool = True) -> tuple[DataFrame, QueryStats]:
         """A Spark DataFrame for a SELECT (its scans are planned now; bytes_read of the

@@ -1,22 +1,24 @@
 """The HTTP server app: `create_app(db, config=...)` wires routes, auth, errors and metrics.
 
-Routes (docs/http-api.md): the web console at `/` (`webconsole.py`), `/v1/tables...` (tables.py),
-`/v1/ingest/{table}` (ingest.py), OTLP/HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics`
-(`otlp_http.py`), Prometheus remote write `/api/v1/write` (`prometheus_write.py`), the
-Prometheus HTTP API `/api/v1/query...` (`prometheus_api.py`), and the operational
-endpoints here: the open `GET /healthz` (the process answers) and `GET /readyz` (the
+Routes (docs/http-api.md): the web console at `/` (`webconsole.py`), the protocol front
+ends' routers (`shoal.frontends`): `/v1/tables...` and `/v1/ingest/{table}` and
+`/v1/query` (`rest/`), OTLP/HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics` (`otlp/http.py`),
+Prometheus remote write `/api/v1/write` (`prometheus/write.py`), the Prometheus HTTP API
+`/api/v1/query...` (`prometheus/api.py`), the Kusto REST API (`kusto/api.py`), and the
+operational endpoints here: the open `GET /healthz` (the process answers) and `GET /readyz` (the
 catalog answers a cheap query, the server is not shutting down and, once the server has had
 a Spark session, that session is alive; else 503 + Retry-After), and `GET /metrics`
 (Prometheus text of this app's own registry, plus `shoal_queries_running` and
 `shoal_spark_restarts`; it names tables and their volumes, so with tokens configured it
 needs the `metrics` or `query` scope).
 
-The query lane's bounds come from `config`: `query_concurrency` slots (`state.QuerySlots`,
-at most `query_concurrency_per_client` of them per client, by default all but one),
+The query lane's bounds come from `config`: `query_concurrency` slots
+(`shoal.http.state.QuerySlots`, at most `query_concurrency_per_client` of them per client,
+by default all but one),
 `query_timeout_s` / `query_max_rows` / `query_max_bytes` (`QueryLimits`, passed to the
 engine by `/v1/query`), and `spark.driver.maxResultSize` = `RESULT_SIZE_FACTOR` x
 `query_max_bytes` for a session this server starts. A `SparkSupervisor`
-(`shoal.server.spark_health`) watches the session every `spark_probe_interval_s` and
+(`shoal.http.spark_health`) watches the session every `spark_probe_interval_s` and
 restarts it when its JVM dies or stops answering.
 
 Lifespan: the Spark supervisor runs from startup to shutdown. At startup the default
@@ -31,8 +33,8 @@ OTLP/gRPC (`otlp_grpc_port`, off unless given: `shoal serve` passes the configur
 runs beside uvicorn with the same tokens and the same write path: started in the lifespan
 (a port in use fails the startup), stopped at shutdown before `db` is closed, letting
 running calls finish. Arrow Flight SQL (`flight_port`, likewise off unless given;
-`shoal.server.flight`) is started and stopped the same way, over the same state (tokens,
-query slots and limits), as `app.state.flight`.
+`shoal.frontends.flightsql.server`) is started and stopped the same way, over the same state
+(tokens, query slots and limits), as `app.state.flight`.
 
 The app does not own `db` unless told to (`close_db`): tests build several apps over
 clients they close themselves.
@@ -53,28 +55,28 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 
 from shoal.client import Shoal
+from shoal.commit import LedgerSweeper
 from shoal.config import Config
 from shoal.errors import ConfigError, EngineUnavailableError
-from shoal.commit import LedgerSweeper
+from shoal.frontends.kusto.api import router as kusto_router
 from shoal.frontends.otlp import ExportResult, OtlpSink, OtlpTables
+from shoal.frontends.otlp.http import router as otlp_router
+from shoal.frontends.prometheus.api import router as prometheus_api_router
 from shoal.frontends.prometheus.sink import PromTables, PromWriteSink
+from shoal.frontends.prometheus.write import router as prometheus_write_router
+from shoal.frontends.rest.ingest import router as ingest_router
+from shoal.frontends.rest.query import router as query_router
+from shoal.frontends.rest.tables import router as tables_router
+from shoal.http.auth import TokenTable, load_tokens, require_scope
+from shoal.http.errors import NotReadyError, install_error_handlers
+from shoal.http.metrics import MetricsMiddleware, ServerMetrics
+from shoal.http.spark_health import SparkSupervisor
+from shoal.http.state import QuerySlots, ServerState, server_state
 from shoal.query.limits import QueryLimits
-from shoal.server.auth import TokenTable, load_tokens, require_scope
 from shoal.server.edge import EdgeMiddleware
-from shoal.server.errors import NotReadyError, install_error_handlers
-from shoal.server.ingest import router as ingest_router
 from shoal.server.maintenance import install_maintenance
-from shoal.server.metrics import MetricsMiddleware, ServerMetrics
 from shoal.server.openapi import install_openapi
-from shoal.server.otlp_http import router as otlp_router
-from shoal.server.prometheus_write import router as prometheus_write_router
 from shoal.server.pipelines import install_pipelines
-from shoal.server.prometheus_api import router as prometheus_api_router
-from shoal.server.kusto import router as kusto_router
-from shoal.server.query import router as query_router
-from shoal.server.spark_health import SparkSupervisor
-from shoal.server.state import QuerySlots, ServerState, server_state
-from shoal.server.tables import router as tables_router
 from shoal.server.webconsole import install_console
 
 if TYPE_CHECKING:
@@ -101,9 +103,9 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     """Build the server app over `db`.
 
     `tokens` defaults to those of `config` (`load_tokens`); an empty table turns auth off
-    (binding to loopback only is the caller's check: `auth.check_bind`). `max_body_bytes`
-    caps ingest bodies, before and after gzip decoding. `warm_spark` starts the Spark
-    session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
+    (binding to loopback only is the caller's check: `shoal.http.auth.check_bind`).
+    `max_body_bytes` caps ingest bodies, before and after gzip decoding. `warm_spark` starts
+    the Spark session in the background at startup (what `shoal serve` does). `otlp_grpc_port`
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
     (its `bound_port` once started). `flight_port` (None or 0: off) serves Arrow Flight SQL
     on `config.host` (TLS per `config.flight_tls_cert`/`flight_tls_key`), as
@@ -148,7 +150,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     otlp_sink = OtlpSink(db.write_path, OtlpTables.from_config(config))
     otlp_grpc = None
     if otlp_grpc_port:
-        from shoal.server.otlp_grpc import OtlpGrpcServer   # grpcio: only when it is served
+        from shoal.frontends.otlp.grpc import OtlpGrpcServer   # grpcio: only when it is served
 
         def observe(result: ExportResult, wire_bytes: int) -> None:
             metrics.observe_ingest(result.table, rows=result.rows, nbytes=wire_bytes,
@@ -161,7 +163,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
 
     flight_sql = None
     if flight_port:
-        from shoal.server.flight import FlightSqlServer   # only when it is served
+        from shoal.frontends.flightsql.server import FlightSqlServer   # only when it is served
 
         flight_sql = FlightSqlServer(state, host=config.host, port=flight_port,
                                      tls_cert=config.flight_tls_cert,

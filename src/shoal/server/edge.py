@@ -30,7 +30,7 @@ from typing import Any, TypedDict
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from shoal.server.auth import is_loopback
+from shoal.http.auth import is_loopback
 
 JSON_ROUTES = (re.compile(r"^/v1/query\Z"), re.compile(r"^/v1/tables(/[^/]+/columns)?\Z"))
 _CORS_HEADERS = "Authorization, Content-Type, Content-Encoding, X-Idempotency-Key, Accept"

@@ -25,8 +25,8 @@ from shoal.maintenance.metrics import MaintenanceCollector
 from shoal.maintenance.service import MaintenanceService
 from shoal.maintenance.status import maintenance_status
 from shoal.maintenance.worker import WorkerStats
-from shoal.server.auth import require_scope
-from shoal.server.state import server_state
+from shoal.http.auth import require_scope
+from shoal.http.state import server_state
 
 SERVER_START_DELAY_S = 60.0
 

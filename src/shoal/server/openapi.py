@@ -10,7 +10,7 @@ Contract:
 - Every route FastAPI lists for the app appears. A route described in `_operations()` gets
   its hand-written entry; any other keeps FastAPI's generated one, flagged
   `x-shoal-undocumented: true` (a test refuses the flag, so no route goes undocumented).
-- Request bodies: JSON schemas of the wire models (`shoal.server.tables`' pydantic models,
+- Request bodies: JSON schemas of the wire models (`shoal.frontends.rest.tables`' pydantic models,
   hand-written schemas elsewhere); NDJSON (`application/x-ndjson`, one JSON object per line,
   gzip with `Content-Encoding`) for `/v1/ingest/{table}`; OTLP protobuf or OTLP/JSON;
   Prometheus remote write's snappy-compressed protobuf for `/api/v1/write`.
@@ -32,7 +32,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from shoal.server.tables import AddColumnsRequest, CreateTableRequest
+from shoal.frontends.rest.tables import AddColumnsRequest, CreateTableRequest
 
 Schema = dict[str, Any]
 Operation = dict[str, Any]
@@ -135,7 +135,7 @@ def _ref(name: str) -> Schema:
 
 
 def _wire_models() -> dict[str, Schema]:
-    """The table-definition models of `shoal.server.tables`, with the rules the server
+    """The table-definition models of `shoal.frontends.rest.tables`, with the rules the server
     checks after pydantic (names, type names, modes, retention) written into the schema."""
     out: dict[str, Schema] = {}
     for model in (CreateTableRequest, AddColumnsRequest):
@@ -176,7 +176,7 @@ def _schemas() -> dict[str, Schema]:
     return {
         **_wire_models(),
         "ErrorDetail": detail,
-        # the Prometheus API's own documents (`shoal.server.prometheus_api`)
+        # the Prometheus API's own documents (`shoal.frontends.prometheus.api`)
         "PromSuccess": _obj({"status": {"const": "success"}, "data": {},
                              "warnings": {"type": "array", "items": STR}},
                             optional=("warnings",)),

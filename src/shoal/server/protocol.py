@@ -11,7 +11,7 @@ cancels it once the headers are complete. When it fires before that, the connect
 closed: with a `408` (the server's JSON error document, `Connection: close`) when part of
 a request had arrived, silently when nothing had. A request already being answered on the
 connection (a slow pipelined successor) finishes first; then the connection closes. The
-body has its own deadline (`body_timeout_s`, `shoal.server.body`).
+body has its own deadline (`body_timeout_s`, `shoal.http.body`).
 
 The request line and headers are also capped at `MAX_HEADER_BYTES` (64 KiB): uvicorn's
 httptools protocol would keep however many a client sends within the deadline (a URL of

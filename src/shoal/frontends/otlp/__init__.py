@@ -2,8 +2,8 @@
 
     decode (codec) -> map to Arrow rows (mapping, values) -> OtlpSink -> WritePath.ingest_arrow
 
-The edges that need auth, body limits and server state (the OTLP/HTTP routes, the OTLP/gRPC
-server) are the server's: `shoal.server.otlp_http`, `shoal.server.otlp_grpc`.
+The edges, which take auth, body limits and server state from `shoal.http`: the OTLP/HTTP
+routes (`http`) and the OTLP/gRPC server (`grpc`, imported only when it is served).
 
 Logs, spans and metrics land in standard tables (schemas), created on first use.
 """

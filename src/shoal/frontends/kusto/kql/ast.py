@@ -1,0 +1,217 @@
+"""The KQL syntax tree: scalar expressions, tabular operators, pipelines and `let`.
+
+Frozen dataclasses; every node keeps the token it starts at (`at`) for positioned errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shoal.frontends.kusto.kql.lexer import Token
+
+
+# ---- scalar expressions ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Expr:
+    at: Token
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    kind: str           # string | long | real | bool | null | datetime | timespan
+    value: object       # str, int, float, bool, None, ns since the epoch, ns
+
+
+@dataclass(frozen=True)
+class Name(Expr):
+    name: str
+
+
+@dataclass(frozen=True)
+class Star(Expr):
+    """`*` as an argument (`arg_max(ts, *)`)."""
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    name: str           # lower case
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    op: str             # ==, !=, <, <=, >, >=, =~, !~, +, -, *, /, %, and, or, has, ...
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    op: str             # - (negation)
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Member(Expr):
+    """A path step into a dynamic value: `x.key`, `x['key']`, `x[0]`."""
+
+    target: Expr
+    key: str | int
+
+
+@dataclass(frozen=True)
+class InList(Expr):
+    operand: Expr
+    values: tuple[Expr, ...]
+    negated: bool
+    caseless: bool      # in~
+
+
+@dataclass(frozen=True)
+class Between(Expr):
+    operand: Expr
+    low: Expr
+    high: Expr
+    negated: bool
+
+
+# ---- tabular ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Assignment:
+    """`name = expr` or a bare `expr` (named by the translator) in project/extend/summarize."""
+
+    name: str | None
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class SortKey:
+    expr: Expr
+    descending: bool = True         # KQL's default
+    nulls_first: bool | None = None  # None: KQL's default (first ascending, last descending)
+
+
+@dataclass(frozen=True)
+class Operator:
+    at: Token
+
+
+@dataclass(frozen=True)
+class Where(Operator):
+    predicate: Expr
+
+
+@dataclass(frozen=True)
+class Project(Operator):
+    items: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True)
+class ProjectAway(Operator):
+    names: tuple[Name, ...]
+
+
+@dataclass(frozen=True)
+class ProjectRename(Operator):
+    renames: tuple[tuple[str, Name], ...]      # (new name, old column)
+
+
+@dataclass(frozen=True)
+class Extend(Operator):
+    items: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True)
+class Summarize(Operator):
+    aggregates: tuple[Assignment, ...]
+    by: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True)
+class Take(Operator):
+    count: Expr
+
+
+@dataclass(frozen=True)
+class Top(Operator):
+    count: Expr
+    keys: tuple[SortKey, ...]
+
+
+@dataclass(frozen=True)
+class Sort(Operator):
+    keys: tuple[SortKey, ...]
+
+
+@dataclass(frozen=True)
+class Distinct(Operator):
+    items: tuple[Expr, ...]         # a single Star for `distinct *`
+
+
+@dataclass(frozen=True)
+class Count(Operator):
+    pass
+
+
+@dataclass(frozen=True)
+class Union(Operator):
+    legs: tuple[Tabular, ...]
+    with_source: str | None = None
+
+
+@dataclass(frozen=True)
+class JoinOn:
+    left: str
+    right: str
+    at: Token
+
+
+@dataclass(frozen=True)
+class Join(Operator):
+    kind: str
+    right: Tabular
+    on: tuple[JoinOn, ...]
+
+
+@dataclass(frozen=True)
+class Render(Operator):
+    visualization: str
+    properties: dict[str, object] = field(default_factory=dict)
+
+
+# ---- sources and queries --------------------------------------------------------------------
+@dataclass(frozen=True)
+class TableSource:
+    at: Token
+    name: str
+    version: int | None = None          # table('t', version=12)
+    timestamp: int | None = None        # table('t', asof=datetime(...)): ns
+
+
+@dataclass(frozen=True)
+class UnionSource:
+    at: Token
+    legs: tuple[Tabular, ...]
+    with_source: str | None = None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    source: TableSource | UnionSource | Pipeline
+    operators: tuple[Operator, ...]
+
+
+Tabular = Pipeline
+
+
+@dataclass(frozen=True)
+class Let:
+    at: Token
+    name: str
+    value: Expr | Pipeline
+
+
+@dataclass(frozen=True)
+class Query:
+    lets: tuple[Let, ...]
+    body: Pipeline

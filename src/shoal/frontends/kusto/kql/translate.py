@@ -1,0 +1,561 @@
+"""KQL tabular pipelines -> one Spark SQL statement over shoal's tables.
+
+The translation tracks the output columns (name and type) through the pipe, so every
+projection is written out (`project-away`, `extend` replacing a column in place, `union`
+aligning legs by name, join's `name1` for a right column whose name the left has). Each
+operator fills a slot of the current SELECT (WHERE, select list, GROUP BY, ORDER BY, LIMIT,
+DISTINCT) while SQL's evaluation order agrees with the pipe's; otherwise the SELECT so far
+becomes a subquery and the operator starts a new one. A `where` on columns an `extend` or
+`project` left unchanged joins the inner WHERE, so predicates reach the planner next to
+their table and are pushed down (pruning) whatever projections come first.
+
+Semantics kept from KQL: columns come out in KQL's order (summarize: `by` columns, then
+aggregations); `sort` defaults to descending, nulls last descending and first ascending;
+`take` is any n rows; ordering survives later projections and filters (the ORDER BY is
+carried outward); unnamed columns are named as Kusto names them (`count_`, `sum_x`,
+`percentile_x_95`, `attrs_http_method`, `Column1`...); `count` gives `Count`.
+`join` without `kind=` is Kusto's `innerunique` (the left side deduplicated by its keys,
+keeping an arbitrary row per key); `union` is `kind=outer` (a column missing from a leg is
+null there; a column whose type differs between legs is read as a string).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from shoal.errors import TableNotFoundError
+from shoal.frontends.kusto.kql import ast
+from shoal.frontends.kusto.kql.functions import AGGREGATE_PREFIX, AGGREGATES, percentile_sql
+from shoal.frontends.kusto.kql.lexer import Token
+from shoal.frontends.kusto.kql.parser import MAX_KQL_NESTING
+from shoal.frontends.kusto.kql.scalar import Scalars, path_name
+from shoal.frontends.kusto.kql.sqltext import (SPARK_TYPES, SqlBudget, over_bound, quote_ident,
+                                               quote_string, semantic)
+from shoal.frontends.kusto.kql.values import spark_timestamp
+
+JOIN_SQL = {"inner": "INNER JOIN", "innerunique": "INNER JOIN", "leftouter": "LEFT OUTER JOIN",
+            "rightouter": "RIGHT OUTER JOIN", "fullouter": "FULL OUTER JOIN",
+            "leftsemi": "LEFT SEMI JOIN", "leftanti": "LEFT ANTI JOIN",
+            "anti": "LEFT ANTI JOIN", "leftantisemi": "LEFT ANTI JOIN",
+            "rightsemi": "LEFT SEMI JOIN", "rightanti": "LEFT ANTI JOIN",
+            "rightantisemi": "LEFT ANTI JOIN"}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str | None
+
+
+@dataclass
+class Stage:
+    """One SELECT being filled: its FROM, input columns and the slots set so far."""
+
+    frm: str
+    inputs: list[Column]
+    where: list[str] = field(default_factory=list)
+    items: list[tuple[str, str]] | None = None       # (sql, output name); None: the inputs
+    outputs: list[Column] = field(default_factory=list)
+    passthrough: set[str] = field(default_factory=set)  # outputs equal to their input
+    group: list[str] | None = None
+    order: list[str] | None = None
+    order_names: bool = False       # every ORDER BY key is an output column's name
+    carried: list[str] | None = None    # an ORDER BY of the subquery this reads, kept
+    limit: int | None = None
+    distinct: bool = False
+
+    @staticmethod
+    def reading(frm: str, columns: list[Column]) -> Stage:
+        return Stage(frm, list(columns), outputs=list(columns),
+                     passthrough={c.name for c in columns})
+
+    @property
+    def shaped(self) -> bool:
+        """Something beyond WHERE is set: a new projection would change its meaning."""
+        return (self.items is not None or self.group is not None or self.order is not None
+                or self.limit is not None or self.distinct)
+
+    def scope(self) -> dict[str, str | None]:
+        return {c.name: c.kind for c in self.outputs}
+
+    def sql(self) -> str:
+        items = self.items if self.items is not None else [
+            (quote_ident(c.name), c.name) for c in self.inputs]
+        select = ", ".join(text if text == quote_ident(name) else f"{text} AS "
+                           f"{quote_ident(name)}" for text, name in items)
+        out = f"SELECT {'DISTINCT ' if self.distinct else ''}{select} FROM {self.frm}"
+        if self.where:
+            out += " WHERE " + " AND ".join(self.where)
+        if self.group:
+            out += " GROUP BY " + ", ".join(self.group)
+        order = self.order
+        if order is None and self.carried is not None and self.group is None and not (
+                self.distinct):
+            order = self.carried
+        if order:
+            out += " ORDER BY " + ", ".join(order)
+        if self.limit is not None:
+            out += f" LIMIT {self.limit}"
+        return out
+
+
+@dataclass(frozen=True)
+class Translation:
+    sql: str
+    columns: tuple[Column, ...]
+    render: dict[str, object] | None = None
+
+
+def translate(query: ast.Query, tables: Mapping[str, Mapping[str, str]], now: int
+              ) -> Translation:
+    """`query` as Spark SQL. `tables`: table -> column -> shoal type kind."""
+    return _Translator(query, tables, now).run()
+
+
+class _Translator:
+    def __init__(self, query: ast.Query, tables: Mapping[str, Mapping[str, str]],
+                 now: int) -> None:
+        self.query = query
+        self.tables = tables
+        self.lets: dict[str, ast.Let] = {}
+        self.scalars = Scalars(self.lets, now)
+        self.aliases = itertools.count(1)
+        self.columns = itertools.count(1)
+        self.render: dict[str, object] | None = None
+        self.expanding: set[str] = set()
+        self.depth = 0          # pipelines being translated, `let` values expanded included
+        self.at = _first_token(query.body)      # the operator being translated (errors)
+
+    def run(self) -> Translation:
+        for let in self.query.lets:
+            self.lets[let.name] = let
+        stage = self.pipeline(self.query.body)
+        sql = SqlBudget.statement(stage.sql(), self.at)
+        return Translation(sql, tuple(stage.outputs), self.render)
+
+    def alias(self) -> str:
+        return f"_k{next(self.aliases)}"
+
+    def wrap(self, stage: Stage) -> Stage:
+        frm = self.scalars.budget.spend(f"({stage.sql()}) AS {self.alias()}", self.at)
+        out = Stage.reading(frm, stage.outputs)
+        if stage.order is not None and stage.order_names:
+            out.carried = stage.order
+        elif stage.order is None and stage.carried is not None and stage.items is None \
+                and stage.group is None and not stage.distinct:
+            out.carried = stage.carried
+        return out
+
+    # ---- sources ----------------------------------------------------------------------------
+    def pipeline(self, p: ast.Pipeline) -> Stage:
+        at = _first_token(p)
+        if self.depth >= MAX_KQL_NESTING:
+            raise over_bound(f"tabular expressions nested at most {MAX_KQL_NESTING} deep "
+                             "(let values expanded)", at)
+        self.depth += 1
+        try:
+            return self._pipeline(p)
+        finally:
+            self.depth -= 1
+
+    def _pipeline(self, p: ast.Pipeline) -> Stage:
+        stage = self.source(p.source)
+        for i, op in enumerate(p.operators):
+            self.at = op.at
+            if isinstance(op, ast.Render):
+                if i != len(p.operators) - 1 or p is not self.query.body:
+                    raise semantic("render comes last in the query", op.at)
+                self.render = {"visualization": op.visualization, **(
+                    {"properties": op.properties} if op.properties else {})}
+                continue
+            stage = getattr(self, "op_" + type(op).__name__.lower())(stage, op)
+        return stage
+
+    def source(self, src: ast.TableSource | ast.UnionSource | ast.Pipeline) -> Stage:
+        if isinstance(src, ast.Pipeline):
+            return self.wrap(self.pipeline(src))
+        if isinstance(src, ast.UnionSource):
+            return self.union([self.pipeline(leg) for leg in src.legs], src.legs,
+                              src.with_source)
+        let = self.lets.get(src.name)
+        if let is not None and src.version is None and src.timestamp is None:
+            if src.name in self.expanding:
+                raise semantic(f"let '{src.name}' refers to itself", src.at)
+            value = let.value
+            if isinstance(value, ast.Name):
+                value = ast.Pipeline(ast.TableSource(value.at, value.name), ())
+            if not isinstance(value, ast.Pipeline):
+                raise semantic(f"'{src.name}' is a scalar, not a table", src.at)
+            self.expanding.add(src.name)
+            try:
+                return self.wrap(self.pipeline(value))
+            finally:
+                self.expanding.discard(src.name)
+        name = src.name.lower()
+        if name not in self.tables:
+            raise TableNotFoundError(src.name)
+        frm = quote_ident(name)
+        if src.version is not None:
+            frm += f" VERSION AS OF {src.version}"
+        elif src.timestamp is not None:
+            literal = spark_timestamp(src.timestamp)       # CAST('...' AS TIMESTAMP)
+            frm += f" TIMESTAMP AS OF {literal[len('CAST('):-len(' AS TIMESTAMP)')]}"
+        return Stage.reading(frm, [Column(c, k) for c, k in self.tables[name].items()])
+
+    # ---- operators --------------------------------------------------------------------------
+    def op_where(self, stage: Stage, op: ast.Where) -> Stage:
+        preds = [self.scalars.translate(c, stage.scope()) for c in _conjuncts(op.predicate)]
+        for pred in preds:
+            if pred.kind not in ("bool", None):
+                raise semantic(f"where takes a boolean expression, not a {pred.kind}", op.at)
+        open_where = (stage.group is None and stage.order is None and stage.limit is None
+                      and not stage.distinct)
+        # Conjuncts on unchanged columns join this SELECT's WHERE (next to the scan); the
+        # rest filter its output.
+        outer = []
+        for pred in preds:
+            if open_where and pred.names <= stage.passthrough:
+                stage.where.append(pred.text)
+            else:
+                outer.append(pred.text)
+        if outer:
+            stage = self.wrap(stage)
+            stage.where.extend(outer)
+        return stage
+
+    def op_project(self, stage: Stage, op: ast.Project) -> Stage:
+        if stage.shaped:
+            stage = self.wrap(stage)
+        items: list[tuple[str, str]] = []
+        outputs: list[Column] = []
+        passthrough: set[str] = set()
+        for a in op.items:
+            value = self.scalars.translate(a.expr, stage.scope())
+            name = a.name or self.column_name(a.expr)
+            if name in (c.name for c in outputs):
+                raise semantic(f"a column named '{name}' is projected twice", a.expr.at)
+            items.append((value.text, name))
+            outputs.append(Column(name, value.kind))
+            if isinstance(a.expr, ast.Name) and a.expr.name == name:
+                passthrough.add(name)
+        return replace(stage, items=items, outputs=outputs, passthrough=passthrough)
+
+    def op_extend(self, stage: Stage, op: ast.Extend) -> Stage:
+        if (stage.group is not None or stage.order is not None or stage.limit is not None
+                or stage.distinct):
+            stage = self.wrap(stage)
+        added: set[str] = set()
+        for a in op.items:
+            scope = {c.name: c.kind for c in stage.outputs}
+            value = self.scalars.translate(a.expr, scope)
+            if value.names & added or value.names - stage.passthrough:
+                stage = self.wrap(stage)      # reads a column computed in this SELECT
+                added = set()
+                value = self.scalars.translate(a.expr, stage.scope())
+            name = a.name or self.column_name(a.expr)
+            items = stage.items if stage.items is not None else [
+                (quote_ident(c.name), c.name) for c in stage.inputs]
+            outputs = list(stage.outputs)
+            names = [c.name for c in outputs]
+            if name in names:
+                i = names.index(name)
+                items = [*items[:i], (value.text, name), *items[i + 1:]]
+                outputs[i] = Column(name, value.kind)
+            else:
+                items = [*items, (value.text, name)]
+                outputs.append(Column(name, value.kind))
+            passthrough = stage.passthrough - {name}
+            stage = replace(stage, items=items, outputs=outputs, passthrough=passthrough)
+            added.add(name)
+        return stage
+
+    def op_projectaway(self, stage: Stage, op: ast.ProjectAway) -> Stage:
+        drop = {n.name for n in op.names}
+        for n in op.names:
+            self.check_column(stage, n)
+        return self.reshape(stage, [(c.name, c.name) for c in stage.outputs
+                                    if c.name not in drop])
+
+    def op_projectrename(self, stage: Stage, op: ast.ProjectRename) -> Stage:
+        renames = {}
+        for new, old in op.renames:
+            self.check_column(stage, old)
+            renames[old.name] = new
+        return self.reshape(stage, [(c.name, renames.get(c.name, c.name))
+                                    for c in stage.outputs])
+
+    def reshape(self, stage: Stage, keep: list[tuple[str, str]]) -> Stage:
+        """Keep output columns (old name, new name) in that order."""
+        if stage.group is not None or stage.distinct or stage.order is not None:
+            stage = self.wrap(stage)
+        items = stage.items if stage.items is not None else [
+            (quote_ident(c.name), c.name) for c in stage.inputs]
+        by_name = {name: (text, col) for (text, name), col in zip(items, stage.outputs,
+                                                                  strict=True)}
+        new_items, outputs, passthrough = [], [], set()
+        for old, new in keep:
+            text, col = by_name[old]
+            new_items.append((text, new))
+            outputs.append(Column(new, col.kind))
+            if old == new and old in stage.passthrough:
+                passthrough.add(new)
+        return replace(stage, items=new_items, outputs=outputs, passthrough=passthrough)
+
+    def op_summarize(self, stage: Stage, op: ast.Summarize) -> Stage:
+        if stage.shaped:
+            stage = self.wrap(stage)
+        scope = stage.scope()
+        items: list[tuple[str, str]] = []
+        outputs: list[Column] = []
+        group: list[str] = []
+        by_names: set[str] = set()
+        for a in op.by:
+            value = self.scalars.translate(a.expr, scope)
+            name = a.name or self.by_name(a.expr)
+            group.append(value.text)
+            items.append((value.text, name))
+            outputs.append(Column(name, value.kind))
+            by_names.add(name)
+        for a in op.aggregates:
+            for text, name, kind in self.aggregate(a, stage, by_names):
+                if name in (c.name for c in outputs):
+                    raise semantic(f"a column named '{name}' is produced twice", a.expr.at)
+                items.append((text, name))
+                outputs.append(Column(name, kind))
+        stage = replace(stage, items=items, outputs=outputs, passthrough=set(),
+                        group=group, carried=None)
+        return stage
+
+    def aggregate(self, a: ast.Assignment, stage: Stage, by_names: set[str]
+                  ) -> list[tuple[str, str, str | None]]:
+        e = a.expr
+        scope = stage.scope()
+        if isinstance(e, ast.Call) and e.name in ("arg_max", "arg_min"):
+            if len(e.args) < 2:
+                raise semantic(f"{e.name}(by, column, ...) takes 2+ arguments", e.at)
+            by = self.scalars.translate(e.args[0], scope)
+            fn = "max" if e.name == "arg_max" else "min"
+            out = [(f"{fn}({by.text})", a.name or self.column_name(e.args[0]), by.kind)]
+            for arg in e.args[1:]:
+                if isinstance(arg, ast.Star):
+                    cols = [c for c in stage.outputs if c.name not in by_names
+                            and c.name != out[0][1]]
+                    out += [(f"{fn}_by({quote_ident(c.name)}, {by.text})", c.name, c.kind)
+                            for c in cols]
+                else:
+                    value = self.scalars.translate(arg, scope)
+                    out.append((f"{fn}_by({value.text}, {by.text})", self.column_name(arg),
+                                value.kind))
+            return out
+        if isinstance(e, ast.Call) and e.name == "percentiles":
+            if len(e.args) < 2:
+                raise semantic("percentiles(column, p, ...) takes 2+ arguments", e.at)
+            x = self.scalars.translate(e.args[0], scope)
+            base = path_name(e.args[0]) or ""
+            out = []
+            for p_expr in e.args[1:]:
+                p = self.scalars.translate(p_expr, scope)
+                if not p.is_const or not isinstance(p.const, (int, float)):
+                    raise semantic("percentiles() takes constant percentages", p_expr.at)
+                agg = percentile_sql(x, float(p.const))
+                out.append((agg.text, f"percentile_{base}_{_pct(p.const)}", agg.kind))
+            return out
+        value = self.scalars.translate(e, scope, aggregates=True)
+        if not value.aggregate:
+            raise semantic("summarize takes aggregations (count(), sum(x), ...)", e.at)
+        return [(value.text, a.name or self.aggregate_name(e), value.kind)]
+
+    def aggregate_name(self, e: ast.Expr) -> str:
+        if isinstance(e, ast.Call) and e.name in AGGREGATES:
+            prefix = AGGREGATE_PREFIX[e.name]
+            if e.name == "percentile" and len(e.args) == 2 and isinstance(
+                    e.args[1], ast.Literal):
+                return f"percentile_{path_name(e.args[0]) or ''}_{_pct(e.args[1].value)}"
+            arg = path_name(e.args[0]) if e.args and e.name not in ("countif",) else None
+            return f"{prefix}_{arg or ''}"
+        return self.column_name(e)
+
+    def by_name(self, e: ast.Expr) -> str:
+        if isinstance(e, ast.Call) and e.name in ("bin", "floor", "startofday",
+                                                  "startofmonth", "startofyear") and e.args:
+            inner = path_name(e.args[0])
+            if inner is not None:
+                return inner
+        return self.column_name(e)
+
+    def column_name(self, e: ast.Expr) -> str:
+        return path_name(e) or f"Column{next(self.columns)}"
+
+    def op_take(self, stage: Stage, op: ast.Take) -> Stage:
+        n = self.count_of(op.count, "take")
+        stage.limit = n if stage.limit is None else min(stage.limit, n)
+        return stage
+
+    def count_of(self, e: ast.Expr, what: str) -> int:
+        value = self.scalars.translate(e, {})
+        if not (value.is_const and isinstance(value.const, int)) or value.const < 0:
+            raise semantic(f"{what} takes a constant row count", e.at)
+        return int(value.const)
+
+    def op_sort(self, stage: Stage, op: ast.Sort | ast.Top) -> Stage:
+        if stage.order is not None or stage.limit is not None:
+            stage = self.wrap(stage)
+        outputs = {c.name for c in stage.outputs}
+        bare = all(isinstance(k.expr, ast.Name) and k.expr.name in outputs for k in op.keys)
+        if not bare and (stage.items is not None or stage.group is not None or
+                         stage.distinct):
+            stage = self.wrap(stage)
+        keys = []
+        for k in op.keys:
+            value = self.scalars.translate(k.expr, stage.scope())
+            nulls_first = (not k.descending) if k.nulls_first is None else k.nulls_first
+            keys.append(f"{value.text} {'DESC' if k.descending else 'ASC'} "
+                        f"NULLS {'FIRST' if nulls_first else 'LAST'}")
+        stage.order, stage.order_names = keys, bare
+        stage.carried = None
+        return stage
+
+    def op_top(self, stage: Stage, op: ast.Top) -> Stage:
+        n = self.count_of(op.count, "top")
+        stage = self.op_sort(stage, op)
+        stage.limit = n
+        return stage
+
+    def op_distinct(self, stage: Stage, op: ast.Distinct) -> Stage:
+        if stage.shaped:
+            stage = self.wrap(stage)
+        if len(op.items) == 1 and isinstance(op.items[0], ast.Star):
+            items = [(quote_ident(c.name), c.name) for c in stage.outputs]
+            outputs = list(stage.outputs)
+        else:
+            items, outputs = [], []
+            for e in op.items:
+                value = self.scalars.translate(e, stage.scope())
+                name = self.column_name(e)
+                items.append((value.text, name))
+                outputs.append(Column(name, value.kind))
+        return replace(stage, items=items, outputs=outputs, distinct=True, carried=None,
+                       passthrough={c.name for c in outputs} & stage.passthrough)
+
+    def op_count(self, stage: Stage, op: ast.Count) -> Stage:
+        if stage.shaped:
+            stage = self.wrap(stage)
+        return replace(stage, items=[("count(*)", "Count")], outputs=[Column("Count", "long")],
+                       passthrough=set(), group=[], carried=None)
+
+    def op_union(self, stage: Stage, op: ast.Union) -> Stage:
+        legs = [stage] + [self.pipeline(leg) for leg in op.legs]
+        return self.union(legs, None, op.with_source)
+
+    def union(self, legs: list[Stage], sources: tuple[ast.Pipeline, ...] | None,
+              with_source: str | None) -> Stage:
+        columns: dict[str, set[str | None]] = {}
+        for leg in legs:
+            for c in leg.outputs:
+                columns.setdefault(c.name, set()).add(c.kind)
+        kinds = {name: (k.pop() if len(k) == 1 else "string") for name, k in columns.items()}
+        parts = []
+        for i, leg in enumerate(legs):
+            have = {c.name: c.kind for c in leg.outputs}
+            select = []
+            if with_source is not None:
+                label = _root_name(sources[i]) if sources is not None else f"leg{i + 1}"
+                select.append(f"{quote_string(label)} AS {quote_ident(with_source)}")
+            for name, kind in kinds.items():
+                if name not in have:
+                    select.append(f"CAST(NULL AS {SPARK_TYPES.get(kind or '', 'STRING')}) "
+                                  f"AS {quote_ident(name)}")
+                elif have[name] != kind:
+                    select.append(f"CAST({quote_ident(name)} AS STRING) AS {quote_ident(name)}")
+                else:
+                    select.append(quote_ident(name))
+            if [c.name for c in leg.outputs] == list(kinds) and with_source is None:
+                parts.append(self.scalars.budget.spend(leg.sql(), self.at))
+            else:
+                parts.append(self.scalars.budget.spend(
+                    f"SELECT {', '.join(select)} FROM ({leg.sql()}) AS {self.alias()}", self.at))
+        cols = ([Column(with_source, "string")] if with_source is not None else []) + [
+            Column(n, k) for n, k in kinds.items()]
+        body = " UNION ALL ".join(f"({p})" for p in parts)
+        return Stage.reading(self.scalars.budget.spend(f"({body}) AS {self.alias()}", self.at),
+                             cols)
+
+    def op_join(self, stage: Stage, op: ast.Join) -> Stage:
+        right = self.pipeline(op.right)
+        left = stage
+        if op.kind in ("rightsemi", "rightanti", "rightantisemi"):
+            left, right = right, left
+            on = [(c.right, c.left, c.at) for c in op.on]
+        else:
+            on = [(c.left, c.right, c.at) for c in op.on]
+        for lname, rname, at in on:
+            if lname not in {c.name for c in left.outputs}:
+                raise semantic(f"the join key '{lname}' is not a column of the left side", at)
+            if rname not in {c.name for c in right.outputs}:
+                raise semantic(f"the join key '{rname}' is not a column of the right side", at)
+        la, ra = self.alias(), self.alias()
+        left_sql = left.sql()
+        if op.kind == "innerunique":
+            left_sql = _dedupe(left, [lname for lname, _, _ in on], self.alias())
+        cond = " AND ".join(f"{la}.{quote_ident(lname)} = {ra}.{quote_ident(rname)}"
+                            for lname, rname, _ in on)
+        items: list[tuple[str, str]] = []
+        outputs: list[Column] = []
+        for c in left.outputs:
+            items.append((f"{la}.{quote_ident(c.name)}", c.name))
+            outputs.append(c)
+        if "SEMI" not in JOIN_SQL[op.kind] and "ANTI" not in JOIN_SQL[op.kind]:
+            taken = {c.name for c in outputs}
+            for c in right.outputs:
+                name = c.name
+                k = 1
+                while name in taken:
+                    name, k = f"{c.name}{k}", k + 1
+                taken.add(name)
+                items.append((f"{ra}.{quote_ident(c.name)}", name))
+                outputs.append(Column(name, c.kind))
+        select = ", ".join(f"{text} AS {quote_ident(name)}" for text, name in items)
+        sql = (f"SELECT {select} FROM ({left_sql}) AS {la} {JOIN_SQL[op.kind]} "
+               f"({right.sql()}) AS {ra} ON {cond}")
+        return Stage.reading(self.scalars.budget.spend(f"({sql}) AS {self.alias()}", self.at),
+                             outputs)
+
+    def check_column(self, stage: Stage, name: ast.Name) -> None:
+        if name.name not in {c.name for c in stage.outputs}:
+            raise semantic(f"Failed to resolve column named '{name.name}'", name.at)
+
+
+def _first_token(p: ast.Pipeline) -> Token:
+    src: ast.TableSource | ast.UnionSource | ast.Pipeline = p
+    while isinstance(src, ast.Pipeline):
+        src = src.source
+    return src.at
+
+
+def _conjuncts(e: ast.Expr) -> list[ast.Expr]:
+    if isinstance(e, ast.Binary) and e.op == "and":
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def _dedupe(stage: Stage, keys: list[str], alias: str) -> str:
+    cols = ", ".join(quote_ident(c.name) for c in stage.outputs)
+    part = ", ".join(quote_ident(k) for k in keys)
+    return (f"SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {part} "
+            f"ORDER BY {part}) AS __kql_rn FROM ({stage.sql()}) AS {alias}) AS {alias}_u "
+            "WHERE __kql_rn = 1")
+
+
+def _root_name(p: ast.Pipeline) -> str:
+    src = p.source
+    while isinstance(src, ast.Pipeline):
+        src = src.source
+    return src.name if isinstance(src, ast.TableSource) else "union"
+
+
+def _pct(p: object) -> str:
+    text = f"{p:g}" if isinstance(p, float) else str(p)
+    return text.replace(".", "_")
+

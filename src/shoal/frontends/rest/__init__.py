@@ -1,0 +1,3 @@
+"""shoal's own REST protocol (docs/http-api.md): NDJSON ingest (`ingest`), SQL and KQL
+statements (`query`) and table management (`tables`), each an `APIRouter` that
+`shoal.server.app` mounts."""
