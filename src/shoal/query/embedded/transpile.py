@@ -73,9 +73,9 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LT
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul)
 _PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # The backslash escapes Spark and sqlglot read alike in a string literal: a doubled
-# backslash (one backslash) and the quote written `\u0027`. Any other escape sends the
-# statement to Spark.
-_BACKSLASH_PAIRS = re.compile(r"\\\\|\\u0027")
+# backslash (one backslash), the quote written `\u0027`, and `\_` / `\%` (both keep the
+# backslash, for LIKE). Any other escape sends the statement to Spark.
+_BACKSLASH_PAIRS = re.compile(r"\\\\|\\u0027|\\[_%]")
 
 
 @dataclass(frozen=True)
