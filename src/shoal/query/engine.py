@@ -68,10 +68,9 @@ from shoal.query.limits import QueryLimits, cap_table, collect_capped
 from shoal.query.planner import Analysis, analyze, referenced_tables
 from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
 from shoal.query.scan_plan import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
-                                   build_scan_spec)
+                                   build_scan_spec, resolve_snapshot)
 from shoal.query.spark import session
 from shoal.query.spark.cluster import SparkRole
-from shoal.query.spark.datasource import encode_accumulator, resolve_snapshot
 from shoal.query.spark.failures import spark_message as _spark_message
 from shoal.query.spark.session import discard_spark_session, spark_generation, spark_process
 from shoal.lru import MISSING, Lru
@@ -376,6 +375,8 @@ class QueryEngine:
 
     def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False,
               planned: Planned | None = None, run: _Run | None = None):
+        from shoal.query.spark.datasource import encode_accumulator
+
         planned = planned or self._scans(sql, prune=prune)
         spark = self.spark
         run = run or _Run(None)

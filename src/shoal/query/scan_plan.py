@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from shoal.catalog.base import Catalog, ManifestEntry
@@ -234,3 +235,38 @@ def build_scan_spec(catalog: Catalog, store: ObjectStore, formats: dict[str, Seg
                     s3_endpoint=s3_endpoint, schema=schema.to_json(), columns=wanted,
                     partitions=partition_tasks(tasks, parallelism))
     return spec, stats
+
+
+def resolve_snapshot(catalog: Any, table: str, version: str | int | None,
+                     timestamp: str | datetime | None) -> int | None:
+    """The snapshot id for `VERSION AS OF` / `TIMESTAMP AS OF` (None = current)."""
+    from shoal.errors import QueryError
+
+    if version is not None and str(version) != "":
+        try:
+            sid = int(version)
+        except ValueError:
+            raise QueryError(f"VERSION AS OF needs a snapshot id (an integer), "
+                             f"got {version!r}") from None
+        catalog.snapshot(table, sid)            # raises SnapshotNotFoundError
+        return sid
+    if timestamp is not None and str(timestamp) != "":
+        when = timestamp if isinstance(timestamp, datetime) else _parse_time(str(timestamp))
+        cutoff = when.timestamp()
+        older = [s for s in catalog.snapshots(table) if s.created_at <= cutoff]
+        if not older:
+            raise QueryError(f'table "{table}" has no snapshot at or before '
+                             f"{when.isoformat()}")
+        return max(older, key=lambda s: s.snapshot_id).snapshot_id
+    return None
+
+
+def _parse_time(text: str) -> datetime:
+
+    from shoal.errors import QueryError
+
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise QueryError(f"TIMESTAMP AS OF needs an RFC 3339 time, got {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
