@@ -82,18 +82,19 @@ def sql_of(db: Any, st: Statement) -> str:
     return db.query_engine.translate_kql(st.text).sql if st.lang == "kql" else st.text
 
 
-def duck_sql(db: Any, st: Statement) -> tuple[str | None, int]:
-    """The DuckDB SQL for a statement over `__shoal_local_<i>` views, and how many views."""
+def duck_sql(db: Any, st: Statement) -> tuple[str | None, int, str, str]:
+    """The DuckDB SQL for a statement over `__shoal_local_<i>` views, how many views, and
+    the engine `auto` picks with its reason."""
     eng = db.query_engine
     planned = eng._scans(sql_of(db, st), prune=True)
     route = eng._route(planned, "auto")
     if route.statement is not None:
-        return route.statement.sql, len(planned.specs)
+        return route.statement.sql, len(planned.specs), route.engine, route.reason
     try:
         text = sqlglot.transpile(sql_of(db, st), read="spark", write="duckdb")[0]
     except sqlglot.errors.SqlglotError:
-        return None, 0
-    return text.replace("logs", "__shoal_local_0"), 1
+        return None, 0, route.engine, route.reason
+    return text.replace("logs", "__shoal_local_0"), 1, route.engine, route.reason
 
 
 def timed(fn: Any, repeat: int) -> tuple[float, Any]:
@@ -142,7 +143,8 @@ def main() -> int:
     p.add_argument("--extents", type=int, default=16)
     p.add_argument("--work")
     p.add_argument("--keep", action="store_true")
-    p.add_argument("--skip-spark", action="store_true")
+    p.add_argument("--skip-spark", action="store_true",
+                   help="run no statement on Spark (those `auto` sends there are skipped)")
     args = p.parse_args()
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-engines-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -163,11 +165,13 @@ def main() -> int:
         duck = duckdb.connect(config={"threads": 2})
         results = []
         for st in STATEMENTS:
-            auto_s, auto = timed(lambda st=st: run(db, st, "auto"), args.repeat)
-            spark_s = None
+            text, views, engine, reason = duck_sql(db, st)
+            auto_s = spark_s = None
+            if engine == "local" or not args.skip_spark:
+                auto_s, auto = timed(lambda st=st: run(db, st, "auto"), args.repeat)
+                engine, reason = auto.stats.engine, auto.stats.engine_reason
             if not args.skip_spark:
                 spark_s, _ = timed(lambda st=st: run(db, st, "spark"), args.repeat)
-            text, views = duck_sql(db, st)
             duck_s = None
             if text is not None:
                 cur = duck.cursor()
@@ -180,9 +184,8 @@ def main() -> int:
                 except duckdb.Error as e:
                     print(f"  {st.id}: DuckDB rejects the rewrite: {str(e).splitlines()[0]}")
                 cur.close()
-            results.append((st, auto.stats.engine, auto.stats.engine_reason, auto_s, spark_s,
-                            duck_s))
-            print(f"  {st.id}: auto {auto.stats.engine} {auto_s * 1e3:.1f} ms", flush=True)
+            results.append((st, engine, reason, auto_s, spark_s, duck_s))
+            print(f"  {st.id}: auto {engine} {ms(auto_s)} ms", flush=True)
         report(args, rows, results, mem, load0)
         db.close()
     finally:
@@ -197,10 +200,10 @@ def ms(s: float | None) -> str:
 
 def report(args: Any, rows: int, results: list, mem: list, load0: float) -> None:
     local = [r for r in results if r[1] == "local"]
-    ratios = [r[3] / r[5] for r in results if r[5]]
+    ratios = [r[3] / r[5] for r in results if r[5] and r[3] is not None]
     median_ratio = statistics.median(ratios) if ratios else float("nan")
     named = next(r for r in results if r[0].id == ONE_SERVICE_15M)
-    named_ratio = named[3] / named[5] if named[5] else float("nan")
+    named_ratio = named[3] / named[5] if named[5] and named[3] is not None else float("nan")
     print(f"\n`.venv/bin/python bench/bench_engines.py {' '.join(sys.argv[1:])}` "
           f"({rows:,} rows, {args.extents} extents; {platform.machine()}, "
           f"{os.cpu_count()} cores; load average {load0:.1f} at start, "
@@ -211,12 +214,13 @@ def report(args: Any, rows: int, results: list, mem: list, load0: float) -> None
           "p50 ms | auto / DuckDB |")
     print("|---|---|---|---|---|---|---|")
     for st, engine, _, a, s, d in results:
-        ratio = f"{a / d:.2f}x" if d else "n/a"
+        ratio = f"{a / d:.2f}x" if d and a is not None else "n/a"
         print(f"| {st.id} | {st.lang} | {engine} | {ms(a)} | {ms(s)} | {ms(d)} | {ratio} |")
     auto_local = [r[3] for r in local]
     spark_all = [r[4] for r in results if r[4] is not None]
     duck_all = [r[5] for r in results if r[5] is not None]
-    print(f"\np50 over the corpus: auto {ms(statistics.median([r[3] for r in results]))} ms "
+    auto_all = [r[3] for r in results if r[3] is not None]
+    print(f"\np50 over the corpus: auto {ms(statistics.median(auto_all))} ms "
           f"(local statements {ms(statistics.median(auto_local) if auto_local else None)} "
           f"ms), spark {ms(statistics.median(spark_all) if spark_all else None)} ms, "
           f"DuckDB/Parquet {ms(statistics.median(duck_all) if duck_all else None)} ms")

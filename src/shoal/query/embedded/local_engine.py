@@ -467,7 +467,8 @@ class ScanStream:
             pool.shutdown(wait=True)
 
     def reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(_zoneless_schema(self.arrow_schema), self.batches())
+        return pa.RecordBatchReader.from_batches(_zoneless_schema(self.arrow_schema),
+                                                 self.batches())
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.reader().__arrow_c_stream__(requested_schema)
