@@ -1,23 +1,30 @@
-"""Choosing the embedded query engine: DuckDB vs DataFusion on the same pruned Arrow input.
+"""The everyday corpus on both engines and on DuckDB over Parquet, in one run.
 
-    .venv/bin/python bench/bench_engines.py [--rows 2000000] [--repeat 30]
+    .venv/bin/python bench/bench_engines.py [--mb 64] [--repeat 3] [--extents 16]
+        [--work DIR] [--keep] [--skip-spark]
 
-What shoal's local query engine does per query, timed whole on each candidate: open a
-session (DuckDB: a cursor on one locked in-memory database; DataFusion: a fresh
-`SessionContext`), register the Arrow batches that survived shoal's stages 1-2 as a table,
-run the statement (each engine's own dialect, written out below), and fetch the answer as a
-pyarrow Table. The input is the query benchmark's generated logs
-(`bench_query.make_extent`), shaped as shoal hands them to an engine (µs UTC timestamps,
-`props` as JSON text) in 64k-row blocks:
+Data: bench/logdata.py's generated log lines (`--mb` of NDJSON, ~330 bytes a line; the
+shared generator), ingested into shoal through `db.ingest_ndjson` in `--extents` parts (one
+extent each), and the same rows written as one Parquet file (zstd, 64k-row row groups) in
+exactly the shape shoal's embedded engine reads them (µs timestamps, `attrs` as JSON text).
 
-- needle:    `trace_id = '<id>'` over the one block that holds it (what stage 2 leaves);
-- needle, unpruned: the same over every block (what an engine alone would scan);
-- selective: count and avg(duration_ms) of one service in a 15-minute window whose message
-             has the whole token `timeout`, over the blocks overlapping the window;
-- full aggregation: count by minute, service and level over every row, ordered.
+Statements: every statement of tests/query/everyday_corpus.py (SQL and KQL), run in process
+(as bench/bench_query.py runs its engines): `engine=auto` (the engine the choice picks) and
+`engine=spark` through `db.sql` / `execute_kql`, and DuckDB over the Parquet file with the
+SQL shoal's transpiler writes for the statement (the same DuckDB SQL the embedded engine
+runs; for a statement the transpiler refuses, sqlglot's Spark-to-DuckDB rewrite, "n/a" if
+DuckDB rejects it). Each is run once to warm, then `--repeat` times; the p50 is reported.
 
-Every engine's answer is asserted equal. Reports p50 / p99 (ms) of `--repeat` warm runs
-(after 3 warm-up runs), engines interleaved so outside load hits each alike.
+Reported: the share of statements the embedded engine answers in `auto` (and the reasons of
+the rest), p50 per engine and per statement, the ratio auto / DuckDB-over-Parquet per
+statement and its corpus median, and the named targets: "one service, 15 minutes:
+count/avg/p95" <= 1.5x DuckDB, corpus median <= 2x.
+
+Memory (before any Spark starts, so the process's peak is its own): a whole-day aggregate
+over every extent on the embedded engine, the process's peak resident growth (VmHWM after a
+reset) with the scans streamed (what shoal does) and with the scans first read whole into
+Arrow tables (what it did before).
+Output is Markdown.
 """
 
 from __future__ import annotations
@@ -25,200 +32,210 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import sqlglot
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_query import DAY0, as_parquet, assert_same, make_extent  # noqa: E402
+from logdata import generate  # noqa: E402
 
-from shoal.query.planner import has_pattern  # noqa: E402
-from shoal.types import INT, REAL, STRING, Column, Schema  # noqa: E402
+import shoal  # noqa: E402
+from shoal.query.scan_plan import TIMESTAMP_NS  # noqa: E402
+from tests.query.everyday_corpus import (LOG_COLUMNS, ONE_SERVICE_15M, STATEMENTS,  # noqa: E402
+                                         Statement)
+from tests.support.procmem import PeakMeter  # noqa: E402
 
-BLOCK_ROWS = 65_536
-THREADS = 2
-
-
-def make_input(rows: int) -> tuple[list[pa.RecordBatch], str]:
-    """`rows` generated log rows in Spark's shapes, cut into 64k-row blocks, and a trace id
-    from the middle."""
-    schema = Schema.create([Column("service", STRING), Column("level", STRING),
-                            Column("message", STRING), Column("trace_id", STRING),
-                            Column("status", INT), Column("duration_ms", REAL)]).arrow()
-    extents = max(1, rows // 200_000)
-    parts = [as_parquet(make_extent(i, rows // extents, extents, schema))
-             for i in range(extents)]
-    whole = pa.concat_tables(parts).combine_chunks()
-    batches = whole.to_batches(max_chunksize=BLOCK_ROWS)
-    needle = whole["trace_id"][whole.num_rows // 2 + 7].as_py()
-    return batches, needle
+WHOLE_DAY = ("SELECT service, level, count(*) AS n, avg(duration_ms) AS avg_ms, "
+             "max(length(message)) AS longest FROM logs GROUP BY service, level")
 
 
-def blocks_overlapping(batches: list[pa.RecordBatch], lo: Any, hi: Any) -> list[pa.RecordBatch]:
+def ingest(db: Any, path: Path, extents: int) -> int:
+    lines = path.read_bytes().splitlines(keepends=True)
+    per = max(1, len(lines) // extents)
+    for k in range(0, len(lines), per):
+        db.ingest_ndjson("logs", b"".join(lines[k:k + per]))
+    return len(lines)
+
+
+def write_parquet(db: Any, path: Path) -> None:
+    """Every row of `logs`, as the embedded engine reads it, as one Parquet file."""
+    eng = db.query_engine
+    names = [c.name for c in db.catalog.load_table("logs").schema.columns]
+    planned = eng._scans(f"SELECT {', '.join(names)}, {TIMESTAMP_NS} FROM logs", prune=True)
+    table = eng.local.read(planned.specs[0], lambda n: None)
+    pq.write_table(table, path, compression="zstd", row_group_size=65_536)
+
+
+def sql_of(db: Any, st: Statement) -> str:
+    return db.query_engine.translate_kql(st.text).sql if st.lang == "kql" else st.text
+
+
+def duck_sql(db: Any, st: Statement) -> tuple[str | None, int, str, str]:
+    """The DuckDB SQL for a statement over `__shoal_local_<i>` views, how many views, and
+    the engine `auto` picks with its reason."""
+    eng = db.query_engine
+    planned = eng._scans(sql_of(db, st), prune=True)
+    route = eng._route(planned, "auto")
+    if route.statement is not None:
+        return route.statement.sql, len(planned.specs), route.engine, route.reason
+    try:
+        text = sqlglot.transpile(sql_of(db, st), read="spark", write="duckdb")[0]
+    except sqlglot.errors.SqlglotError:
+        return None, 0, route.engine, route.reason
+    return text.replace("logs", "__shoal_local_0"), 1, route.engine, route.reason
+
+
+def timed(fn: Any, repeat: int) -> tuple[float, Any]:
+    out = fn()                      # warm
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples), out
+
+
+def run(db: Any, st: Statement, engine: str) -> Any:
+    if st.lang == "kql":
+        return db.query_engine.execute_kql(st.text, engine=engine)
+    return db.sql(st.text, engine=engine)
+
+
+def memory(db: Any) -> list[tuple[str, float, float]]:
+    """Peak resident growth of the whole-day aggregate: streamed scans, then the scans read
+    whole first (the former path)."""
+    from shoal.query.engine import read_local_inputs
+
+    eng = db.query_engine
     out = []
-    for b in batches:
-        mm = pc.min_max(b.column("_timestamp"))
-        if mm["min"].value <= hi.value and mm["max"].value >= lo.value:
-            out.append(b)
+    for how in ("streamed (now)", "read whole first (before)"):
+        planned = eng._scans(WHOLE_DAY, prune=True)
+        route = eng._route(planned, "local")
+        meter = PeakMeter(os.getpid()).start()
+        t0 = time.perf_counter()
+        inputs = read_local_inputs(eng.local, planned)
+        if how.startswith("read whole"):
+            inputs = {k: v.reader().read_all() for k, v in inputs.items()}
+        table = pa.Table.from_batches(list(eng.local.stream(route.statement, inputs)))
+        elapsed = time.perf_counter() - t0
+        del inputs
+        assert table.num_rows > 0
+        out.append((how, meter.growth_bytes() / 1e6, elapsed))
     return out
-
-
-def needle_block(batches: list[pa.RecordBatch], needle: str) -> list[pa.RecordBatch]:
-    return [b for b in batches if pc.any(pc.equal(b.column("trace_id"), needle)).as_py()]
-
-
-class DuckEngine:
-    name = "DuckDB 1.5"
-
-    def __init__(self) -> None:
-        import duckdb
-
-        self.db = duckdb.connect(config={
-            "enable_external_access": False, "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False, "lock_configuration": True,
-            "threads": THREADS})
-        self.version = duckdb.__version__
-
-    def run(self, batches: list[pa.RecordBatch], sql: str) -> pa.Table:
-        con = self.db.cursor()
-        try:
-            con.register("logs", pa.Table.from_batches(batches))
-            return con.execute(sql).to_arrow_table()
-        finally:
-            con.close()
-
-
-class DuckNaiveEngine(DuckEngine):
-    """DuckDB fed `timestamp` without a time zone (UTC implied), as ICU's time-zone-aware
-    kernels (date_trunc on TIMESTAMPTZ) are slow; the answer's timestamps get UTC back."""
-
-    name = "DuckDB 1.5, naive ts"
-
-    def run(self, batches: list[pa.RecordBatch], sql: str) -> pa.Table:
-        t = pa.Table.from_batches(batches)
-        i = t.schema.get_field_index("_timestamp")
-        t = t.set_column(i, "_timestamp", t.column(i).cast(pa.timestamp("us")))
-        con = self.db.cursor()
-        try:
-            con.register("logs", t)
-            out = con.execute(sql).to_arrow_table()
-        finally:
-            con.close()
-        for j, f in enumerate(out.schema):
-            if pa.types.is_timestamp(f.type) and f.type.tz is None:
-                out = out.set_column(j, f.name, out.column(j).cast(
-                    pa.timestamp("us", tz="UTC")))
-        return out
-
-
-class FusionEngine:
-    name = "DataFusion 55"
-
-    def __init__(self) -> None:
-        import datafusion
-
-        self.df = datafusion
-        self.version = datafusion.__version__
-
-    def run(self, batches: list[pa.RecordBatch], sql: str) -> pa.Table:
-        config = self.df.SessionConfig().with_target_partitions(THREADS)
-        ctx = self.df.SessionContext(config)
-        # one partition per thread so the scan runs in parallel
-        parts: list[list[pa.RecordBatch]] = [[] for _ in range(min(THREADS, len(batches)))]
-        for i, b in enumerate(batches):
-            parts[i % len(parts)].append(b)
-        ctx.register_record_batches("logs", parts)
-        return ctx.sql(sql).to_arrow_table()
-
-
-def queries(needle: str) -> dict[str, tuple[str, str, bool]]:
-    """name -> (DuckDB SQL, DataFusion SQL, ordered?)."""
-    lo = DAY0 + timedelta(hours=14, minutes=7)
-    hi = lo + timedelta(minutes=15)
-    f = "%Y-%m-%d %H:%M:%S"
-    pattern = has_pattern("timeout")
-    cols = "_timestamp, props, service, level, message, trace_id, status, duration_ms"
-    duck_window = (f"_timestamp BETWEEN TIMESTAMPTZ '{lo.strftime(f)}+00' AND "
-                   f"TIMESTAMPTZ '{hi.strftime(f)}+00'")
-    fusion_window = (f"_timestamp BETWEEN TIMESTAMP '{lo.strftime(f)}Z' AND "
-                     f"TIMESTAMP '{hi.strftime(f)}Z'")
-    full = ("SELECT date_trunc('minute', _timestamp) AS minute, service, level, "
-            "count(*) AS n FROM logs GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
-    return {
-        "needle": (f"SELECT {cols} FROM logs WHERE trace_id = '{needle}'",
-                   f"SELECT {cols} FROM logs WHERE trace_id = '{needle}'", False),
-        "selective": (
-            "SELECT count(*) AS n, avg(duration_ms) AS avg_ms FROM logs WHERE service = "
-            f"'svc-17' AND {duck_window} AND regexp_matches(message, '{pattern}')",
-            "SELECT count(*) AS n, avg(duration_ms) AS avg_ms FROM logs WHERE service = "
-            f"'svc-17' AND {fusion_window} AND regexp_like(message, '{pattern}')", True),
-        "full aggregation": (full, full, True),
-    }
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=2_000_000)
-    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--mb", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--extents", type=int, default=16)
+    p.add_argument("--work")
+    p.add_argument("--keep", action="store_true")
+    p.add_argument("--skip-spark", action="store_true",
+                   help="run no statement on Spark (those `auto` sends there are skipped)")
     args = p.parse_args()
-    load = os.getloadavg()
-    batches, needle = make_input(args.rows)
-    rows = sum(b.num_rows for b in batches)
-    qs = queries(needle)
-    lo = pa.scalar(DAY0 + timedelta(hours=14, minutes=7), pa.timestamp("us", tz="UTC"))
-    hi = pa.scalar(DAY0 + timedelta(hours=14, minutes=22), pa.timestamp("us", tz="UTC"))
-    inputs = {"needle": needle_block(batches, needle), "needle, unpruned": batches,
-              "selective": blocks_overlapping(batches, lo, hi), "full aggregation": batches}
-    plan = [("needle", "needle"), ("needle, unpruned", "needle"),
-            ("selective", "selective"), ("full aggregation", "full aggregation")]
-    engines: list[Any] = [DuckEngine(), DuckNaiveEngine(), FusionEngine()]
-    times: dict[tuple[str, str], list[float]] = {}
-    for label, qname in plan:
-        duck_sql, fusion_sql, ordered = qs[qname]
-        sqls = {engines[0].name: duck_sql, engines[1].name: duck_sql.replace("+00'", "'"),
-                engines[2].name: fusion_sql}
-        answers: dict[str, pa.Table] = {}
-        for _ in range(3):                                  # warm-up
-            for e in engines:
-                answers[e.name] = e.run(inputs[label], sqls[e.name])
-        assert_same(answers, sort=not ordered)
-        assert answers[engines[0].name].num_rows >= 1
-        fns: dict[str, Callable[[], pa.Table]] = {
-            e.name: (lambda e=e: e.run(inputs[label], sqls[e.name])) for e in engines}
-        for _ in range(args.repeat):
-            for name, fn in fns.items():
-                t0 = time.perf_counter()
-                fn()
-                times.setdefault((label, name), []).append(time.perf_counter() - t0)
-    end_load = os.getloadavg()
-    print(f"## embedded engine choice — {rows:,} rows, {len(batches)} blocks of "
-          f"{BLOCK_ROWS:,}\n")
-    print(f"`.venv/bin/python bench/bench_engines.py {' '.join(sys.argv[1:])}` "
-          f"({time.strftime('%Y-%m-%d')})\n")
-    print(f"Host: {platform.machine()}, {os.cpu_count()} CPUs, load average "
-          f"{load[0]:.2f} at start / {end_load[0]:.2f} at end; Python "
-          f"{platform.python_version()}, pyarrow {pa.__version__}, "
-          + ", ".join(f"{e.name} ({e.version})" for e in engines)
-          + f"; {THREADS} threads each. {args.repeat} warm runs per query and engine "
-          "(interleaved) after 3 warm-ups; each run = open a session, register the Arrow "
-          "input, run, fetch the answer as Arrow. Answers asserted equal.\n")
-    print("| query | input rows | engine | p50 ms | p99 ms |\n|---|---:|---|---:|---:|")
-    for label, _ in plan:
-        n = sum(b.num_rows for b in inputs[label])
-        for e in engines:
-            t = sorted(times[(label, e.name)])
-            p99 = t[min(len(t) - 1, int(round(0.99 * (len(t) - 1))))]
-            print(f"| {label} | {n:,} | {e.name} | {statistics.median(t) * 1000:,.1f} | "
-                  f"{p99 * 1000:,.1f} |")
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-engines-"))
+    work.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()[0]
+    try:
+        source = generate(args.mb)
+        db = shoal.connect(data_dir=str(work / "shoal"), spark_master="local[2]")
+        if "logs" not in {t.name for t in db.catalog.list_tables()}:
+            db.create_table("logs", LOG_COLUMNS)
+            t0 = time.perf_counter()
+            rows = ingest(db, source, args.extents)
+            print(f"ingested {rows:,} rows in {time.perf_counter() - t0:.1f} s")
+        parquet = work / "logs.parquet"
+        if not parquet.exists():
+            write_parquet(db, parquet)
+        rows = db.sql("SELECT count(*) AS n FROM logs").table.column(0)[0].as_py()
+        mem = memory(db)
+        duck = duckdb.connect(config={"threads": 2})
+        results = []
+        for st in STATEMENTS:
+            text, views, engine, reason = duck_sql(db, st)
+            auto_s = spark_s = None
+            if engine == "local" or not args.skip_spark:
+                auto_s, auto = timed(lambda st=st: run(db, st, "auto"), args.repeat)
+                engine, reason = auto.stats.engine, auto.stats.engine_reason
+            if not args.skip_spark:
+                spark_s, _ = timed(lambda st=st: run(db, st, "spark"), args.repeat)
+            duck_s = None
+            if text is not None:
+                cur = duck.cursor()
+                for i in range(views):
+                    cur.execute(f"CREATE OR REPLACE VIEW __shoal_local_{i} AS "
+                                f"SELECT * FROM read_parquet('{parquet}')")
+                try:
+                    duck_s, _ = timed(lambda cur=cur, text=text: cur.execute(text)
+                                      .to_arrow_table(), args.repeat)
+                except duckdb.Error as e:
+                    print(f"  {st.id}: DuckDB rejects the rewrite: {str(e).splitlines()[0]}")
+                cur.close()
+            results.append((st, engine, reason, auto_s, spark_s, duck_s))
+            print(f"  {st.id}: auto {engine} {ms(auto_s)} ms", flush=True)
+        report(args, rows, results, mem, load0)
+        db.close()
+    finally:
+        if not args.keep and not args.work:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def ms(s: float | None) -> str:
+    return "n/a" if s is None else f"{s * 1e3:.1f}"
+
+
+def report(args: Any, rows: int, results: list, mem: list, load0: float) -> None:
+    local = [r for r in results if r[1] == "local"]
+    ratios = [r[3] / r[5] for r in results if r[5] and r[3] is not None]
+    median_ratio = statistics.median(ratios) if ratios else float("nan")
+    named = next(r for r in results if r[0].id == ONE_SERVICE_15M)
+    named_ratio = named[3] / named[5] if named[5] and named[3] is not None else float("nan")
+    print(f"\n`.venv/bin/python bench/bench_engines.py {' '.join(sys.argv[1:])}` "
+          f"({rows:,} rows, {args.extents} extents; {platform.machine()}, "
+          f"{os.cpu_count()} cores; load average {load0:.1f} at start, "
+          f"{os.getloadavg()[0]:.1f} at end)\n")
+    print(f"Embedded engine share in `auto`: {len(local)}/{len(results)} = "
+          f"{len(local) / len(results):.0%}\n")
+    print("| statement | lang | auto engine | auto p50 ms | spark p50 ms | DuckDB/Parquet "
+          "p50 ms | auto / DuckDB |")
+    print("|---|---|---|---|---|---|---|")
+    for st, engine, _, a, s, d in results:
+        ratio = f"{a / d:.2f}x" if d and a is not None else "n/a"
+        print(f"| {st.id} | {st.lang} | {engine} | {ms(a)} | {ms(s)} | {ms(d)} | {ratio} |")
+    auto_local = [r[3] for r in local]
+    spark_all = [r[4] for r in results if r[4] is not None]
+    duck_all = [r[5] for r in results if r[5] is not None]
+    auto_all = [r[3] for r in results if r[3] is not None]
+    print(f"\np50 over the corpus: auto {ms(statistics.median(auto_all))} ms "
+          f"(local statements {ms(statistics.median(auto_local) if auto_local else None)} "
+          f"ms), spark {ms(statistics.median(spark_all) if spark_all else None)} ms, "
+          f"DuckDB/Parquet {ms(statistics.median(duck_all) if duck_all else None)} ms")
+    print(f"\nTargets: one service, 15 minutes (count/avg/p95): {named_ratio:.2f}x DuckDB "
+          f"(target <= 1.5x: {'met' if named_ratio <= 1.5 else 'MISSED'}); corpus median "
+          f"{median_ratio:.2f}x (target <= 2x: {'met' if median_ratio <= 2 else 'MISSED'})")
+    print("\nSent to Spark in `auto`:")
+    for st, engine, reason, *_ in results:
+        if engine != "local":
+            print(f"- {st.id}: {reason}")
+    print("\nWhole-day aggregate on the embedded engine (`" + WHOLE_DAY + "`):\n")
+    print("| scans | peak resident growth MB | time s |")
+    print("|---|---|---|")
+    for how, mb, s in mem:
+        print(f"| {how} | {mb:.0f} | {s:.2f} |")
 
 
 if __name__ == "__main__":

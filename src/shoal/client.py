@@ -181,6 +181,8 @@ class Shoal:
     def close(self) -> None:
         if self._write_path is not None:
             self._write_path.close()
+        if self._query_engine is not None:
+            self._query_engine.close()
         self.catalog.close()
 
 

@@ -101,15 +101,19 @@ class Config:
     # SIGTERM before it cancels them and stops.
     header_timeout_s: float = 20.0
     shutdown_timeout_s: float = 30.0
-    # Which engine answers a SELECT (docs/architecture.md): `auto` runs it in process (the embedded
-    # engine) when it is vetted identical to Spark and its pruned scans plan at most
-    # `local_query_max_bytes` (which bounds the engine's memory); `local` / `spark` force.
+    # Which engine answers a SELECT (docs/sql.md): `auto` runs it in process (the embedded
+    # engine) when it is vetted identical to Spark, Spark is not a bigger cluster, and its
+    # pruned scans' projected columns take at most `local_scan_max_bytes` (a bound on the
+    # work, not on memory: the engine streams its inputs and spills); `local` / `spark` force.
+    # `local_query_max_bytes` / SHOAL_LOCAL_QUERY_MAX_BYTES, its former name, still sets it.
     query_engine: str = "auto"
-    local_query_max_bytes: int = 256 << 20
-    # The memory one embedded-engine query may take: DuckDB's working memory (its database's
-    # `memory_limit`, no spilling) and, separately, its inputs read as Arrow. Past either it
-    # is answered by Spark (`auto`) or refused with 400 `query_memory_exceeded` (`local`).
+    local_scan_max_bytes: int = 8 << 30
+    # The memory one embedded-engine query may take (DuckDB's `memory_limit` for its
+    # database; its inputs stream through it). Past it, DuckDB spills to the data
+    # directory's scratch area, up to `local_query_spill_bytes`; past that it is answered by
+    # Spark (`auto`) or refused with 400 `query_memory_exceeded` (`local`). 0: no spilling.
     local_query_memory: int = 512 << 20
+    local_query_spill_bytes: int = 4 << 30
     # `shoal serve` coerces NDJSON bodies in this many worker processes
     # (`shoal.ingest.pool`); 0: in the server process. 0 by default: on the 2-core machines
     # measured, the pool cost as much CPU as it freed (BENCHMARKS.md, REST on every core).
@@ -146,11 +150,14 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
-                         "query_max_bytes", "query_concurrency", "local_query_max_bytes",
+                         "query_max_bytes", "query_concurrency", "local_scan_max_bytes",
+                         "local_query_spill_bytes",
                          "query_concurrency_per_client",
                          "local_query_memory",
                          "promql_max_samples", "coerce_workers"})
 QUERY_ENGINES = ("auto", "local", "spark")
+# Former names still accepted (file key, SHOAL_ variable, flag) -> the setting they set.
+RENAMED = {"local_query_max_bytes": "local_scan_max_bytes"}
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s",
                            "flight_idle_timeout_s", "header_timeout_s",
                            "shutdown_timeout_s", "spark_start_timeout_s"})
@@ -241,10 +248,15 @@ def load_config(*, config_file: str | None = None, env: Mapping[str, str] | None
             if key == "spark":
                 values["spark_conf"] = _spark_table(path, value)
                 continue
+            key = RENAMED.get(key, key)
             if key not in _FIELDS:
                 raise ConfigError(f"config file {path}: unknown key {key!r}")
             values[key] = _coerce(key, value)
     spark = dict(values.pop("spark_conf", {}))
+    for old, name in RENAMED.items():     # the former name; the current one wins below
+        var = ENV_PREFIX + old.upper()
+        if env.get(var):
+            values[name] = _coerce(name, env[var])
     for name in _FIELDS:
         var = ENV_PREFIX + name.upper()
         if var in env and env[var] != "":
@@ -255,6 +267,7 @@ def load_config(*, config_file: str | None = None, env: Mapping[str, str] | None
     if spark:
         values["spark_conf"] = _coerce("spark_conf", spark)
     for name, value in flags.items():
+        name = RENAMED.get(name, name)
         if name not in _FIELDS:
             raise TypeError(f"unknown configuration flag {name!r}")
         if value is not None:
@@ -336,10 +349,17 @@ SETTINGS: dict[str, str] = {
     "query_engine": "Which engine answers a SELECT: `auto` (in process when vetted identical "
                     "to Spark and small enough), `local` or `spark` "
                     "([SQL](sql.md#two-engines-embedded-duckdb-and-spark)).",
-    "local_query_max_bytes": "Most stored bytes of pruned scans `auto` runs in process.",
+    "local_scan_max_bytes": "Most stored bytes of the projected columns of pruned scans "
+                            "`auto` runs in process (a bound on the work, not memory); "
+                            "`SHOAL_LOCAL_QUERY_MAX_BYTES`, its former name, still sets it "
+                            "([SQL](sql.md#two-engines-embedded-duckdb-and-spark)).",
     "local_query_memory": "Memory one embedded-engine query may take (DuckDB's working "
-                          "memory, and separately its Arrow inputs); past it `auto` runs "
-                          "Spark, `local` answers 400 `query_memory_exceeded`.",
+                          "memory; its inputs stream through it); past it the query spills "
+                          "to disk.",
+    "local_query_spill_bytes": "Most bytes one embedded-engine query may spill under the "
+                               "data directory's `scratch/`; past it `auto` runs Spark, "
+                               "`local` answers 400 `query_memory_exceeded`; 0: no "
+                               "spilling.",
     "coerce_workers": "Processes `shoal serve` coerces NDJSON bodies in "
                       "(`--coerce-workers`); 0 = in the server process "
                       "([deployment](deployment.md#coercion-workers)).",

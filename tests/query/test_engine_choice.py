@@ -1,5 +1,7 @@
 """Which engine answers: `auto` runs a needle in process and
-hands a scan over the budget to Spark, forcing works both ways, the stats and EXPLAIN say
+hands a scan whose projected bytes pass the scan limit to Spark, as it does a statement when
+the Spark master is a bigger cluster; the limit weighs the projected columns, not whole
+blocks; forcing works both ways, the stats and EXPLAIN say
 which engine ran and why; the reader fetches only the projected columns; the embedded
 engine stays read-only and never starts Spark."""
 
@@ -51,7 +53,7 @@ def wide(tmp_path_factory, spark):
 
 
 def _with_budget(db, budget: int) -> None:
-    db.config = replace(db.config, local_query_max_bytes=budget)
+    db.config = replace(db.config, local_scan_max_bytes=budget)
 
 
 def test_auto_runs_a_needle_locally_and_a_scan_over_the_budget_on_spark(wide):
@@ -60,30 +62,30 @@ def test_auto_runs_a_needle_locally_and_a_scan_over_the_budget_on_spark(wide):
     plan_needle = wide.sql("EXPLAIN " + needle).stats.to_json()
     plan_full = wide.sql("EXPLAIN " + full).stats.to_json()
     assert plan_needle["extents_read"] == 1 and plan_full["extents_read"] == 4
-    assert plan_needle["planned_bytes"] * 3 < plan_full["planned_bytes"]
-    _with_budget(wide, plan_needle["planned_bytes"] * 2)
+    assert plan_needle["projected_bytes"] * 2 < plan_full["projected_bytes"]
+    _with_budget(wide, plan_needle["projected_bytes"] * 2)
     try:
         r = wide.sql(needle)
         doc = r.stats.to_json()
         assert (doc["engine"], r.table.to_pylist()) == ("local", [{"service": "svc-0",
                                                                    "n": ROWS // 2}])
-        assert "within the local budget" in doc["engine_reason"]
+        assert "within the local scan limit" in doc["engine_reason"]
         r = wide.sql(full)
         doc = r.stats.to_json()
-        assert doc["engine"] == "spark" and "over the local budget" in doc["engine_reason"]
+        assert doc["engine"] == "spark" and "over the local scan limit" in doc["engine_reason"]
         assert sorted(r.table.to_pylist(), key=lambda x: x["service"])[0] == {
             "service": "svc-0", "c": 4 * ROWS // 5, "s": 4 * sum(range(0, ROWS, 5))}
         # EXPLAIN says the same, per scan
         rows = wide.sql("EXPLAIN " + full).table.to_pylist()
         assert {x["engine"] for x in rows} == {"spark"}
         # forcing: local refuses what is over the budget, with a clear error
-        with pytest.raises(LocalEngineRefusedError, match="over the local budget"):
+        with pytest.raises(LocalEngineRefusedError, match="over the local scan limit"):
             wide.sql(full, engine="local")
         forced = wide.sql(needle, engine="spark").stats.to_json()
         assert (forced["engine"], forced["engine_reason"]) == ("spark",
                                                                "engine=spark requested")
     finally:
-        _with_budget(wide, 256 << 20)
+        _with_budget(wide, 8 << 30)
     local = wide.sql(full, engine="local")
     assert local.stats.engine == "local" and "engine=local requested" in \
         local.stats.engine_reason
@@ -104,6 +106,13 @@ def test_configured_default_engine_and_bad_names(wide):
 
     assert load_config(env={"SHOAL_QUERY_ENGINE": "Local",
                             "SHOAL_LOCAL_QUERY_MAX_BYTES": "1048576"}).query_engine == "local"
+    # the scan limit's former name still sets it; the current name wins
+    assert load_config(env={"SHOAL_LOCAL_QUERY_MAX_BYTES": "1048576"}
+                       ).local_scan_max_bytes == 1 << 20
+    assert load_config(env={"SHOAL_LOCAL_QUERY_MAX_BYTES": "1048576",
+                            "SHOAL_LOCAL_SCAN_MAX_BYTES": "2097152"}
+                       ).local_scan_max_bytes == 2 << 20
+    assert load_config(local_query_max_bytes=5).local_scan_max_bytes == 5
     with pytest.raises(ConfigError, match="query_engine"):
         load_config(env={"SHOAL_QUERY_ENGINE": "fast"})
 
@@ -156,3 +165,58 @@ def test_the_local_engine_reads_no_files_and_starts_no_spark(tmp_path, wide):
         with pytest.raises(LocalExecutionError):
             ex.run(sql, {}, [])
     assert not (tmp_path / "out.csv").exists() and not (tmp_path / "x.db").exists()
+
+
+def test_a_whole_day_of_a_few_columns_is_weighed_by_its_columns(wide):
+    """The scan limit weighs the projected columns: a two-column aggregate over every block
+    counts a fraction of the blocks' bytes, so a limit between the two keeps it local."""
+    full = "SELECT service, count(*) AS c, sum(n) AS s FROM w GROUP BY service"
+    plan = wide.sql("EXPLAIN " + full).stats.to_json()
+    assert 0 < plan["projected_bytes"] * 2 < plan["planned_bytes"]
+    _with_budget(wide, (plan["projected_bytes"] + plan["planned_bytes"]) // 2)
+    try:
+        doc = wide.sql(full).stats.to_json()
+        assert doc["engine"] == "local" and "within the local scan limit" in \
+            doc["engine_reason"]
+    finally:
+        _with_budget(wide, 8 << 30)
+
+
+def test_a_bigger_cluster_takes_what_the_embedded_engine_could_answer():
+    """A Spark master that is a cluster with more cores than this machine answers in `auto`
+    (the reason says so); one no bigger, or a forced `local`, leaves it to the embedded
+    engine; a cluster whose settings do not say its cores is taken to be bigger."""
+    from shoal.config import Config
+    from shoal.query.embedded.transpile import NotLocal
+    from shoal.query.routing import Cluster, choose
+    from shoal.query.spark.cluster import cluster_cores
+
+    statement = object()
+
+    def vetted():
+        return statement
+
+    def refused():
+        raise NotLocal("function initcap()")
+
+    big, small = Cluster("spark://m:7077", 64, 2), Cluster("spark://m:7077", 2, 2)
+    route = choose("auto", projected_bytes=10, max_bytes=100, vet=vetted, cluster=big)
+    assert route.engine == "spark" and "64 cores, more than this machine's 2" in route.reason
+    for cluster in (small, None):
+        assert choose("auto", projected_bytes=10, max_bytes=100, vet=vetted,
+                      cluster=cluster).engine == "local"
+    assert choose("local", projected_bytes=10, max_bytes=100, vet=vetted,
+                  cluster=big).engine == "local"
+    unknown = choose("auto", projected_bytes=10, max_bytes=100, vet=vetted,
+                     cluster=Cluster("spark://m:7077", None, 2))
+    assert unknown.engine == "spark" and "spark.cores.max" in unknown.reason
+    route = choose("auto", projected_bytes=10, max_bytes=100, vet=refused, cluster=small)
+    assert route.engine == "spark" and "initcap" in route.reason
+    # the cores a cluster session may use, from its settings
+    assert cluster_cores(Config()) is None
+    master = "spark://m:7077"
+    assert cluster_cores(Config(spark_master=master,
+                                spark_conf=(("spark.cores.max", "12"),))) == 12
+    assert cluster_cores(Config(spark_master=master, spark_conf=(
+        ("spark.executor.cores", "4"), ("spark.executor.instances", "3")))) == 12
+    assert cluster_cores(Config(spark_master=master), role="serve") == 2

@@ -5,7 +5,8 @@ nothing here starts Spark, so the server's memory is its own process's):
   the answer is the capped prefix (`truncated`) and the server's peak memory grows by less
   than `PEAK_BOUND_BYTES` (before, the whole answer was built first: +6 GB);
 - a statement whose working memory exceeds the per-query limit (`SHOAL_LOCAL_QUERY_MEMORY`,
-  64 MiB here) is a 400 `query_memory_exceeded` naming the setting, in bounded memory;
+  64 MiB here, with spilling off: `SHOAL_LOCAL_QUERY_SPILL_BYTES=0`) is a 400
+  `query_memory_exceeded` naming the setting, in bounded memory;
 - a statement past the timeout is interrupted in DuckDB and its slot is freed;
 - regular expressions that backtrack are refused before any engine runs (400
   `regex_too_complex`, positioned);
@@ -30,6 +31,7 @@ ROWS = 4000
 TEXT = "x" * 50
 MAX_ROWS = 10_000
 QUERY_MEMORY = 64 << 20
+SPILL_BYTES = 0
 # The capped self-join and the refused one: what one query may add to the server's peak.
 PEAK_BOUND_BYTES = 300 << 20
 
@@ -39,6 +41,7 @@ def server(tmp_path_factory) -> Iterator[ServerHandle]:
     handle = start_server(tmp_path_factory.mktemp("engine-bounds"), extra_args=["--lazy-spark"],
                           env={"SHOAL_QUERY_MAX_ROWS": str(MAX_ROWS),
                                "SHOAL_LOCAL_QUERY_MEMORY": str(QUERY_MEMORY),
+                               "SHOAL_LOCAL_QUERY_SPILL_BYTES": str(SPILL_BYTES),
                                "SHOAL_QUERY_TIMEOUT_S": "3",
                                "SHOAL_QUERY_CONCURRENCY": "1"})
     try:

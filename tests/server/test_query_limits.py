@@ -247,20 +247,20 @@ def test_a_timed_out_regex_holds_its_slot_until_its_spark_task_has_ended(db):
 
 
 def test_auto_hands_a_statement_over_the_memory_limit_to_spark(db, tmp_path):
-    """With a tiny per-query memory, the embedded engine cannot take the statement: in
-    `auto` Spark answers it (and says why); with `local` it is refused with the setting's
-    name."""
+    """With a tiny per-query memory (and nothing it may spill), the embedded engine cannot
+    take the statement: in `auto` Spark answers it (and says why); with `local` it is
+    refused with the settings' names."""
     from shoal.query.embedded.local_engine import LocalMemoryError
 
     small = shoal.connect(data_dir=db.config.data_dir, spark_master=SPARK_MASTER,
-                          local_query_memory=64 << 10)
+                          local_query_memory=64 << 10, local_query_spill_bytes=0)
     try:
         sql = "SELECT n, s FROM texts ORDER BY n"
         result = small.sql(sql)
         assert result.stats.engine == "spark", result.stats.engine_reason
         assert "SHOAL_LOCAL_QUERY_MEMORY" in result.stats.engine_reason
         assert result.table.column("n").to_pylist() == list(range(TEXTS))
-        with pytest.raises(LocalMemoryError, match="inputs read as Arrow"):
+        with pytest.raises(LocalMemoryError, match="SHOAL_LOCAL_QUERY_MEMORY"):
             small.sql(sql, engine="local")
         # The same statement within the default limit: answered in process, same answer.
         whole = db.sql(sql)

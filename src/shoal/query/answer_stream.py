@@ -9,7 +9,7 @@ job runs).
 `QueryStream(engine, plan, limits)` then runs it:
 
 - The embedded engine streams for real: the planned scans are read (bounded by
-  `local_query_max_bytes`, as for `execute`), and the answer comes out of DuckDB's Arrow
+  `local_scan_max_bytes`, as for `execute`), and the answer comes out of DuckDB's Arrow
   reader batch by batch, each leaving before the next is computed.
 - Spark does not stream here: its Arrow collection (`DataFrame.toArrow`, i.e.
   `_collect_as_arrow`) receives the partitions out of order and learns their order only at

@@ -66,12 +66,11 @@ from shoal.query.cancel import CancelHandle, _Run
 from shoal.query.guard import classify
 from shoal.query.limits import QueryLimits, cap_table, collect_capped
 from shoal.query.planner import Analysis, analyze, referenced_tables
-from shoal.query.routing import EngineMode, Route, choose, engine_mode, handed_off
+from shoal.query.routing import Cluster, EngineMode, Route, choose, engine_mode, handed_off
 from shoal.query.scan_plan import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats,
-                                   build_scan_spec)
+                                   build_scan_spec, resolve_snapshot)
 from shoal.query.spark import session
 from shoal.query.spark.cluster import SparkRole
-from shoal.query.spark.datasource import encode_accumulator, resolve_snapshot
 from shoal.query.spark.failures import spark_message as _spark_message
 from shoal.query.spark.session import discard_spark_session, spark_generation, spark_process
 from shoal.lru import MISSING, Lru
@@ -97,7 +96,8 @@ class QueryStats:
     scans: list[dict[str, Any]] = field(default_factory=list)
     engine: str | None = None               # local | spark: which engine answered
     engine_reason: str | None = None        # and why (shoal.query.routing)
-    planned_bytes: int | None = None        # what stages 1-2 left, the routing's measure
+    planned_bytes: int | None = None        # what stages 1-2 left (whole blocks)
+    projected_bytes: int | None = None      # their projected columns: the routing's measure
 
     def add(self, ref_table: str, alias: str, snapshot_id: int, pushed: Any,
             stats: ScanStats) -> ScanStats:
@@ -116,6 +116,7 @@ class QueryStats:
             doc["engine"] = self.engine
             doc["engine_reason"] = self.engine_reason
             doc["planned_bytes"] = self.planned_bytes
+            doc["projected_bytes"] = self.projected_bytes
         doc["scans"] = [{**{k: v for k, v in s.items() if k != "stats"},
                          **s["stats"].to_json()} for s in self.scans]
         return doc
@@ -134,6 +135,10 @@ class Planned:
     @property
     def planned_bytes(self) -> int:
         return sum(spec.planned_bytes for spec in self.specs)
+
+    @property
+    def projected_bytes(self) -> int:
+        return sum(spec.projected_bytes for spec in self.specs)
 
 
 @dataclass
@@ -210,15 +215,26 @@ class QueryEngine:
             if self._local is None:
                 from shoal.query.embedded.local_engine import DuckDBExecutor, LocalEngine
 
-                log = os.path.join(self.db.config.data_dir, "processing.log")
+                config = self.db.config
+                log = os.path.join(config.data_dir, "processing.log")
                 threads = max(1, os.cpu_count() or 1)
-                memory = self.db.config.local_query_memory
-                executor = DuckDBExecutor(threads=threads, query_memory=memory,
-                                          idle=self.db.config.query_concurrency,
-                                          processing_log=log)
+                executor = DuckDBExecutor(threads=threads, query_memory=config.local_query_memory,
+                                          idle=config.query_concurrency,
+                                          processing_log=log,
+                                          spill_dir=os.path.join(config.data_dir, "scratch")
+                                          if config.local_query_spill_bytes > 0 else None,
+                                          spill_bytes=config.local_query_spill_bytes)
                 self._local = LocalEngine(self.db.store, self.db.formats, executor,
-                                          read_threads=threads, input_limit=memory)
+                                          read_threads=threads)
             return self._local
+
+    def close(self) -> None:
+        """Close the embedded engine's idle databases (removing their spill directories);
+        the Spark session is the process's and stays."""
+        with self._local_lock:
+            local, self._local = self._local, None
+        if local is not None:
+            local.executor.close()
 
     # ---- entry points --------------------------------------------------------------------
     def read(self, table: str, predicate: BlockPredicate | None = None, *,
@@ -327,8 +343,10 @@ class QueryEngine:
             stats.add(ref.table, ref.alias, spec.snapshot_id, ref.predicate, scan_stats)
             specs.append(spec)
             views.append(f"__shoal_scan_{next(_view_ids)}")
-        stats.planned_bytes = sum(spec.planned_bytes for spec in specs)
-        return Planned(sql, analysis, views, specs, stats)
+        planned = Planned(sql, analysis, views, specs, stats)
+        stats.planned_bytes, stats.projected_bytes = (planned.planned_bytes,
+                                                      planned.projected_bytes)
+        return planned
 
     def _route(self, planned: Planned, mode: EngineMode) -> Route:
         from shoal.query.embedded.transpile import NotLocal, spark_sql_type, to_local
@@ -355,8 +373,23 @@ class QueryEngine:
                 raise NotLocal(cached)
             return cached
 
-        return choose(mode, planned_bytes=planned.planned_bytes,
-                      budget=self.db.config.local_query_max_bytes, vet=vet)
+        return choose(mode, projected_bytes=planned.projected_bytes,
+                      max_bytes=self.db.config.local_scan_max_bytes, vet=vet,
+                      cluster=self._cluster())
+
+    def _cluster(self) -> Cluster | None:
+        """The configured Spark master when it is a cluster (for the engine choice); its
+        cores from the running session when there is one, else from its settings."""
+        from shoal.query.spark.cluster import cluster_cores, is_local
+
+        master = self.db.config.spark_master
+        if is_local(master):
+            return None
+        if self._spark is not None and self._generation == spark_generation():
+            cores = self._spark.sparkContext.defaultParallelism
+        else:
+            cores = cluster_cores(self.db.config, role=self.spark_role)
+        return Cluster(master, cores, os.cpu_count() or 1)
 
     def _run_local(self, planned: Planned, route: Route, run: _Run,
                    limits: QueryLimits) -> QueryResult:
@@ -378,6 +411,8 @@ class QueryEngine:
 
     def _plan(self, sql: str, *, prune: bool, keep_accumulator: bool = False,
               planned: Planned | None = None, run: _Run | None = None):
+        from shoal.query.spark.datasource import encode_accumulator
+
         planned = planned or self._scans(sql, prune=prune)
         spark = self.spark
         run = run or _Run(None)
@@ -458,9 +493,9 @@ class QueryEngine:
         return cap_table(table, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
 
 
-def read_local_inputs(local: LocalEngine, planned: Planned) -> dict[str, pa.Table]:
-    """The planned scans read for the embedded engine, by view name; each scan's stats
-    count the bytes it read."""
+def read_local_inputs(local: LocalEngine, planned: Planned) -> dict[str, Any]:
+    """The planned scans as the embedded engine's input streams, by view name; each scan's
+    stats count the bytes it reads (as the engine reads them)."""
     counters = []
     for scan in planned.stats.scans:
         def count(n: int, s: ScanStats = scan["stats"]) -> None:

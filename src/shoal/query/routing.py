@@ -1,19 +1,26 @@
 """Which engine answers a SELECT: the embedded one or Spark (docs/sql.md).
 
 The choice is made after planning, from what stages 1-2 left to read and from the
-statement itself:
+statement itself. The embedded engine takes every statement it can answer exactly as Spark
+would and finish sooner: it streams its inputs and spills past its memory, so what it is
+given is bounded by the work, not by memory.
 
 - `spark`: Spark, always.
 - `local`: the embedded engine, or a 400 (`LocalEngineRefusedError`) naming why it must
-  not: a statement it cannot answer exactly as Spark would, or scans whose planned bytes
-  exceed `local_query_max_bytes` (the embedded engine holds its inputs in memory, so the
-  budget bounds a query's memory).
-- `auto` (the default): the embedded engine when the statement is vetted
-  (`shoal.query.embedded.transpile`) and the planned bytes fit the budget; Spark otherwise.
+  not: a statement it cannot answer exactly as Spark would (a construct documented as
+  Spark-only is one), or scans whose projected bytes exceed `local_scan_max_bytes`.
+- `auto` (the default): the embedded engine, unless
+  (a) the statement is not vetted (`shoal.query.embedded.transpile`),
+  (b) the configured Spark master is a cluster with more cores than this machine (more
+      hands than the embedded engine has; `Cluster`), or
+  (c) the scans' projected bytes exceed `local_scan_max_bytes` (several GB by default:
+      past it a cluster's parallel scan is worth its start).
+  Then Spark answers.
 
-The planned bytes are an upper bound of what the scans read: the surviving blocks' share of
-their extents' sizes (a projection reads less). Every answer's stats and `EXPLAIN` carry
-`engine` and `engine_reason`.
+The projected bytes estimate what the scans fetch: the surviving blocks' share of their
+extents' sizes, times the projected columns' share of a row (`ScanSpec.projected_bytes`;
+the format records no per-column sizes). Every answer's stats and `EXPLAIN` carry `engine`
+and `engine_reason`.
 """
 
 from __future__ import annotations
@@ -73,9 +80,30 @@ def fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def choose(mode: EngineMode, *, planned_bytes: int, budget: int,
-           vet: Callable[[], LocalStatement]) -> Route:
-    """The engine for a planned SELECT. `vet()` transpiles it or raises `NotLocal`."""
+@dataclass(frozen=True)
+class Cluster:
+    """The configured Spark master when it is not local: its name, the cores its settings
+    give a session (None: they do not say) and this machine's cores."""
+
+    master: str
+    cores: int | None
+    machine_cores: int
+
+    def bigger(self) -> str | None:
+        """Why Spark should answer instead (None: the embedded engine is no worse off)."""
+        if self.cores is None:
+            return (f"the Spark master {self.master} is a cluster whose cores its settings "
+                    "do not say (spark.cores.max); it may outrun this machine")
+        if self.cores > self.machine_cores:
+            return (f"the Spark master {self.master} is a cluster with {self.cores} cores, "
+                    f"more than this machine's {self.machine_cores}")
+        return None
+
+
+def choose(mode: EngineMode, *, projected_bytes: int, max_bytes: int,
+           vet: Callable[[], LocalStatement], cluster: Cluster | None = None) -> Route:
+    """The engine for a planned SELECT. `vet()` transpiles it or raises `NotLocal`;
+    `cluster`: the Spark master when it is not local."""
     if mode == "spark":
         return Route("spark", "engine=spark requested")
     try:
@@ -84,15 +112,18 @@ def choose(mode: EngineMode, *, planned_bytes: int, budget: int,
         if mode == "local":
             raise LocalEngineRefusedError(e.reason) from None
         return Route("spark", f"not answered identically by the local engine: {e.reason}")
-    size = (f"planned scans {fmt_bytes(planned_bytes)} "
-            f"{'over' if planned_bytes > budget else 'within'} the local budget "
-            f"{fmt_bytes(budget)}")
-    if planned_bytes > budget:
+    over = projected_bytes > max_bytes
+    size = (f"projected scans {fmt_bytes(projected_bytes)} "
+            f"{'over' if over else 'within'} the local scan limit {fmt_bytes(max_bytes)}")
+    if over:
         if mode == "local":
-            raise LocalEngineRefusedError(size + " (SHOAL_LOCAL_QUERY_MAX_BYTES)")
+            raise LocalEngineRefusedError(size + " (SHOAL_LOCAL_SCAN_MAX_BYTES)")
         return Route("spark", size)
     if mode == "local":
         return Route("local", f"engine=local requested; {size}", statement)
+    bigger = cluster.bigger() if cluster is not None else None
+    if bigger is not None:
+        return Route("spark", bigger)
     return Route("local", size, statement)
 
 

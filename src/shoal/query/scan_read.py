@@ -68,7 +68,7 @@ def spec_arrow_schema(spec: ScanSpec) -> pa.Schema:
     schema = spec.read_schema()
     real = stored_columns(spec.columns)
     empty = pa.RecordBatch.from_arrays(
-        [pa.array([], type=schema.column(c).type.arrow()) for c in real], names=real)
+        [pa.nulls(0, schema.column(c).type.arrow()) for c in real], names=real)
     return to_spark_batch(empty, schema, spec.columns).schema
 
 

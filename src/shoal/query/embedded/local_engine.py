@@ -1,27 +1,31 @@
-"""The embedded query engine: a SELECT over small pruned scans, in process (docs/architecture.md).
+"""The embedded query engine: a SELECT over pruned scans, in process (docs/architecture.md).
 
-`LocalEngine.answer(statement, scans)` reads every planned scan with shoal's own reader
-(`shoal.query.scan_read.read_tasks`: only the projected columns, the blocks stages 1-2 kept, in
-exactly the shapes Spark's DataSource yields), registers each as the in-memory table its
-view name says, runs the statement `shoal.query.embedded.transpile` produced, and conforms the
-answer to what Spark gives: Spark's column names, Spark's Arrow types (µs UTC timestamps, bigint
-sums, `list<element: float>`), or `LocalMismatchError` when a column comes back in a type
-that is not certainly Spark's.
+`LocalEngine.stream(statement, scans)` hands every planned scan to the engine as a stream
+(`ScanStream`: shoal's own reader, `shoal.query.scan_read.read_tasks`, over only the projected
+columns of the blocks stages 1-2 kept, in exactly the shapes Spark's DataSource yields, read
+lazily as the engine pulls, a few extents ahead), registered under the name its view says,
+runs the statement `shoal.query.embedded.transpile` produced, and conforms the answer to what
+Spark gives: Spark's column names, Spark's Arrow types (µs UTC timestamps, bigint sums,
+`list<element: float>`), or `LocalMismatchError` when a column comes back in a type that is
+not certainly Spark's.
 
 The engine is an `Executor` (one small protocol, so another embedded engine can replace
-it); `DuckDBExecutor` is the one chosen by `bench/bench_engines.py` (BENCHMARKS.md). Each
+it); `DuckDBExecutor` is the one chosen in BENCHMARKS.md (DuckDB vs DataFusion). Each
 running statement has an in-memory database of its own (from a pool of idle ones), created
 locked: no file or network access (`enable_external_access=false`), no extension installed
-or loaded on demand, no spilling to disk, a `memory_limit` of its own (the per-query memory,
-`Config.local_query_memory`) and no setting a statement could change
-(`lock_configuration=true`). A query only ever sees the Arrow tables registered on its own
-cursor, plus shoal's byte functions (the same vectorised code as the Spark UDFs, reporting
-to the same processing log).
+or loaded on demand, a `memory_limit` of its own (the per-query memory,
+`Config.local_query_memory`), spilling past it only into its own directory under the data
+directory's scratch area, up to `Config.local_query_spill_bytes`, and no setting a
+statement could change (`lock_configuration=true`). A query only ever sees the Arrow inputs
+registered on its own cursor, plus shoal's byte functions (the same vectorised code as the
+Spark UDFs, reporting to the same processing log).
 
-Memory: `LocalEngine.read_inputs` stops with `LocalMemoryError` once the inputs' Arrow bytes
-pass the per-query memory (DuckDB does not count them), DuckDB's own working memory stops at
-its `memory_limit` (the same error), and `stream` yields the answer batch by batch, so a
-caller that stops reading (the caps) stops the statement.
+Memory: the inputs are streams, so a statement holds of them only what its operators keep
+(an aggregate's groups, a sort's rows, a join's build side), inside DuckDB's memory limit
+and spilled past it; the reader holds at most a few extents' projected columns ahead. A
+statement that needs more than the limit plus the spill cap fails with `LocalMemoryError`
+(Spark answers it in `auto`), and `stream` yields the answer batch by batch, so a caller that
+stops reading (the caps) stops the statement.
 
 Timestamps go in as zone-less µs values (UTC wall time, which is what Spark shows with its
 UTC session) because DuckDB's zone-aware kernels are ~3x slower; every zone-less timestamp
@@ -30,10 +34,14 @@ of the answer is UTC again.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
+import shutil
 import threading
-from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -64,18 +72,22 @@ class Executor(Protocol):
 
     name: str
 
-    def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+    def run(self, sql: str, inputs: Mapping[str, Any], functions: Sequence[str],
             on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
         """Answer `sql` (the engine's dialect) over `inputs`; `functions` names shoal's
         functions it uses. `on_cancel` is given a callable that interrupts the run (the
         caller's deadline calls it)."""
         ...
 
-    def stream(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+    def stream(self, sql: str, inputs: Mapping[str, Any], functions: Sequence[str],
                on_cancel: Callable[[Callable[[], None]], None] | None = None, *,
                batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
         """`run`, as record batches of at most `batch_rows` rows produced as the engine
         computes them (a generator: closing it early stops the statement and frees it)."""
+        ...
+
+    def close(self) -> None:
+        """Free what the engine holds between statements."""
         ...
 
 
@@ -101,19 +113,56 @@ def _fmt_bytes(n: int) -> str:
 
 
 DEFAULT_QUERY_MEMORY = 512 << 20
+DEFAULT_SPILL_BYTES = 4 << 30
+SPILL_PREFIX = "duckdb-"
+
+
+def clear_stale_spills(spill_dir: str) -> None:
+    """Remove the spill directories of processes that no longer run (a process killed
+    before it could remove its own)."""
+    try:
+        names = os.listdir(spill_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if not name.startswith(SPILL_PREFIX):
+            continue
+        try:
+            pid = int(name[len(SPILL_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        logger.info("removing the spill directory of a process that is gone: %s", name)
+        shutil.rmtree(os.path.join(spill_dir, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class DuckDBExecutor:
-    """DuckDB over Arrow. Each running statement has a database of its own (from a small
-    pool of idle ones: opening a database costs ~10 ms, taking an idle one a few µs), so
-    `memory_limit`, which DuckDB applies per database, bounds that one statement's working
-    memory; spilling is off (`temp_directory` empty), so a statement over it fails with
-    `LocalMemoryError` instead of writing to disk. At most `idle` databases are kept."""
+    """DuckDB over Arrow tables and streams. Each running statement has a database of its
+    own (from a small pool of idle ones: opening a database costs ~10 ms, taking an idle one
+    a few µs), so `memory_limit`, which DuckDB applies per database, bounds that one
+    statement's working memory. With `spill_dir`, a statement past it spills to a directory
+    of its database's own under it, up to `spill_bytes` (DuckDB's
+    `max_temp_directory_size`), and fails with `LocalMemoryError` beyond; without, spilling
+    is off and the memory limit is the bound. At most `idle` databases are kept; `close()`
+    closes them and removes their spill directories."""
 
     name = "duckdb"
 
     def __init__(self, *, threads: int = 2, query_memory: int = DEFAULT_QUERY_MEMORY,
-                 idle: int = 4, processing_log: str | None = None) -> None:
+                 idle: int = 4, processing_log: str | None = None,
+                 spill_dir: str | None = None, spill_bytes: int = DEFAULT_SPILL_BYTES
+                 ) -> None:
         import duckdb
 
         from shoal.query.byte_functions import ProcessingLog
@@ -121,22 +170,39 @@ class DuckDBExecutor:
         self._duckdb = duckdb
         self.threads = threads
         self.query_memory = query_memory
+        self.spill_dir = spill_dir
+        self.spill_bytes = spill_bytes
         self._max_idle = idle
         self._idle: list[Any] = []
         self._lock = threading.Lock()
+        self._opened = itertools.count()
+        self._spills: dict[int, str] = {}       # id(database) -> its spill directory
         self._log = ProcessingLog(processing_log)
+        if spill_dir is not None:
+            os.makedirs(spill_dir, exist_ok=True)
+            clear_stale_spills(spill_dir)
         self._give_back(self._open())       # opened now: a bad setting fails at start
 
     def _open(self) -> Any:
-        db = self._duckdb.connect(config={
+        temp = ""
+        if self.spill_dir is not None:
+            # one directory per database: DuckDB removes its own files when it closes
+            temp = os.path.join(self.spill_dir, f"{SPILL_PREFIX}{os.getpid()}-"
+                                                f"{next(self._opened)}")
+        config = {
             "enable_external_access": False,
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "threads": self.threads,
             "memory_limit": f"{self.query_memory}B",
-            "temp_directory": "",
+            "temp_directory": temp,
             "lock_configuration": True,
-        })
+        }
+        if temp:
+            config["max_temp_directory_size"] = f"{self.spill_bytes}B"
+        db = self._duckdb.connect(config=config)
+        if temp:
+            self._spills[id(db)] = temp
         for fn in ("int_from_bytes", "bigint_from_bytes", "double_from_bytes"):
             self._register_function(db, fn)   # in the database: every cursor sees them
         return db
@@ -152,9 +218,23 @@ class DuckDBExecutor:
             if len(self._idle) < self._max_idle:
                 self._idle.append(db)
                 return
-        db.close()
+        self._close_db(db)
 
-    def run(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+    def _close_db(self, db: Any) -> None:
+        with self._lock:
+            spill = self._spills.pop(id(db), "")
+        db.close()
+        if spill:
+            shutil.rmtree(spill, ignore_errors=True)
+
+    def close(self) -> None:
+        """Close the idle databases and remove their spill directories."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for db in idle:
+            self._close_db(db)
+
+    def run(self, sql: str, inputs: Mapping[str, Any], functions: Sequence[str],
             on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
         db = self._take()
         cursor = None
@@ -177,7 +257,7 @@ class DuckDBExecutor:
             on_cancel(cursor.interrupt)
         return cursor
 
-    def stream(self, sql: str, inputs: Mapping[str, pa.Table], functions: Sequence[str],
+    def stream(self, sql: str, inputs: Mapping[str, Any], functions: Sequence[str],
                on_cancel: Callable[[Callable[[], None]], None] | None = None, *,
                batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
         # DuckDB's Arrow reader over a streaming result: each read runs the pipeline only as
@@ -212,7 +292,11 @@ class DuckDBExecutor:
 
     def _error(self, e: BaseException) -> LocalExecutionError:
         if isinstance(e, self._duckdb.OutOfMemoryException) or "Out of Memory Error" in str(e):
-            return LocalMemoryError(self.query_memory, "its working memory in the engine")
+            if self.spill_dir is None:
+                return LocalMemoryError(self.query_memory, "its working memory in the engine")
+            return LocalMemoryError(self.query_memory, "its working memory in the engine, "
+                                    f"and more than {_fmt_bytes(self.spill_bytes)} spilled "
+                                    "to disk (SHOAL_LOCAL_QUERY_SPILL_BYTES)")
         return _local_error(e)
 
     def _register_function(self, con: Any, name: str) -> None:
@@ -269,11 +353,28 @@ def _one_chunk(a: pa.Array | pa.ChunkedArray) -> pa.Array:
     return a
 
 
-def _zoneless(table: pa.Table) -> pa.Table:
-    for i, f in enumerate(table.schema):
-        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
-            table = table.set_column(i, f.name, table.column(i).cast(pa.timestamp(f.type.unit)))
-    return table
+def _zoneless_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(pa.timestamp(f.type.unit))
+                      if pa.types.is_timestamp(f.type) and f.type.tz is not None else f
+                      for f in schema])
+
+
+def _zoneless_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    schema = _zoneless_schema(batch.schema)
+    if schema.equals(batch.schema):
+        return batch
+    return pa.RecordBatch.from_arrays(
+        [c.cast(f.type) if not c.type.equals(f.type) else c
+         for c, f in zip(batch.columns, schema, strict=True)], schema=schema)
+
+
+def _zoneless(table: Any) -> Any:
+    """An input as DuckDB gets it: a table with zone-less timestamps (a `ScanStream` is
+    zone-less already)."""
+    if not isinstance(table, pa.Table):
+        return table
+    schema = _zoneless_schema(table.schema)
+    return table if schema.equals(table.schema) else table.cast(schema)
 
 
 def answer_schema(statement: LocalStatement) -> pa.Schema:
@@ -316,85 +417,97 @@ def _as_spark(col: pa.ChunkedArray, want: pa.DataType, name: str) -> pa.ChunkedA
         raise LocalMismatchError(f'column "{name}" does not fit {want}: {e}') from None
 
 
-class _InputBudget:
-    """The Arrow bytes one statement's inputs may take, counted as batches are read (by
-    several reading threads at once)."""
+class ScanStream:
+    """One planned scan as a re-readable Arrow stream (`__arrow_c_stream__`): every read
+    starts a fresh pass over the spec's surviving blocks, decoded lazily as the consumer
+    pulls batches, by up to `threads` extents at a time (each pass holds at most that many
+    extents' projected columns, plus the batch being consumed). The engine may read a view
+    more than once (a self-join through a CTE); `on_bytes` then counts every pass."""
 
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self.used = 0
-        self._lock = threading.Lock()
+    def __init__(self, spec: ScanSpec, store: ObjectStore, formats: dict[str, SegmentFormat],
+                 on_bytes: Callable[[int], None], threads: int) -> None:
+        self.spec = spec
+        self.arrow_schema = spec_arrow_schema(spec)
+        self._store = store
+        self._formats = formats
+        self._threads = max(1, threads)
+        lock = threading.Lock()
 
-    def add(self, n: int) -> None:
-        if self.limit is None:
+        def counted(n: int) -> None:
+            with lock:
+                on_bytes(n)
+        self._count = counted
+
+    def _extent(self, task: Any) -> list[pa.RecordBatch]:
+        return [_zoneless_batch(b) for b in read_tasks(self.spec, [task], self._store,
+                                                        self._formats, self._count)]
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """One pass: the blocks in task order, read ahead by `threads` extents."""
+        tasks = self.spec.tasks()
+        if self._threads == 1 or len(tasks) <= 1:
+            for task in tasks:
+                yield from self._extent(task)
             return
-        with self._lock:
-            self.used += n
-            over = self.used > self.limit
-        if over:
-            raise LocalMemoryError(self.limit, "its inputs read as Arrow")
+        pool = ThreadPoolExecutor(self._threads, thread_name_prefix="shoal-read")
+        try:
+            ahead: deque[Future[list[pa.RecordBatch]]] = deque()
+            todo = iter(tasks)
+            for task in itertools.islice(todo, self._threads):
+                ahead.append(pool.submit(self._extent, task))
+            while ahead:
+                batches = ahead.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    ahead.append(pool.submit(self._extent, nxt))
+                yield from batches
+        finally:
+            for f in ahead:
+                f.cancel()
+            pool.shutdown(wait=True)
+
+    def reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(_zoneless_schema(self.arrow_schema),
+                                                 self.batches())
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.reader().__arrow_c_stream__(requested_schema)
 
 
 class LocalEngine:
     """Reads planned scans and answers a transpiled statement in process.
 
-    `input_limit` bounds the Arrow bytes of one statement's inputs together (the scans are
-    read whole before the statement runs, outside DuckDB's own memory limit): past it the
-    read stops with `LocalMemoryError`. None: no bound."""
+    The scans are handed to the engine as streams (`ScanStream`): nothing is read before
+    the statement runs, and what the engine keeps of its inputs counts against its own
+    memory limit (and spills past it)."""
 
     def __init__(self, store: ObjectStore, formats: dict[str, SegmentFormat],
-                 executor: Executor, *, read_threads: int = 2,
-                 input_limit: int | None = None) -> None:
+                 executor: Executor, *, read_threads: int = 2) -> None:
         self.store = store
         self.formats = formats
         self.executor = executor
         self.read_threads = read_threads
-        self.input_limit = input_limit
 
     def read_inputs(self, views: Sequence[str], specs: Sequence[ScanSpec],
-                    counters: Sequence[Callable[[int], None]]) -> dict[str, pa.Table]:
-        """Every planned scan of one statement, by the view name it is registered as;
-        `counters[i]` counts the stored bytes scan `i` reads."""
-        budget = _InputBudget(self.input_limit)
-        return {view: self.read(spec, count, budget)
+                    counters: Sequence[Callable[[int], None]]) -> dict[str, ScanStream]:
+        """Every planned scan of one statement as a stream, by the view name it is
+        registered as; `counters[i]` counts the stored bytes scan `i` reads."""
+        return {view: ScanStream(spec, self.store, self.formats, count, self.read_threads)
                 for view, spec, count in zip(views, specs, counters, strict=True)}
 
-    def read(self, spec: ScanSpec, on_bytes: Callable[[int], None],
-             budget: _InputBudget | None = None) -> pa.Table:
+    def read(self, spec: ScanSpec, on_bytes: Callable[[int], None]) -> pa.Table:
         """The whole planned scan as one table in the engines' shape."""
-        schema = spec_arrow_schema(spec)
-        tasks = spec.tasks()
-        budget = budget or _InputBudget(self.input_limit)
+        stream = ScanStream(spec, self.store, self.formats, on_bytes, self.read_threads)
+        return pa.Table.from_batches(list(stream.batches()), schema=_zoneless_schema(
+            stream.arrow_schema))
 
-        def batches_of(tasks: Sequence[Any], counted: Callable[[int], None]
-                       ) -> list[pa.RecordBatch]:
-            out = []
-            for batch in read_tasks(spec, tasks, self.store, self.formats, counted):
-                budget.add(batch.nbytes)
-                out.append(batch)
-            return out
-
-        if len(tasks) <= 1 or self.read_threads <= 1:
-            batches = batches_of(tasks, on_bytes)
-        else:
-            lock = threading.Lock()
-
-            def counted(n: int) -> None:
-                with lock:
-                    on_bytes(n)
-
-            with ThreadPoolExecutor(self.read_threads, thread_name_prefix="shoal-read") as p:
-                batches = [b for part in p.map(lambda t: batches_of([t], counted), tasks)
-                           for b in part]
-        return pa.Table.from_batches(batches, schema=schema)
-
-    def answer(self, statement: LocalStatement, inputs: Mapping[str, pa.Table], *,
+    def answer(self, statement: LocalStatement, inputs: Mapping[str, Any], *,
                on_cancel: Callable[[Callable[[], None]], None] | None = None) -> pa.Table:
         functions = sorted(statement.functions)
         return conform(self.executor.run(statement.sql, inputs, functions, on_cancel),
                        statement)
 
-    def stream(self, statement: LocalStatement, inputs: Mapping[str, pa.Table], *,
+    def stream(self, statement: LocalStatement, inputs: Mapping[str, Any], *,
                on_cancel: Callable[[Callable[[], None]], None] | None = None,
                batch_rows: int = 1 << 16) -> Generator[pa.RecordBatch, None, None]:
         """`answer` as conformed record batches, as the engine produces them."""

@@ -157,6 +157,30 @@ def session_settings(config: Config, *, role: SparkRole = "app", log4j: str | No
     return out
 
 
+def cluster_cores(config: Config, *, role: SparkRole = "app") -> int | None:
+    """The cores a session on a non-local master may use, as its settings say
+    (`spark.cores.max`, else `spark.executor.instances` x `spark.executor.cores`); None when
+    they do not say (or the master is local). Reads no JVM: what the engine choice weighs
+    before any session starts."""
+    if is_local(config.spark_master):
+        return None
+    settings = {**read_spark_defaults(spark_defaults_file()),
+                **session_settings(config, role=role)}
+
+    def number(key: str) -> int | None:
+        try:
+            value = int(settings[key])
+        except (KeyError, ValueError):
+            return None
+        return value if value > 0 else None
+
+    most = number("spark.cores.max")
+    if most is not None:
+        return most
+    instances, cores = number("spark.executor.instances"), number("spark.executor.cores")
+    return instances * cores if instances is not None and cores is not None else None
+
+
 def check_deployment(config: Config) -> None:
     """Refuse, before Spark starts, what executors on other machines could not use."""
     master = config.spark_master

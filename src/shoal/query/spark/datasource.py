@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import pickle
 from collections.abc import Iterator
-from datetime import datetime, UTC
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +32,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, Dou
                                FloatType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
 
-from shoal.query.scan_plan import TIMESTAMP_NS, ScanSpec, ScanTask
+from shoal.query.scan_plan import TIMESTAMP_NS, ScanSpec, ScanTask, resolve_snapshot
 from shoal.query.scan_read import read_tasks, to_spark_batch
 from shoal.types.columns import ColumnType
 from shoal.types.schema import Schema
@@ -143,38 +142,3 @@ def _plan_full_scan(options: dict[str, str]) -> ScanSpec:
         return spec
     finally:
         catalog.close()
-
-
-def resolve_snapshot(catalog: Any, table: str, version: str | int | None,
-                     timestamp: str | datetime | None) -> int | None:
-    """The snapshot id for `VERSION AS OF` / `TIMESTAMP AS OF` (None = current)."""
-    from shoal.errors import QueryError
-
-    if version is not None and str(version) != "":
-        try:
-            sid = int(version)
-        except ValueError:
-            raise QueryError(f"VERSION AS OF needs a snapshot id (an integer), "
-                             f"got {version!r}") from None
-        catalog.snapshot(table, sid)            # raises SnapshotNotFoundError
-        return sid
-    if timestamp is not None and str(timestamp) != "":
-        when = timestamp if isinstance(timestamp, datetime) else _parse_time(str(timestamp))
-        cutoff = when.timestamp()
-        older = [s for s in catalog.snapshots(table) if s.created_at <= cutoff]
-        if not older:
-            raise QueryError(f'table "{table}" has no snapshot at or before '
-                             f"{when.isoformat()}")
-        return max(older, key=lambda s: s.snapshot_id).snapshot_id
-    return None
-
-
-def _parse_time(text: str) -> datetime:
-
-    from shoal.errors import QueryError
-
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise QueryError(f"TIMESTAMP AS OF needs an RFC 3339 time, got {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)

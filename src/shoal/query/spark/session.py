@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from shoal.config import Config
 from shoal.query.guard import SPARK_HARDENING
 from shoal.query.spark.cluster import SparkRole
-from shoal.query.spark.datasource import ShoalDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,6 +92,8 @@ def _session(master: str, processing_log: str | None, max_result_bytes: int | No
             except BaseException:
                 spark.stop()
                 raise
+        from shoal.query.spark.datasource import ShoalDataSource
+
         register_data_source(spark, ShoalDataSource)
         _register_functions(spark, processing_log)
         spark._shoal_ready = True  # type: ignore[attr-defined]
@@ -118,6 +119,8 @@ def register_data_source(spark: SparkSession, source: type) -> None:
 def spark_process() -> subprocess.Popen[bytes] | None:
     """The JVM this process launched for Spark (None before Spark starts, or when PySpark
     connected to a gateway it did not launch)."""
+    if "pyspark" not in sys.modules:      # never imported: no JVM (and none is started here)
+        return None
     from pyspark import SparkContext
 
     return getattr(SparkContext._gateway, "proc", None)
