@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from shoal.query.embedded.functions.decimals import arith_result, is_decimal_operation, rewrite_arith, vet_arith
 from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, SPARK_ONLY, T, Function, NotLocal,
                                           call, case_when, cast_to, describe, family_of, fixed_type,
                                           not_identical, number_args, same_family, same_type,
@@ -68,7 +69,16 @@ def _zero_divisor(node: exp.Expr, answer: exp.Expr, what: str) -> exp.Expr:
                  not_identical(f"{what} by zero"), answer)
 
 
+def _vet_divide(node: exp.Expr) -> None:
+    if T.DECIMAL in (spark_type(node.this), spark_type(node.expression)):
+        vet_arith(node)
+        return
+    _vet_binary_numbers("/")(node)
+
+
 def _rewrite_divide(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    if is_decimal_operation(node):
+        return rewrite_arith(node, kinds)
     q = exp.Div(this=cast_to(node.this.copy(), "DOUBLE"),
                 expression=cast_to(node.expression.copy(), "DOUBLE"))
     return _zero_divisor(node, q, "division")
@@ -109,8 +119,9 @@ FUNCTIONS.update({
     exp.Greatest: Function("greatest", _vet_least,
                            lambda n: widest([n.this, *n.expressions]), None,
                            "nulls skipped; NaN above every number"),
-    exp.Div: Function("/", _vet_binary_numbers("/"), fixed_type(T.DOUBLE), _rewrite_divide,
-                      "double answer; a zero divisor goes to Spark (which raises)"),
+    exp.Div: Function("/", _vet_divide, arith_result, _rewrite_divide,
+                      "a double answer, or Spark's decimal quotient where an operand is a "
+                      "decimal (half up); a zero divisor goes to Spark (which raises)"),
     exp.IntDiv: Function("div", _vet_binary_numbers("DIV", integers=True), fixed_type(T.BIGINT),
                          _rewrite_intdiv,
                          "integers, bigint answer; a zero divisor goes to Spark"),

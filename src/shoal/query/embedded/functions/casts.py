@@ -1,0 +1,1 @@
+"""Casts with Spark's ANSI meaning on the embedded engine."""
