@@ -249,9 +249,9 @@ def _vet(node: exp.Expr) -> None:
         return
     if isinstance(node, exp.Cast):
         raise NotLocal(f"CAST ({describe(node)}): ANSI casts and their text forms differ")
-    if isinstance(node, exp.DataType) and isinstance(node.parent, exp.Cast) and is_ts_literal(
-            node.parent):
-        return
+    if isinstance(node, (exp.DataType, exp.DataTypeParam)) and isinstance(
+            node.parent if isinstance(node, exp.DataType) else node.parent.parent, exp.Cast):
+        return          # the type a vetted cast names
     if isinstance(node, exp.Window):
         raise NotLocal("window functions")
     if isinstance(node, _PLAIN):

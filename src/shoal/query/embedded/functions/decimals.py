@@ -93,10 +93,13 @@ def vet_arith(node: exp.Expr) -> None:
             raise NotLocal(f"{describe(dec)} as a double (a decimal of more than 15 digits)")
         return
     t = exact_type(node)
-    if t is None:
+    a, b = decimal_of(node.this), decimal_of(node.expression)
+    if t is None or a is None or b is None:
         raise NotLocal(f"{describe(node)}: a decimal operand of unknown precision")
-    (p1, s1), (p2, s2) = decimal_of(node.this), decimal_of(node.expression)   # type: ignore
+    (p1, s1), (p2, s2) = a, b
     p, s = bounded(*t)
+    # The rewrite runs after the operands' own rewrites: it reads the types from here.
+    node.meta[_TYPES] = (a, b, t, (p, s))
     if name in "+-" and t[0] >= MAX_PRECISION:
         raise NotLocal(f"{describe(node)}: a decimal sum of {t[0]} digits")
     if name == "*" and p1 + p2 > MAX_PRECISION:
@@ -106,9 +109,10 @@ def vet_arith(node: exp.Expr) -> None:
         raise NotLocal(f"{describe(node)}: a decimal quotient beyond 38 digits")
 
 
-def _as_decimal(e: exp.Expr, kind: exp.DType | None) -> exp.Expr:
-    ps = decimal_of(e)
-    assert ps is not None       # vetted
+_TYPES = "shoal_decimal_types"
+
+
+def _as_decimal(e: exp.Expr, kind: exp.DType | None, ps: tuple[int, int]) -> exp.Expr:
     return cast_to(e, f"DECIMAL({ps[0]}, {ps[1]})") if kind in INTEGERS else e
 
 
@@ -116,11 +120,11 @@ def _power(n: int) -> exp.Expr:
     return cast_to(exp.Literal.string("1" + "0" * n), "HUGEINT")
 
 
-def _unscaled(e: exp.Expr, kind: exp.DType | None) -> exp.Expr:
+def _unscaled(e: exp.Expr, kind: exp.DType | None, ps: tuple[int, int]) -> exp.Expr:
     """The unscaled integer of a decimal (its digits without the point), as a HUGEINT."""
     if kind in INTEGERS:
         return cast_to(e, "HUGEINT")
-    p, s = decimal_of(e) or (MAX_PRECISION, 0)
+    p, s = ps
     text = cast_to(cast_to(e, f"DECIMAL({p}, {s})"), "VARCHAR")
     return cast_to(call("replace", text, exp.Literal.string("."), exp.Literal.string("")),
                    "HUGEINT")
@@ -152,17 +156,16 @@ def _hugeint(n: int) -> str:
 
 
 def _rewrite_divide_decimal(node: exp.Expr, kinds: tuple) -> exp.Expr:
-    p, s = _arith_decimal(node) or (MAX_PRECISION, 0)
-    s1 = (decimal_of(node.this) or (0, 0))[1]
-    s2 = (decimal_of(node.expression) or (0, 0))[1]
+    a, b, _, (p, s) = node.meta[_TYPES]
+    s1, s2 = a[1], b[1]
     unit = _hugeint(10 ** s)
     fraction = (f"|| '.' || lpad(CAST(u.aq % {unit} AS VARCHAR), {s}, '0')" if s > 0 else "")
     sql = _QUOTIENT.format(mark=NOT_IDENTICAL_MARK, window=MAX_PRECISION - s, unit=unit,
                            limit=_hugeint(10 ** p), fraction=fraction, p=p, s=s)
     tree = sqlglot.parse_one(sql, read="duckdb")
-    n = exp.Mul(this=_unscaled(node.this.copy(), kinds[0]),
+    n = exp.Mul(this=_unscaled(node.this.copy(), kinds[0], a),
                 expression=cast_to(exp.Literal.string(str(10 ** (s - s1 + s2))), "HUGEINT"))
-    d = _unscaled(node.expression.copy(), kinds[1])
+    d = _unscaled(node.expression.copy(), kinds[1], b)
     for col in list(tree.find_all(exp.Column)):
         if col.name == "__n":
             col.replace(exp.Paren(this=n))
@@ -180,13 +183,12 @@ def rewrite_arith(node: exp.Expr, kinds: tuple) -> exp.Expr:
                           expression=cast_to(node.expression.copy(), "DOUBLE"))
     if isinstance(node, exp.Div):
         return _rewrite_divide_decimal(node, kinds)
-    p, s = _arith_decimal(node) or (MAX_PRECISION, 0)
-    t = exact_type(node)
-    a = _as_decimal(node.this.copy(), kinds[0])
-    b = _as_decimal(node.expression.copy(), kinds[1])
+    ta, tb, t, (p, s) = node.meta[_TYPES]
+    a = _as_decimal(node.this.copy(), kinds[0], ta)
+    b = _as_decimal(node.expression.copy(), kinds[1], tb)
     if isinstance(node, exp.Mul):
         r: exp.Expr = exp.Mul(this=a, expression=b)
-        if t is not None and t[0] > MAX_PRECISION:      # the scale gave way: half up
+        if t[0] > MAX_PRECISION:      # the scale gave way: half up
             r = call("round", r, exp.Literal.number(s))
             return case_when(exp.GTE(this=call("abs", r.copy()),
                                      expression=cast_to(exp.Literal.string(
