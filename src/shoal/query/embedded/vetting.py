@@ -25,8 +25,9 @@ NUMERIC = {T.INT: "number", T.BIGINT: "number", T.DOUBLE: "number", T.FLOAT: "nu
             T.SMALLINT: "number", T.TINYINT: "number"}
 # Spark's TIMESTAMP is a zone-aware instant (sqlglot: TIMESTAMPTZ / TIMESTAMPLTZ).
 TIMESTAMPS = (T.TIMESTAMP, T.TIMESTAMPTZ, T.TIMESTAMPLTZ)
-FAMILY = {**NUMERIC, T.DECIMAL: "decimal", T.VARCHAR: "string", T.TEXT: "string", T.BOOLEAN: "boolean",
-           T.BINARY: "binary", T.VARBINARY: "binary", **dict.fromkeys(TIMESTAMPS, "timestamp")}
+FAMILY = {**NUMERIC, T.DECIMAL: "decimal", T.VARCHAR: "string", T.TEXT: "string",
+           T.BOOLEAN: "boolean", T.BINARY: "binary", T.VARBINARY: "binary",
+           **dict.fromkeys(TIMESTAMPS, "timestamp")}
 ARROW_TYPES = {T.INT: pa.int32(), T.BIGINT: pa.int64(), T.DOUBLE: pa.float64(),
           T.FLOAT: pa.float32(), T.VARCHAR: pa.string(), T.TEXT: pa.string(),
           T.BOOLEAN: pa.bool_(), T.BINARY: pa.binary(), T.VARBINARY: pa.binary(),

@@ -309,11 +309,12 @@ def _vet_pmod(node: exp.Expr) -> None:
 def _rewrite_pmod(node: exp.Expr, kinds: tuple) -> exp.Expr:
     a, n = node.expressions
     kind = widest([a, n])
+    assert kind is not None     # vetted
     integral = kind in INTEGERS
     # Java: r = a % n; r < 0 ? (r + n) % n : r. Integers: MIN % -1 is 0, and r + n may
     # wrap below the smallest integer for a divisor near it: Spark's to answer.
     low = {T.INT: -(2 ** 30), T.BIGINT: -(2 ** 62), T.SMALLINT: -(2 ** 14),
-           T.TINYINT: -(2 ** 6)}.get(kind, None)
+           T.TINYINT: -(2 ** 6)}.get(kind)
     guard = (f"WHEN v.n < {low} THEN error('{NOT_IDENTICAL_MARK}: pmod() by a divisor "
              "near the smallest integer') WHEN v.n = -1 THEN v.a - v.a " if integral else "")
     template = (f"list_transform([{{'a': __a, 'n': __n}}], lambda v: CASE WHEN v.n = 0 THEN "
