@@ -111,7 +111,7 @@ def test_rounding_the_halves_java_prints(doubles):
     not the binary value): the embedded engine says the same for every edge double."""
     t = both(doubles, "SELECT x, round(x, 2) AS r2, bround(x, 2) AS b2, round(x) AS r0, "
                       "bround(x) AS b0, round(x, -1) AS rm, round(x, 15) AS r15 FROM doubles "
-                      "WHERE abs(x) < 1e16 ORDER BY x")
+                      "WHERE abs(x) < 1e16 AND x <> 0 ORDER BY x")
     answers = dict(zip(t.column("x").to_pylist(), t.column("r2").to_pylist(), strict=True))
     assert answers[2.675] == 2.68 and answers[0.285] == 0.29 and answers[-2.675] == -2.68
     halves = dict(zip(t.column("x").to_pylist(), t.column("b0").to_pylist(), strict=True))
@@ -123,8 +123,6 @@ EDGES = [  # (statement over one row of `numedge`, why the embedded engine hands
     ("SELECT pmod(l, i) AS v FROM numedge", "pmod() by zero"),
     ("SELECT round(x, -2) AS v FROM numedge", "round() of a double from 1e16 on"),
     ("SELECT round(b, -1) AS v FROM numedge", "round() beyond the integer type"),
-    ("SELECT b * 10.0 AS v, b / 0.001 AS w FROM numedge", "a decimal quotient beyond its "
-                                                          "precision"),
     ("SELECT cast(s AS int) AS v FROM numedge", "text Spark reads as an integer otherwise"),
     ("SELECT cast(x AS int) AS v FROM numedge", "a double beyond the integer type"),
     ("SELECT cast(x AS string) AS v FROM numedge", "a double Java prints in its scientific"),
