@@ -47,7 +47,8 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from shoal.query.embedded.functions import FUNCTIONS, SPARK_ONLY, function_table_markdown
+from shoal.query.embedded.functions import (FUNCTIONS, SPARK_ONLY, SPELLINGS,
+                                           function_table_markdown)
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, describe,
                                           family_of, is_ts_literal, not_identical,
                                           operand_kinds, same_family, spark_type)
@@ -66,8 +67,7 @@ _PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.H
           exp.Order, exp.Ordered, exp.Limit, exp.Distinct, exp.With, exp.CTE, exp.Subquery,
           exp.TableAlias, exp.Table, exp.Column, exp.Identifier, exp.Alias, exp.Star,
           exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.And, exp.Or, exp.Not, exp.Is,
-          exp.Exists, exp.Tuple, exp.Case, exp.If, exp.Coalesce, exp.Count, exp.Sum,
-          exp.Avg, exp.Min, exp.Max, exp.Neg, exp.Var, exp.JSONPath, exp.JSONPathRoot,
+          exp.Exists, exp.Tuple, exp.Neg, exp.Var, exp.JSONPath, exp.JSONPathRoot,
           exp.JSONPathKey, exp.Boolean)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul)
@@ -106,8 +106,14 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
     original = tree.copy()
+    tree = tree.copy()
+    for call_ in list(tree.find_all(exp.Anonymous)):    # Spark's other names of vetted ones
+        spelled = SPELLINGS.get(str(call_.this).lower())
+        read = spelled(call_.expressions) if spelled is not None else None
+        if read is not None:
+            call_.replace(read)
     try:
-        typed = qualify(tree.copy(), dialect="spark", schema=dict(views),
+        typed = qualify(tree, dialect="spark", schema=dict(views),
                         validate_qualify_columns=True, identify=False)
         typed = annotate_types(typed, schema=dict(views), dialect="spark")
     except (OptimizeError, SqlglotError) as e:
@@ -183,19 +189,6 @@ def _vet(node: exp.Expr) -> None:
             if family_of(side) != "number":
                 raise NotLocal(f"arithmetic on {describe(side)} (only on numbers locally)")
         return
-    if isinstance(node, (exp.Sum, exp.Avg)):
-        if family_of(node.this) != "number":
-            raise NotLocal(f"{node.key}() over {describe(node.this)}")
-        return
-    if isinstance(node, (exp.Min, exp.Max)):
-        if family_of(node.this) is None:
-            raise NotLocal(f"{node.key}() over {describe(node.this)} (not a plain scalar)")
-        return
-    if isinstance(node, exp.Coalesce):
-        args = [node.this, *node.expressions]
-        for a in args[1:]:
-            same_family(node, args[0], a)
-        return
     if isinstance(node, exp.Like):
         pattern = node.expression
         if not (isinstance(pattern, exp.Literal) and pattern.is_string):
@@ -250,8 +243,6 @@ def _vet(node: exp.Expr) -> None:
     if isinstance(node, exp.DataType) and isinstance(node.parent, exp.Cast) and is_ts_literal(
             node.parent):
         return
-    if isinstance(node, exp.Window):
-        raise NotLocal("window functions")
     if isinstance(node, _PLAIN):
         return
     if isinstance(node, exp.Func):

@@ -64,6 +64,9 @@ class Function:
 # the reason: both filled by the modules of `shoal.query.embedded.functions`.
 FUNCTIONS: dict[type[exp.Expr], Function] = {}
 SPARK_ONLY: dict[str, str] = {}
+# Spark's other names of vetted functions that sqlglot reads as plain calls: the node each
+# is read as before the statement is vetted (its arguments given).
+SPELLINGS: dict[str, Callable[[list[exp.Expr]], exp.Expr]] = {}
 
 
 def spark_type(node: exp.Expr) -> exp.DType | None:

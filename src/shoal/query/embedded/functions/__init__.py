@@ -8,10 +8,11 @@ of its family left to Spark, with the reason. Importing this package registers t
 
 from __future__ import annotations
 
-from shoal.query.embedded.functions import numbers, strings
-from shoal.query.embedded.vetting import FUNCTIONS, SPARK_ONLY
+from shoal.query.embedded.functions import aggregates, conditional, numbers, strings, windows
+from shoal.query.embedded.vetting import FUNCTIONS, SPARK_ONLY, SPELLINGS
 
-__all__ = ["FUNCTIONS", "SPARK_ONLY", "function_table_markdown", "numbers", "strings"]
+__all__ = ["FUNCTIONS", "SPARK_ONLY", "SPELLINGS", "aggregates", "conditional",
+           "function_table_markdown", "numbers", "strings", "windows"]
 
 
 def function_table_markdown() -> str:
