@@ -49,6 +49,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from shoal.query.embedded.functions import (FUNCTIONS, SPARK_ONLY, SPELLINGS,
                                            function_table_markdown)
+from shoal.query.embedded.naming import adjacent_strings, spark_name
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, describe,
                                           family_of, is_ts_literal, not_identical,
                                           operand_kinds, same_family, spark_type)
@@ -59,8 +60,6 @@ __all__ = ["FUNCTIONS", "NOT_IDENTICAL_MARK", "SPARK_ONLY", "LocalStatement", "N
            "function_table_markdown", "spark_sql_type", "to_local"]
 
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
-_NAMED_AGGREGATES: dict[type[exp.Expr], str] = {
-    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 # Structure and operators whose meaning is the same in both engines once their operands
 # pass the type rules below.
 _PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.Having,
@@ -105,6 +104,9 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     if "\\" in sql_text:
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
+    if adjacent_strings(sql_text)[1]:
+        raise NotLocal("a doubled quote inside a string literal (Spark reads it as a quote, "
+                       "sqlglot as two literals)")
     original = tree.copy()
     tree = tree.copy()
     for call_ in list(tree.find_all(exp.Anonymous)):    # Spark's other names of vetted ones
@@ -126,7 +128,7 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
         _vet(lit)
     for node in typed.walk():
         _vet(node)
-    names = _output_names(original, typed)
+    names = _output_names(original, typed, sql_text)
     types = [_arrow_type(s) for s in _leftmost(typed).selects]
     functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
     # The vetted functions first, innermost first (a rewrite copies its operands), with
@@ -262,7 +264,7 @@ def _leftmost(node: exp.Expr) -> exp.Select:
     return node
 
 
-def _output_names(original: exp.Expr, typed: exp.Expr) -> list[str]:
+def _output_names(original: exp.Expr, typed: exp.Expr, sql_text: str) -> list[str]:
     """Spark's column names of the answer, from the statement as written (`original`) and
     its star expansions (`typed`)."""
     written = _leftmost(original).selects
@@ -280,7 +282,7 @@ def _output_names(original: exp.Expr, typed: exp.Expr) -> list[str]:
             names.extend(x.alias_or_name for x in expanded[i:i + width])
             i += width
             continue
-        names.append(_spark_name(e))
+        names.append(_spark_name(e, sql_text))
         i += 1
     if i != len(expanded):
         raise NotLocal("the select list could not be matched to its expansion")
@@ -292,25 +294,14 @@ def _is_star(e: exp.Expr) -> bool:
                                                                                   exp.Star))
 
 
-def _spark_name(e: exp.Expr) -> str:
+def _spark_name(e: exp.Expr, sql_text: str) -> str:
     if isinstance(e, exp.Alias):
         return e.alias
     if isinstance(e, exp.Column):
         if e.name != e.name.lower():
             raise NotLocal(f"the column {e.name} written in another case than its name")
         return e.name
-    fn = _NAMED_AGGREGATES.get(type(e))
-    if fn is not None:
-        arg = e.this
-        if isinstance(arg, exp.Star) and fn == "count":
-            return "count(1)"
-        distinct = isinstance(arg, exp.Distinct)
-        if distinct and len(arg.expressions) == 1:
-            arg = arg.expressions[0]
-        if isinstance(arg, exp.Column) and not arg.table and arg.name == arg.name.lower():
-            return f"{fn}(DISTINCT {arg.name})" if distinct else f"{fn}({arg.name})"
-    raise NotLocal(f"the unaliased expression {describe(e)} (Spark's generated column "
-                   "name; give it an alias)")
+    return spark_name(e, sql_text)
 
 
 def _arrow_type(select: exp.Expr) -> pa.DataType:

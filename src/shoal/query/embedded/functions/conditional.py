@@ -33,8 +33,9 @@ def _need_condition(node: exp.Expr, cond: exp.Expr | None) -> None:
 def _need_branches(node: exp.Expr, branches: list[exp.Expr | None]) -> None:
     present = [b for b in branches if b is not None and not isinstance(b, exp.Null)]
     if present and branch_type(present) is None:
-        raise NotLocal(f"{describe(node)} mixes {', '.join(sorted({family_of(b) or 'untyped' for b in present}))} "
-                       "values (Spark's implicit casts)")
+        kinds = sorted({family_of(b) or "untyped" for b in present})
+        raise NotLocal(f"{describe(node)} mixes {', '.join(kinds)} values (Spark's implicit "
+                       "casts)")
 
 
 def _case_branches(node: exp.Case) -> list[exp.Expr | None]:

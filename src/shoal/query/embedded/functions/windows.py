@@ -27,9 +27,9 @@ def _vet_window(node: exp.Expr) -> None:
     if not isinstance(fn, _RANKING + _OFFSET + _VALUE + _AGGREGATES):
         raise NotLocal(f"the window function {describe(fn)}")
     for key in node.args:
-        if key not in ("this", "partition_by", "order", "spec", "over"):
-            if node.args.get(key) is not None:
-                raise NotLocal(f"a window with {key} ({describe(node)})")
+        if key not in ("this", "partition_by", "order", "spec", "over") and \
+                node.args.get(key) is not None:
+            raise NotLocal(f"a window with {key} ({describe(node)})")
     for p in node.args.get("partition_by") or []:
         if family_of(p) is None:
             raise NotLocal(f"PARTITION BY {describe(p)} (not a plain scalar type)")
@@ -57,7 +57,7 @@ def _vet_spec(node: exp.Expr) -> None:
         raise NotLocal(f"the window frame {describe(node)}")
     if node.args.get("exclude") is not None:
         raise NotLocal("a window frame with EXCLUDE")
-    for bound, side in (("start", "start_side"), ("end", "end_side")):
+    for bound in ("start", "end"):
         value = node.args.get(bound)
         text = (value if isinstance(value, str) else getattr(value, "name", "")).upper()
         if text in ("UNBOUNDED", "CURRENT ROW"):
@@ -78,8 +78,10 @@ def _in_window(name: str):
             if offset is not None and (int_literal(offset) is None or int_literal(offset) < 0):
                 raise NotLocal(f"{name}() with an offset that is not an integer literal")
             default = node.args.get("default")
-            if default is not None and not isinstance(default, exp.Null) and \
-                    spark_type(default) != spark_type(node.this):
+            if default is not None and not isinstance(default, exp.Null) and (
+                    family_of(default) != family_of(node.this) or (
+                        family_of(default) == "number"
+                        and spark_type(default) != spark_type(node.this))):
                 raise NotLocal(f"{name}() with a default of another type than its value")
         if not isinstance(node, _RANKING) and family_of(node.this) is None:
             raise NotLocal(f"{name}() of {describe(node.this)} (not a plain scalar)")
