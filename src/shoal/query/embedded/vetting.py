@@ -66,7 +66,7 @@ FUNCTIONS: dict[type[exp.Expr], Function] = {}
 SPARK_ONLY: dict[str, str] = {}
 # Spark's other names of vetted functions that sqlglot reads as plain calls: the node each
 # is read as before the statement is vetted (its arguments given).
-SPELLINGS: dict[str, Callable[[list[exp.Expr]], exp.Expr]] = {}
+SPELLINGS: dict[str, Callable[[list[exp.Expr]], exp.Expr | None]] = {}
 
 
 def spark_type(node: exp.Expr) -> exp.DType | None:

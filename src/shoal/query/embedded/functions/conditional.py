@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from shoal.query.embedded.vetting import (FUNCTIONS, WIDENING, T, Function, NotLocal, describe,
                                           family_of, fixed_type, same_family, spark_type)
 
 
-def branch_type(branches: list[exp.Expr | None]) -> exp.DType | None:
+def branch_type(branches: Sequence[exp.Expr | None]) -> exp.DType | None:
     """Spark's type of a value taken from one of `branches` (NULL branches take the others'
     type; numbers widen); None where the branches do not agree."""
     kinds = {spark_type(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
@@ -38,7 +40,7 @@ def _need_branches(node: exp.Expr, branches: list[exp.Expr | None]) -> None:
                        "casts)")
 
 
-def _case_branches(node: exp.Case) -> list[exp.Expr | None]:
+def _case_branches(node: exp.Expr) -> list[exp.Expr | None]:
     return [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
 
 

@@ -86,7 +86,8 @@ def _in_window(name: str):
             raise NotLocal(f"{name}() outside a window")
         if isinstance(node, _OFFSET):
             offset = node.args.get("offset")
-            if offset is not None and (int_literal(offset) is None or int_literal(offset) < 0):
+            n = int_literal(offset) if offset is not None else 0
+            if n is None or n < 0:
                 raise NotLocal(f"{name}() with an offset that is not an integer literal")
             default = node.args.get("default")
             if default is not None and not isinstance(default, exp.Null) and (
