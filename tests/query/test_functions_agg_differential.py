@@ -67,8 +67,8 @@ NAMES = [
     "rpad(s, 3)", "instr(s, 'a')", "startswith(s, 'a')", "endswith(s, u)", "contains(s, '')",
     "abs(i)", "ceil(x)", "floor(x)", "sign(x)", "sqrt(i)", "least(i, 2)",
     "greatest(i, l)", "abs(-i)", "- -1", "k - (1 + 2)", "i * -1", "char_length(u)",
-    "ceiling(y)", "substring(u, 2)", "nvl(l, 0)", "ifnull(i, 0)", "mod(i, 3)", "signum(x)",
-    "lcase(a)", "trim(LEADING FROM s)", "instr(u, s)", "'it''s'", "'a' 'b'",
+    "ceiling(y)", "substring(u, 2)", "nvl(l, 0)", "ifnull(i, 0)", "mod(i, 3)", "signum(y)",
+    "lcase(u)", "trim(LEADING FROM u)", "instr(u, s)", "'it''s'", "'a' 'b'",
 ]
 NAMES_GROUPED = [
     "count(*)", "count(s)", "count(DISTINCT s)", "sum(i)", "sum(DISTINCT i)",
