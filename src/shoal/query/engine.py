@@ -385,6 +385,7 @@ class QueryEngine:
         master = self.db.config.spark_master
         if is_local(master):
             return None
+        cores: int | None
         if self._spark is not None and self._generation == spark_generation():
             cores = self._spark.sparkContext.defaultParallelism
         else:

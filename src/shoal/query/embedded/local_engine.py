@@ -189,7 +189,7 @@ class DuckDBExecutor:
             # one directory per database: DuckDB removes its own files when it closes
             temp = os.path.join(self.spill_dir, f"{SPILL_PREFIX}{os.getpid()}-"
                                                 f"{next(self._opened)}")
-        config = {
+        config: dict[str, str | bool | int | float | list[str]] = {
             "enable_external_access": False,
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,

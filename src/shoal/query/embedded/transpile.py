@@ -14,9 +14,9 @@ The check is an allow-list on the statement after sqlglot has resolved every col
 - operators: comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, BETWEEN, `<=>`, `+ - *` on
   integers and doubles (an overflow raises in both engines: ANSI), LIKE without escapes,
   RLIKE with a pattern both regex dialects read alike (`has()`'s rewrite included);
-- functions: count, sum, avg, min, max, coalesce, CASE/IF, `date_trunc` (year .. second),
-  `get_json_object` on simple `$.key.key` paths, shoal's byte functions, and the string and
-  math functions of `FUNCTIONS` (with `/`, DIV and %): each entry vets its arguments, gives
+- functions: `date_trunc` (year .. second), `get_json_object` on simple `$.key.key` paths,
+  shoal's byte functions, and the aggregate, conditional, window (QUALIFY included), string
+  and math functions of `FUNCTIONS` (with `/`, DIV and %): each entry vets its arguments, gives
   Spark's result type and, where DuckDB's own function answers differently, the DuckDB
   expression with Spark's answer. Where only some values would differ (a zero divisor, text
   beyond ASCII for case mapping, a double beyond bigint) the expression raises the
@@ -27,13 +27,12 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   binary); a string literal compared with a timestamp is parsed here exactly as Spark reads
   it (UTC session) or not at all. Decimal literals and `+ - * /` on them carry Spark's
   decimal types; casts are vetted like functions (ANSI: a value Spark would refuse goes to
-  Spark). No window functions,
-  arrays in comparisons, or anything sqlglot cannot type.
+  Spark). No arrays in comparisons, or anything sqlglot cannot type.
 
-Names: an alias, a plain column's name, a `*` expanded over its sources, and the names Spark
-gives `count(*)` ("count(1)") and `count|sum|avg|min|max(column)`. Any other unaliased
-expression goes to Spark, which names it. Every output column carries the Spark type the
-statement has (`spark_types`), which the engine casts its answer to (exactly, or it fails).
+Names: an alias, a plain column's name, a `*` expanded over its sources, and for any other
+expression the name Spark prints for it (`shoal.query.embedded.naming`), or the statement
+goes to Spark, which names it. Every output column carries the Spark type the statement has
+(`spark_types`), which the engine casts its answer to (exactly, or it fails).
 """
 
 from __future__ import annotations
@@ -49,7 +48,9 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from shoal.query.embedded.functions import FUNCTIONS, SPARK_ONLY, function_table_markdown
+from shoal.query.embedded.functions import (FUNCTIONS, SPARK_ONLY, SPELLINGS,
+                                           function_table_markdown)
+from shoal.query.embedded.naming import spark_name
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, cast_to,
                                           decimal_of, describe, family_of, is_ts_literal,
                                           not_identical, operand_kinds, rule_for, same_family,
@@ -61,16 +62,13 @@ __all__ = ["FUNCTIONS", "NOT_IDENTICAL_MARK", "SPARK_ONLY", "LocalStatement", "N
            "function_table_markdown", "spark_sql_type", "to_local"]
 
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
-_NAMED_AGGREGATES: dict[type[exp.Expr], str] = {
-    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 # Structure and operators whose meaning is the same in both engines once their operands
 # pass the type rules below.
 _PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.Having,
           exp.Order, exp.Ordered, exp.Limit, exp.Distinct, exp.With, exp.CTE, exp.Subquery,
           exp.TableAlias, exp.Table, exp.Column, exp.Identifier, exp.Alias, exp.Star,
           exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.And, exp.Or, exp.Not, exp.Is,
-          exp.Exists, exp.Tuple, exp.Case, exp.If, exp.Coalesce, exp.Count, exp.Sum,
-          exp.Avg, exp.Min, exp.Max, exp.Neg, exp.Var, exp.JSONPath, exp.JSONPathRoot,
+          exp.Exists, exp.Tuple, exp.Neg, exp.Var, exp.JSONPath, exp.JSONPathRoot,
           exp.JSONPathKey, exp.Boolean)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul)
@@ -106,8 +104,14 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
     original = tree.copy()
+    tree = tree.copy()
+    for call_ in list(tree.find_all(exp.Anonymous)):    # Spark's other names of vetted ones
+        spelled = SPELLINGS.get(str(call_.this).lower())
+        read = spelled(call_.expressions) if spelled is not None else None
+        if read is not None:
+            call_.replace(read)
     try:
-        typed = qualify(tree.copy(), dialect="spark", schema=dict(views),
+        typed = qualify(tree, dialect="spark", schema=dict(views),
                         validate_qualify_columns=True, identify=False)
         typed = annotate_types(typed, schema=dict(views), dialect="spark")
     except (OptimizeError, SqlglotError) as e:
@@ -184,19 +188,6 @@ def _vet(node: exp.Expr) -> None:
             if family_of(side) != "number":
                 raise NotLocal(f"arithmetic on {describe(side)} (only on numbers locally)")
         return
-    if isinstance(node, (exp.Sum, exp.Avg)):
-        if family_of(node.this) != "number":
-            raise NotLocal(f"{node.key}() over {describe(node.this)}")
-        return
-    if isinstance(node, (exp.Min, exp.Max)):
-        if family_of(node.this) is None:
-            raise NotLocal(f"{node.key}() over {describe(node.this)} (not a plain scalar)")
-        return
-    if isinstance(node, exp.Coalesce):
-        args = [node.this, *node.expressions]
-        for a in args[1:]:
-            same_family(node, args[0], a)
-        return
     if isinstance(node, exp.TimestampTrunc):
         unit = node.args.get("unit")
         name = unit.name.upper() if isinstance(unit, (exp.Var, exp.Literal)) else ""
@@ -230,8 +221,6 @@ def _vet(node: exp.Expr) -> None:
     if isinstance(node, (exp.DataType, exp.DataTypeParam)) and (
             node.find_ancestor(exp.Cast) is not None):
         return          # the type a vetted cast names
-    if isinstance(node, exp.Window):
-        raise NotLocal("window functions")
     if isinstance(node, _PLAIN):
         return
     if isinstance(node, exp.Func):
@@ -288,18 +277,7 @@ def _spark_name(e: exp.Expr) -> str:
         if e.name != e.name.lower():
             raise NotLocal(f"the column {e.name} written in another case than its name")
         return e.name
-    fn = _NAMED_AGGREGATES.get(type(e))
-    if fn is not None:
-        arg = e.this
-        if isinstance(arg, exp.Star) and fn == "count":
-            return "count(1)"
-        distinct = isinstance(arg, exp.Distinct)
-        if distinct and len(arg.expressions) == 1:
-            arg = arg.expressions[0]
-        if isinstance(arg, exp.Column) and not arg.table and arg.name == arg.name.lower():
-            return f"{fn}(DISTINCT {arg.name})" if distinct else f"{fn}({arg.name})"
-    raise NotLocal(f"the unaliased expression {describe(e)} (Spark's generated column "
-                   "name; give it an alias)")
+    return spark_name(e)
 
 
 def _arrow_type(select: exp.Expr) -> pa.DataType:
