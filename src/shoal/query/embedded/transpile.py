@@ -48,9 +48,11 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from shoal.query.embedded.functions import FUNCTIONS, SPARK_ONLY, function_table_markdown
+from shoal.query.embedded.functions.time import shifts_time
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, describe,
-                                          family_of, is_ts_literal, not_identical,
-                                          operand_kinds, same_family, spark_type)
+                                          family_of, is_date_literal, is_ts_literal,
+                                          not_identical, operand_kinds, rule_for, same_family,
+                                          spark_type)
 from shoal.query.planner import BYTE_FUNCTIONS, _timestamp_us_as_ns
 
 # What callers import from here: the statement check and the tables docs/sql.md shows.
@@ -125,11 +127,10 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
     # The vetted functions first, innermost first (a rewrite copies its operands), with
     # their operands' Spark types taken before anything is rewritten.
-    pending = [(node, operand_kinds(node)) for node in reversed(list(typed.walk()))
-               if type(node) in FUNCTIONS and FUNCTIONS[type(node)].rewrite is not None]
-    for node, kinds in pending:
-        rewrite = FUNCTIONS[type(node)].rewrite
-        assert rewrite is not None
+    pending = [(node, rule.rewrite, operand_kinds(node))
+               for node in reversed(list(typed.walk()))
+               if (rule := rule_for(node)) is not None and rule.rewrite is not None]
+    for node, rewrite, kinds in pending:
         node.replace(rewrite(node, kinds))
     for node in list(typed.walk()):
         _rewrite(node)
@@ -174,11 +175,13 @@ def _vet(node: exp.Expr) -> None:
             for value in node.expressions:
                 same_family(node, node.this, value)
         return
-    rule = FUNCTIONS.get(type(node))
+    rule = rule_for(node)
     if rule is not None:
         rule.vet(node)
         return
     if isinstance(node, _ARITHMETIC):
+        if shifts_time(node):       # a timestamp moved by an interval literal
+            return
         for side in (node.this, node.expression):
             if family_of(side) != "number":
                 raise NotLocal(f"arithmetic on {describe(side)} (only on numbers locally)")
@@ -243,12 +246,12 @@ def _vet(node: exp.Expr) -> None:
         if not (isinstance(order, exp.Literal) and order.is_string):
             raise NotLocal(f"{name}() with a byte order that is not a string literal")
         return
-    if isinstance(node, exp.Cast) and is_ts_literal(node):
+    if isinstance(node, exp.Cast) and (is_ts_literal(node) or is_date_literal(node)):
         return
     if isinstance(node, exp.Cast):
         raise NotLocal(f"CAST ({describe(node)}): ANSI casts and their text forms differ")
-    if isinstance(node, exp.DataType) and isinstance(node.parent, exp.Cast) and is_ts_literal(
-            node.parent):
+    if isinstance(node, exp.DataType) and isinstance(node.parent, exp.Cast) and (
+            is_ts_literal(node.parent) or is_date_literal(node.parent)):
         return
     if isinstance(node, exp.Window):
         raise NotLocal("window functions")
@@ -396,5 +399,5 @@ def _ts_literal(ns: int) -> exp.Expr:
 
     us = ns // 1_000
     dt = datetime.fromtimestamp(us // 1_000_000, tz=UTC)
-    text = dt.strftime("%Y-%m-%d %H:%M:%S") + f".{us % 1_000_000:06d}"
+    text = f"{dt.year:04d}-" + dt.strftime("%m-%d %H:%M:%S") + f".{us % 1_000_000:06d}"
     return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("TIMESTAMP"))

@@ -8,10 +8,10 @@ of its family left to Spark, with the reason. Importing this package registers t
 
 from __future__ import annotations
 
-from shoal.query.embedded.functions import numbers, strings
+from shoal.query.embedded.functions import numbers, strings, time
 from shoal.query.embedded.vetting import FUNCTIONS, SPARK_ONLY
 
-__all__ = ["FUNCTIONS", "SPARK_ONLY", "function_table_markdown", "numbers", "strings"]
+__all__ = ["FUNCTIONS", "SPARK_ONLY", "function_table_markdown", "numbers", "strings", "time"]
 
 
 def function_table_markdown() -> str:
