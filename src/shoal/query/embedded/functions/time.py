@@ -17,7 +17,9 @@ import re
 from datetime import UTC, datetime
 
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, SPARK_ONLY, T, TIMESTAMPS,
                                           Function, NotLocal, call, case_when, cast_to,
@@ -251,20 +253,21 @@ _NOW_WORDS = re.compile(r"(?i)\b(current_timestamp|current_date|now)\b")
 
 def pin_statement_time(sql: str, now_us: int) -> str:
     """`sql` with `current_timestamp()`, `now()` and `current_date()` replaced by literals
-    of the instant `now_us` (UTC), so every engine that answers it sees the same time.
-    Unchanged when the statement names none of them, or names one in an unaliased column
-    (whose name Spark derives from the call)."""
+    of the instant `now_us` (UTC), so every engine that answers it sees the same time. Only
+    those calls' text changes (the rest stays as written). Unchanged when the statement
+    names none of them, or names one in an unaliased column (whose name Spark derives from
+    the call)."""
     if not _NOW_WORDS.search(sql):
         return sql
     try:
-        tree = exp.maybe_parse(sql, dialect="spark")
+        tree: exp.Expr = exp.maybe_parse(sql, dialect="spark")
+        tokens = Spark().tokenize(sql)
     except SqlglotError:
         return sql      # the planner reports the statement's syntax error
     calls = [n for n in tree.walk() if isinstance(n, (exp.CurrentTimestamp, exp.CurrentDate))
              or (isinstance(n, exp.Anonymous) and str(n.this).lower() == "now"
                  and not n.expressions)]
-    if not calls or any(isinstance(n, exp.CurrentTimestamp) and n.this is not None
-                        for n in calls):
+    if not calls or any(n.this is not None for n in calls if not isinstance(n, exp.Anonymous)):
         return sql
     for select in tree.find_all(exp.Select):
         for column in select.selects:
@@ -272,12 +275,21 @@ def pin_statement_time(sql: str, now_us: int) -> str:
                     c is column or column in list(_ancestors(c)) for c in calls):
                 return sql
     text = _ts_text(now_us)
-    for n in calls:
-        if isinstance(n, exp.CurrentDate):
-            n.replace(cast_to(exp.Literal.string(text[:10]), "DATE"))
-        else:
-            n.replace(cast_to(exp.Literal.string(text), "TIMESTAMP"))
-    return tree.sql(dialect="spark")
+    spans: list[tuple[int, int, str]] = []
+    for k, tok in enumerate(tokens):
+        after = [t.token_type for t in tokens[k + 1:k + 3]]
+        called = after == [TokenType.L_PAREN, TokenType.R_PAREN]
+        end = tokens[k + 2].end if called else tok.end
+        if tok.token_type == TokenType.CURRENT_TIMESTAMP or (
+                tok.token_type == TokenType.VAR and tok.text.lower() == "now" and called):
+            spans.append((tok.start, end, f"TIMESTAMP '{text}'"))
+        elif tok.token_type == TokenType.CURRENT_DATE:
+            spans.append((tok.start, end, f"DATE '{text[:10]}'"))
+    if len(spans) != len(calls):
+        return sql      # a spelling not read here: Spark evaluates it
+    for start, end, literal in reversed(spans):
+        sql = sql[:start] + literal + sql[end + 1:]
+    return sql
 
 
 def _ancestors(node: exp.Expr):
