@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shoal
-from shoal.types import INT, LONG, TIMESTAMP, Column
+from shoal.types import INT, LONG, STRING, TIMESTAMP, Column
 from tests.query.conftest import SPARK_MASTER, ndjson, rows_at
 from tests.query.test_functions_differential import _same, both
 
@@ -46,6 +46,7 @@ EDGE_TS = [_ns(t) for t in (
     "2026-03-29 01:30:00")]
 ts_st = st.one_of(st.none(), st.sampled_from(EDGE_TS),
                   st.integers(EDGE_TS[12], EDGE_TS[13]).map(lambda n: n - n % 1000))
+_texts = st.datetimes(datetime(1000, 1, 1), datetime(9999, 12, 31, 23, 59, 59))
 row_st = st.fixed_dictionaries({
     "t": ts_st,
     "s": st.one_of(st.none(), st.sampled_from([0, -1, 1, 951_782_400, -62_135_596_800]),
@@ -57,6 +58,11 @@ row_st = st.fixed_dictionaries({
     "i": st.one_of(st.none(), st.sampled_from([0, 1, -1, 366, -366]),
                    st.integers(-100_000, 100_000)),
     "w": st.one_of(st.sampled_from([1, 7, 60, 300, -300, 3600]), st.integers(1, 10**6)),
+    "x": st.one_of(st.none(), st.sampled_from(["2024-02-29 23:59:59", "1000-01-01 00:00:00",
+                                               "9999-12-31 23:59:59"]),
+                   _texts.map(lambda d: d.strftime("%Y-%m-%d %H:%M:%S"))),
+    "y": st.one_of(st.none(), st.sampled_from(["2024-02-29", "2000-02-29", "1582-10-10"]),
+                   _texts.map(lambda d: d.strftime("%Y-%m-%d"))),
 })
 rows_st = st.lists(row_st, min_size=20, max_size=40)
 
@@ -81,6 +87,20 @@ INTERVALS = [
     "t > TIMESTAMP '2021-01-01 00:00:00' - INTERVAL 1 HOUR",
     "t BETWEEN TIMESTAMP '2000-01-01' - INTERVAL 36500 DAYS AND TIMESTAMP '2030-01-01'",
 ]
+# Spark's datetime patterns, written and read.
+PATTERNS = [
+    "date_format(t, 'yyyy-MM-dd HH:mm:ss')", "date_format(t, 'y/M/d H:m:s')",
+    "date_format(t, 'yy.MM.dd hh:mm a')", "date_format(t, 'EEE, d MMM yyyy')",
+    "date_format(t, 'EEEE MMMM')", "date_format(t, 'E')", "date_format(t, 'DDD D')",
+    "date_format(t, 'h:mm:ss.SSS')", "date_format(t, 'HH:mm:ss.SSSSSS')",
+    "from_unixtime(unix_seconds(t))", "from_unixtime(i, 'yyyy-MM-dd')", "unix_timestamp(t)",
+    "unix_timestamp(x, 'yyyy-MM-dd HH:mm:ss')", "to_timestamp(x, 'yyyy-MM-dd HH:mm:ss')",
+    "to_date(y)", "to_date(x, 'yyyy-MM-dd HH:mm:ss')", "day(y)", "dayofweek(y)",
+    "to_date(date_format(t, 'dd/MM/yyyy'), 'dd/MM/yyyy')",
+    "to_timestamp(date_format(t, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), 'yyyy-MM-dd HH:mm:ss.SSSSSS')",
+    "to_timestamp(date_format(t, 'yyyy-MM-dd_HH:mm:ss.SSS'), 'yyyy-MM-dd_HH:mm:ss.SSS')",
+    "unix_timestamp(date_format(t, 'yyyyMMddHHmmss'), 'yyyyMMddHHmmss')",
+]
 # Time buckets of any width, as users and the KQL translator write them.
 BUCKETS = [
     "date_trunc('minute', t)", "date_trunc('hour', t)",
@@ -101,7 +121,11 @@ COVERED = {
     "timestamp_micros": "timestamp_micros(u)", "timestamp_millis": "timestamp_millis(m)",
     "timestamp_seconds": "timestamp_seconds(s)", "date_add": "date_sub(t, i)",
     "datediff": "datediff(t, DATE '2024-02-29')", "pmod": "pmod(u, w)",
-    "interval": "t - INTERVAL 1 HOUR",
+    "interval": "t - INTERVAL 1 HOUR", "date_format": "date_format(t, 'y/M/d H:m:s')",
+    "from_unixtime": "from_unixtime(unix_seconds(t))",
+    "unix_timestamp": "unix_timestamp(x, 'yyyy-MM-dd HH:mm:ss')",
+    "to_timestamp": "to_timestamp(x, 'yyyy-MM-dd HH:mm:ss')",
+    "(timestamp argument of date_format)": "date_format(t, 'E')",
 }
 
 
@@ -120,7 +144,8 @@ def tdb(tmp_path_factory, spark):
 
 _names = itertools.count()
 SCHEMA = [Column("k", LONG), Column("t", TIMESTAMP), Column("s", LONG), Column("m", LONG),
-          Column("u", LONG), Column("i", INT), Column("w", LONG)]
+          Column("u", LONG), Column("i", INT), Column("w", LONG), Column("x", STRING),
+          Column("y", STRING)]
 
 
 def _table(db, rows: list[dict]) -> str:
@@ -140,20 +165,23 @@ def test_time_functions_answer_as_spark_does(tdb, rows):
     name = _table(tdb, rows)
     both(tdb, _select(FIELDS + EPOCHS, name))
     both(tdb, _select(INTERVALS + BUCKETS, name))
+    both(tdb, _select(PATTERNS, name))
 
 
 def test_edge_instants_answer_as_spark_does(tdb):
     rows = [{"t": t, "s": k - 8, "m": -k * 999, "u": -k * 999_999, "i": 366 * (k - 8),
-             "w": [1, 7, 300, 86_400_000_000][k % 4]} for k, t in enumerate(EDGE_TS + [None])]
+             "w": [1, 7, 300, 86_400_000_000][k % 4], "x": "2024-02-29 00:00:00",
+             "y": "1970-01-01"} for k, t in enumerate(EDGE_TS + [None])]
     name = _table(tdb, rows)
     both(tdb, _select(FIELDS + EPOCHS, name))
     both(tdb, _select(INTERVALS + BUCKETS, name))
+    both(tdb, _select(PATTERNS, name))
 
 
 @pytest.fixture(scope="module")
 def events(tdb):
     rows = [{"t": EDGE_TS[3] + k * 97 * NS + k * 1000, "s": k, "m": k, "u": k, "i": k % 5,
-             "w": 300} for k in range(60)]
+             "w": 300, "x": None, "y": None} for k in range(60)]
     return _table(tdb, rows)
 
 
@@ -204,7 +232,8 @@ def test_unaliased_current_timestamp_is_spark_s_to_name(tdb, events):
 def edge(tdb):
     tdb.create_table("tedge", SCHEMA)
     tdb.ingest_ndjson("tedge", ndjson(rows_at(0, 1, k=0, t=EDGE_TS[0], s=10**12, m=0,
-                                              u=-(2**62), i=3_000_000, w=0)))
+                                              u=-(2**62), i=3_000_000, w=0,
+                                              x="2023-02-29 00:00:00", y="2024-2-9")))
     return tdb
 
 
@@ -215,6 +244,11 @@ EDGES = [  # (statement over one row of `tedge`, why the embedded engine hands i
      "timestamp_micros() of a year outside 1..9999"),
     ("SELECT year(date_add(t, i)) AS v FROM tedge", "date_add() of a year outside 1..9999"),
     ("SELECT pmod(s, w) AS v FROM tedge", "pmod by zero"),
+    ("SELECT to_date(y) AS v FROM tedge", "to_date() of a text its pattern may read"),
+    ("SELECT to_timestamp(x, 'yyyy-MM-dd HH:mm:ss') AS v FROM tedge",
+     "to_timestamp() of a text its pattern may read"),
+    ("SELECT from_unixtime(-40000000000) AS v FROM tedge",
+     "from_unixtime() of a year outside 1000..9999"),
 ]
 
 
@@ -235,9 +269,11 @@ def test_rows_the_embedded_engine_would_answer_differently_go_to_spark(edge, sql
 
 @pytest.mark.parametrize("sql", [
     "SELECT t - t AS v FROM tedge", "SELECT add_months(to_date(t), 1) AS v FROM tedge",
-    "SELECT t + INTERVAL 1 MONTH AS v FROM tedge", "SELECT date_format(t, 'yyyy') AS v FROM tedge",
-    "SELECT window(t, '5 minutes') AS v FROM tedge", "SELECT to_date('2024-02-29') AS v FROM tedge",
-    "SELECT hour(t) FROM tedge",
+    "SELECT t + INTERVAL 1 MONTH AS v FROM tedge",
+    "SELECT window(t, '5 minutes') AS v FROM tedge",
+    "SELECT hour(t) FROM tedge", "SELECT date_format(t, 'y') AS a, date_format(t, 'yyyy') AS b "
+    "FROM tedge", "SELECT date_format(t, 'YYYY ww') AS v FROM tedge",
+    "SELECT to_timestamp(y) AS v FROM tedge",
 ])
 def test_time_expressions_left_to_spark_still_answer(edge, sql):
     result = edge.sql(sql)
@@ -252,6 +288,6 @@ def test_every_time_function_has_a_differential_case():
     mine = {f.names.split(",")[0].strip() for f in FUNCTIONS.values()
             if f.rewrite is not None and f.rewrite.__module__ == family.__name__}
     assert mine <= set(COVERED), mine - set(COVERED)
-    statements = FIELDS + EPOCHS + INTERVALS + BUCKETS
+    statements = FIELDS + EPOCHS + INTERVALS + BUCKETS + PATTERNS
     for fn, expr in COVERED.items():
         assert expr in statements, fn

@@ -48,6 +48,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from shoal.query.embedded.functions import FUNCTIONS, SPARK_ONLY, function_table_markdown
+from shoal.query.embedded.functions.patterns import STATEMENT_TEXT
 from shoal.query.embedded.functions.time import shifts_time
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, describe,
                                           family_of, is_date_literal, is_ts_literal,
@@ -104,6 +105,15 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
              sql_text: str) -> LocalStatement:
     """DuckDB SQL for the Spark statement `tree` over `views` (view -> column -> Spark SQL
     type), or `NotLocal`. `sql_text` is what the user wrote (for lexical checks)."""
+    token = STATEMENT_TEXT.set(sql_text)     # datetime patterns are read back from it
+    try:
+        return _to_local(tree, views, sql_text)
+    finally:
+        STATEMENT_TEXT.reset(token)
+
+
+def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
+              sql_text: str) -> LocalStatement:
     if "\\" in sql_text:
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")

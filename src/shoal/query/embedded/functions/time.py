@@ -21,6 +21,8 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from shoal.query.embedded.functions.patterns import (DEFAULT_PATTERN, spark_pattern,
+                                                     strftime_of, strptime_of)
 from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, SPARK_ONLY, T, TIMESTAMPS,
                                           Function, NotLocal, call, case_when, cast_to,
                                           describe, family_of, fixed_type, spark_type, widest,
@@ -106,13 +108,119 @@ def _rewrite_to_date(node: exp.Expr, kinds: tuple) -> exp.Expr:
     x = node.this
     if kinds[0] == T.DATE:
         return x
-    return _within_years(x, kinds[0], cast_to(x, "DATE"), "to_date")
+    if kinds[0] in TIMESTAMPS:
+        return _within_years(x, kinds[0], cast_to(x, "DATE"), "to_date")
+    fmt = node.args.get("format")
+    pattern = "yyyy-MM-dd" if fmt is None else spark_pattern(fmt)
+    return cast_to(_parsed(x, pattern, "to_date"), "DATE")
 
 
 def _vet_to_date(node: exp.Expr) -> None:
-    if node.args.get("format") is not None:
-        raise NotLocal("to_date() with a format (Spark's datetime patterns)")
-    _one("to_date", "timestamp", "date")(node)
+    extra = [k for k, v in node.args.items() if v is not None and k not in (
+        "this", "format", "safe")]
+    if extra:
+        raise NotLocal(f"to_date() with these arguments ({describe(node)})")
+    fmt = node.args.get("format")
+    if fmt is not None or family_of(node.this) == "string":
+        _need(node, node.this, ("string",), "to_date with a pattern")
+        strptime_of("yyyy-MM-dd" if fmt is None else spark_pattern(fmt))
+        return
+    _need(node, node.this, ("timestamp", "date", "string"), "to_date")
+
+
+# ---- datetime patterns ------------------------------------------------------------------------
+def _parsed(s: exp.Expr, pattern: str, fn: str) -> exp.Expr:
+    """Spark's reading of the text `s` with `pattern` (a zone-less timestamp, UTC wall
+    time): a text the pattern's expression does not match in full, or DuckDB does not read,
+    is Spark's to read (or refuse)."""
+    regex, fmt = strptime_of(pattern)
+    value = call("try_strptime", s.copy(), exp.Literal.string(fmt))
+    read = exp.And(this=call("regexp_full_match", s.copy(), exp.Literal.string(regex)),
+                   expression=exp.Not(this=exp.Is(this=value.copy(), expression=exp.Null())))
+    return exp.Paren(this=exp.Case(ifs=[
+        exp.If(this=exp.Is(this=s.copy(), expression=exp.Null()), true=exp.Null()),
+        exp.If(this=read, true=value)],
+        default=not_identical(f"{fn}() of a text its pattern may read differently")))
+
+
+# Formatting: the years 1000..9999 (Spark pads `yyyy` to four digits, `y` not at all).
+_FORMAT_FIRST_US = -30_610_224_000_000_000
+
+
+def _formatted(ts: exp.Expr, pattern: str, fn: str) -> exp.Expr:
+    text = call("strftime", ts.copy(), exp.Literal.string(strftime_of(pattern)))
+    outside = exp.Not(this=exp.Paren(this=exp.Between(
+        this=ts.copy(), low=_ts(_FORMAT_FIRST_US), high=_ts(_END_US - 1))))
+    return case_when(outside, not_identical(f"{fn}() of a year outside 1000..9999"), text)
+
+
+def _vet_date_format(node: exp.Expr) -> None:
+    _need(node, node.this, ("timestamp",), "date_format")
+    strftime_of(spark_pattern(node.args.get("format")))
+
+
+def _rewrite_date_format(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    return _formatted(node.this, spark_pattern(node.args.get("format")), "date_format")
+
+
+def _vet_from_unixtime(node: exp.Expr) -> None:
+    arg = node.this
+    if not isinstance(arg, exp.Null) and spark_type(arg) not in INTEGERS:
+        raise NotLocal(f"from_unixtime() of {describe(arg)} (only of integers locally)")
+    strftime_of(spark_pattern(node.args.get("format"), DEFAULT_PATTERN))
+
+
+def _rewrite_from_unixtime(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    seconds = cast_to(node.this, "BIGINT")
+    inside = exp.Paren(this=exp.Between(
+        this=seconds.copy(), low=exp.Literal.number(_FORMAT_FIRST_US // 1_000_000),
+        high=exp.Literal.number(_END_US // 1_000_000 - 1)))
+    ts = call("make_timestamp", exp.Mul(this=seconds.copy(),
+                                        expression=exp.Literal.number(1_000_000)))
+    text = call("strftime", ts, exp.Literal.string(strftime_of(spark_pattern(
+        node.args.get("format"), DEFAULT_PATTERN))))
+    return case_when(exp.Not(this=inside), not_identical(
+        "from_unixtime() of a year outside 1000..9999"), text)
+
+
+def _vet_unix_timestamp(node: exp.Expr) -> None:
+    if node.this is None:
+        raise NotLocal("unix_timestamp() without an argument")
+    _need(node, node.this, ("timestamp", "string"), "unix_timestamp")
+    pattern = spark_pattern(node.args.get("format"), DEFAULT_PATTERN)
+    if family_of(node.this) == "string":
+        strptime_of(pattern)
+    else:
+        strftime_of(pattern)        # ignored for a timestamp, but a pattern Spark accepts
+
+
+def _rewrite_unix_timestamp(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    ts = node.this
+    if kinds[0] not in TIMESTAMPS:
+        ts = _parsed(ts, spark_pattern(node.args.get("format"), DEFAULT_PATTERN),
+                     "unix_timestamp")
+    # Spark divides the µs toward zero here (unix_seconds rounds down).
+    return exp.IntDiv(this=call("epoch_us", ts), expression=exp.Literal.number(1_000_000))
+
+
+def _vet_to_timestamp(node: exp.Expr) -> None:
+    extra = [k for k, v in node.args.items() if v is not None and k not in (
+        "this", "format", "safe")]
+    if extra:
+        raise NotLocal(f"to_timestamp() with these arguments ({describe(node)})")
+    _need(node, node.this, ("string",), "to_timestamp with a pattern")
+    strptime_of(spark_pattern(node.args.get("format")))
+
+
+def _rewrite_to_timestamp(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    return _parsed(node.this, spark_pattern(node.args.get("format")), "to_timestamp")
+
+
+def _vet_time_of(node: exp.Expr) -> None:
+    extra = [k for k, v in node.args.items() if v is not None and k != "this"]
+    if extra:
+        raise NotLocal(f"{describe(node)}")
+    _need(node, node.this, ("timestamp",), "date_format")
 
 
 # ---- epoch numbers ------------------------------------------------------------------------
@@ -324,8 +432,24 @@ FUNCTIONS.update({
                              _field("weekofyear"), "ISO week (Monday first, week 1 has "
                              "4 days or more)"),
     exp.TsOrDsToDate: Function("to_date", _vet_to_date, fixed_type(T.DATE),
-                               _rewrite_to_date, "of a timestamp or date; years 1..9999 "
-                               "(others, strings and formats go to Spark)"),
+                               _rewrite_to_date, "of a timestamp or date (years 1..9999); "
+                               "of a string: `yyyy-MM-dd`, or a fixed-width pattern (other "
+                               "texts go to Spark)"),
+    exp.TimeToStr: Function("date_format", _vet_date_format, fixed_type(T.VARCHAR),
+                            _rewrite_date_format, "of a timestamp, the common pattern "
+                            "letters; years 1000..9999"),
+    exp.TimeStrToTime: Function("(timestamp argument of date_format)", _vet_time_of,
+                                fixed_type(T.TIMESTAMPTZ), lambda n, k: n.this,
+                                "a timestamp as it is"),
+    exp.UnixToStr: Function("from_unixtime", _vet_from_unixtime, fixed_type(T.VARCHAR),
+                            _rewrite_from_unixtime, "of integer seconds, the common pattern "
+                            "letters (default `yyyy-MM-dd HH:mm:ss`); years 1000..9999"),
+    exp.StrToUnix: Function("unix_timestamp", _vet_unix_timestamp, fixed_type(T.BIGINT),
+                            _rewrite_unix_timestamp, "of a timestamp (toward zero, as "
+                            "Spark), or of a string read with a fixed-width pattern"),
+    exp.StrToTime: Function("to_timestamp", _vet_to_timestamp, fixed_type(T.TIMESTAMPTZ),
+                            _rewrite_to_timestamp, "of a string with a fixed-width pattern "
+                            "(`yyyy MM dd HH mm ss SSS SSSSSS`); other texts go to Spark"),
     exp.UnixMicros: Function("unix_micros", _one("unix_micros", "timestamp"),
                              fixed_type(T.BIGINT), _unix(1), "µs since 1970 (UTC)"),
     exp.UnixMillis: Function("unix_millis", _one("unix_millis", "timestamp"),
@@ -357,9 +481,8 @@ FUNCTIONS.update({
 })
 
 SPARK_ONLY.update({
-    "date_format, from_unixtime, unix_timestamp, to_timestamp": "Spark's datetime patterns "
-        "are not translated yet",
-    "to_date of a string": "Spark's string-to-date reading is not reproduced yet",
+    "to_timestamp without a pattern": "the reading of a string cast to a timestamp is not "
+                                      "reproduced",
     "add_months, months_between": "month arithmetic is not proven equal",
     "window": "its struct answer is not reproduced; bucket with date_trunc or "
               "timestamp_seconds(unix_seconds(ts) - pmod(unix_seconds(ts), w))",
