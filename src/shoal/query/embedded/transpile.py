@@ -16,7 +16,8 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   RLIKE with a pattern both regex dialects read alike (`has()`'s rewrite included);
 - functions: count, sum, avg, min, max, coalesce, CASE/IF, `date_trunc` (year .. second),
   `get_json_object` on simple `$.key.key` paths, shoal's byte functions, and the string and
-  math functions of `FUNCTIONS` (with `/`, DIV and %): each entry vets its arguments, gives
+  math, date and time functions of `FUNCTIONS` (with `/`, DIV, %, and a timestamp moved by
+  a day-time interval literal): each entry vets its arguments, gives
   Spark's result type and, where DuckDB's own function answers differently, the DuckDB
   expression with Spark's answer. Where only some values would differ (a zero divisor, text
   beyond ASCII for case mapping, a double beyond bigint) the expression raises the
@@ -24,8 +25,8 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   everyday functions left to Spark and why; `function_table_markdown()` renders both for
   docs/sql.md;
 - types: both sides of a comparison of one family (numbers, strings, booleans, timestamps,
-  binary); a string literal compared with a timestamp is parsed here exactly as Spark reads
-  it (UTC session) or not at all. No decimal literals, casts, window functions,
+  binary, dates); a string literal compared with a timestamp is parsed here exactly as Spark
+  reads it (UTC session) or not at all. No decimal literals, casts, window functions,
   arrays in comparisons, or anything sqlglot cannot type.
 
 Names: an alias, a plain column's name, a `*` expanded over its sources, and the names Spark
