@@ -243,7 +243,7 @@ EDGES = [  # (statement over one row of `tedge`, why the embedded engine hands i
     ("SELECT unix_micros(timestamp_micros(u)) AS v FROM tedge",
      "timestamp_micros() of a year outside 1..9999"),
     ("SELECT year(date_add(t, i)) AS v FROM tedge", "date_add() of a year outside 1..9999"),
-    ("SELECT pmod(s, w) AS v FROM tedge", "pmod by zero"),
+    ("SELECT pmod(s, w) AS v FROM tedge", "pmod() by zero"),
     ("SELECT to_date(y) AS v FROM tedge", "to_date() of a text its pattern may read"),
     ("SELECT to_timestamp(x, 'yyyy-MM-dd HH:mm:ss') AS v FROM tedge",
      "to_timestamp() of a text its pattern may read"),

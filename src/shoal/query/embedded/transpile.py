@@ -260,6 +260,11 @@ def _output_names(original: exp.Expr, typed: exp.Expr) -> list[str]:
     its star expansions (`typed`)."""
     written = _leftmost(original).selects
     expanded = _leftmost(typed).selects
+    if _leftmost(original).args.get("qualify") is not None and any(
+            not isinstance(e, (exp.Alias, exp.Column, exp.Star)) for e in written):
+        # Spark answers QUALIFY through a subquery, which names such a column `_c`, `_c_2`..
+        raise NotLocal("an unaliased expression beside QUALIFY (Spark names it _c; give it "
+                       "an alias)")
     stars = [e for e in written if _is_star(e)]
     if len(stars) > 1:
         raise NotLocal("more than one * in the select list")

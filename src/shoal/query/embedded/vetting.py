@@ -81,6 +81,16 @@ def rule_for(node: exp.Expr) -> Function | None:
     return FUNCTIONS.get(type(node))
 
 
+def branches_of(node: exp.Expr) -> list[exp.Expr | None]:
+    """The values a COALESCE, IF or CASE may answer with (a missing ELSE as None)."""
+    if isinstance(node, exp.Coalesce):
+        return [node.this, *node.expressions]
+    if isinstance(node, exp.If):
+        return [node.args.get("true"), node.args.get("false")]
+    return [*(i.args.get("true") for i in node.args.get("ifs") or []),
+            node.args.get("default")]
+
+
 def spark_type(node: exp.Expr) -> exp.DType | None:
     """The Spark type of `node`: sqlglot's annotation, except where Spark's rules are
     applied here (literals, shoal's functions, the branches of COALESCE / CASE / IF)."""
@@ -112,13 +122,7 @@ def spark_type(node: exp.Expr) -> exp.DType | None:
             return T.DOUBLE if re.fullmatch(r"[\d.]+[eE][-+]?\d+", node.name) else None
         return T.INT if int(node.name) < 2**31 else T.BIGINT
     if isinstance(node, (exp.Coalesce, exp.Case, exp.If)):
-        if isinstance(node, exp.Coalesce):
-            branches = [node.this, *node.expressions]
-        elif isinstance(node, exp.If):
-            branches = [node.args.get("true"), node.args.get("false")]
-        else:
-            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
-            branches.append(node.args.get("default"))
+        branches = branches_of(node)
         kinds = {spark_type(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
         if len(kinds) == 1:
             return kinds.pop()
@@ -238,6 +242,12 @@ def int_literal(e: exp.Expr | None) -> int | None:
 
 
 def operand_kinds(node: exp.Expr) -> tuple[exp.DType | None, exp.DType | None]:
+    """The Spark types of a node's first two operands (a call's first two arguments)."""
+    if isinstance(node, exp.Anonymous):
+        args = list(node.expressions)
+        first, second = ([*args, None, None])[:2]
+        return (spark_type(first) if isinstance(first, exp.Expr) else None,
+                spark_type(second) if isinstance(second, exp.Expr) else None)
     a, b = node.this, node.args.get("expression")
     return (spark_type(a) if isinstance(a, exp.Expr) else None,
             spark_type(b) if isinstance(b, exp.Expr) else None)
@@ -322,13 +332,7 @@ def decimal_of(node: exp.Expr) -> tuple[int, int] | None:
     if isinstance(node, (exp.Min, exp.Max)):
         return decimal_of(node.this)
     if isinstance(node, (exp.Coalesce, exp.Case, exp.If)):
-        if isinstance(node, exp.Coalesce):
-            branches = [node.this, *node.expressions]
-        elif isinstance(node, exp.If):
-            branches = [node.args.get("true"), node.args.get("false")]
-        else:
-            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
-            branches.append(node.args.get("default"))
+        branches = branches_of(node)
         kinds = {decimal_of(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
         return kinds.pop() if len(kinds) == 1 else None
     t = spark_type(node)

@@ -13,7 +13,8 @@ from sqlglot import exp
 
 from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, TIMESTAMPS, T,
                                           Function, NotLocal, call, case_when, cast_to,
-                                          decimal_fits_double, describe, is_ts_literal,
+                                          decimal_fits_double, describe, is_date_literal,
+                                          is_ts_literal,
                                           not_identical, spark_type)
 
 _STRINGS = (T.VARCHAR, T.TEXT)
@@ -38,7 +39,7 @@ def _source(node: exp.Expr) -> exp.DType | None:
 def _vet_cast(node: exp.Expr) -> None:
     if node.args.get("safe"):
         raise NotLocal("try_cast (left to Spark)")
-    if isinstance(node, exp.Cast) and is_ts_literal(node):
+    if isinstance(node, exp.Cast) and (is_ts_literal(node) or is_date_literal(node)):
         return
     to, src = _target(node), _source(node)
     if isinstance(node.this, exp.Null):
@@ -119,7 +120,7 @@ def _int_text(x: exp.Expr, to: exp.DType) -> exp.Expr:
 
 
 def _rewrite_cast(node: exp.Expr, kinds: tuple) -> exp.Expr:
-    if isinstance(node, exp.Cast) and is_ts_literal(node):
+    if isinstance(node, exp.Cast) and (is_ts_literal(node) or is_date_literal(node)):
         return node.copy()
     to, src, x = _target(node), kinds[0], node.this.copy()
     if to in _STRINGS:

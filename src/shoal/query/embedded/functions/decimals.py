@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from shoal.query.embedded.functions.time import shifts_time
 from shoal.query.embedded.vetting import (DECIMALS, FUNCTIONS, INTEGERS, NOT_IDENTICAL_MARK,
                                           T, Function, NotLocal,
                                           call, case_when, cast_to, decimal_fits_double,
@@ -71,7 +72,10 @@ for _op in (exp.Add, exp.Sub, exp.Mul, exp.Div):
 
 
 def arith_result(node: exp.Expr) -> exp.DType | None:
-    kinds = (spark_type(node.this), spark_type(node.expression))
+    a, b = node.this, node.expression
+    if isinstance(a, exp.Interval) or isinstance(b, exp.Interval):     # a time moved
+        return spark_type(b if isinstance(a, exp.Interval) else a)
+    kinds = (spark_type(a), spark_type(b))
     if T.DECIMAL in kinds:
         return T.DOUBLE if any(k in _FLOATS for k in kinds) else T.DECIMAL
     if isinstance(node, exp.Div):
@@ -82,6 +86,8 @@ def arith_result(node: exp.Expr) -> exp.DType | None:
 def vet_arith(node: exp.Expr) -> None:
     """Numbers (integers, doubles, decimals) on both sides; decimals only where the
     embedded engine computes Spark's exact answer."""
+    if shifts_time(node):       # a timestamp moved by an interval literal
+        return
     name = _operation(node)
     for side in (node.this, node.expression):
         if family_of(side) not in ("number", "decimal"):
@@ -178,7 +184,8 @@ def _rewrite_divide_decimal(node: exp.Expr, kinds: tuple) -> exp.Expr:
 
 def rewrite_arith(node: exp.Expr, kinds: tuple) -> exp.Expr:
     """Spark's answer for `a op b` where an operand is a decimal (else `node` as it is)."""
-    if T.DECIMAL not in kinds:
+    if T.DECIMAL not in kinds or isinstance(node.this, exp.Interval) or isinstance(
+            node.expression, exp.Interval):
         return node.copy()
     if any(k in _FLOATS for k in kinds):
         return type(node)(this=cast_to(node.this.copy(), "DOUBLE"),

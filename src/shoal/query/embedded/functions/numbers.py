@@ -7,7 +7,7 @@ import sqlglot
 from sqlglot import exp
 
 from shoal.query.embedded.functions.decimals import arith_result, rewrite_arith, vet_arith
-from shoal.query.embedded.vetting import (ANONYMOUS, DECIMALS, FUNCTIONS, INTEGERS,
+from shoal.query.embedded.vetting import (ANONYMOUS, DECIMALS, FUNCTIONS, INTEGERS, WIDENING,
                                           NOT_IDENTICAL_MARK, SPARK_ONLY, T, Function, NotLocal,
                                           call, case_when, cast_to, decimal_of, describe,
                                           family_of, fixed_type, int_literal, not_identical,
@@ -308,7 +308,10 @@ def _vet_pmod(node: exp.Expr) -> None:
 
 def _rewrite_pmod(node: exp.Expr, kinds: tuple) -> exp.Expr:
     a, n = node.expressions
-    kind = widest([a, n])
+    # The operands' types as vetted (an operand may already be rewritten into DuckDB's form).
+    known = {k for k in kinds if k is not None}
+    kind = known.pop() if len(known) == 1 else (
+        max(known, key=WIDENING.index) if known and known <= set(WIDENING) else widest([a, n]))
     assert kind is not None     # vetted
     integral = kind in INTEGERS
     # Java: r = a % n; r < 0 ? (r + n) % n : r. Integers: MIN % -1 is 0, and r + n may
