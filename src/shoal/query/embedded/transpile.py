@@ -48,9 +48,10 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from shoal.query.embedded.functions import FUNCTIONS, SPARK_ONLY, function_table_markdown
-from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, describe,
-                                          family_of, is_ts_literal, not_identical,
-                                          operand_kinds, same_family, spark_type)
+from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, cast_to,
+                                          decimal_of, describe, family_of, is_ts_literal,
+                                          not_identical, operand_kinds, rule_for, same_family,
+                                          spark_type)
 from shoal.query.planner import BYTE_FUNCTIONS, _timestamp_us_as_ns
 
 # What callers import from here: the statement check and the tables docs/sql.md shows.
@@ -122,11 +123,10 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
     # The vetted functions first, innermost first (a rewrite copies its operands), with
     # their operands' Spark types taken before anything is rewritten.
-    pending = [(node, operand_kinds(node)) for node in reversed(list(typed.walk()))
-               if type(node) in FUNCTIONS and FUNCTIONS[type(node)].rewrite is not None]
-    for node, kinds in pending:
-        rewrite = FUNCTIONS[type(node)].rewrite
-        assert rewrite is not None
+    pending = [(node, rule.rewrite, operand_kinds(node))
+               for node in reversed(list(typed.walk()))
+               if (rule := rule_for(node)) is not None and rule.rewrite is not None]
+    for node, rewrite, kinds in pending:
         node.replace(rewrite(node, kinds))
     for node in list(typed.walk()):
         _rewrite(node)
@@ -140,8 +140,10 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
 # ---- the allow-list -------------------------------------------------------------------------
 def _vet(node: exp.Expr) -> None:
     if isinstance(node, exp.Literal):
-        if not node.is_string and not re.fullmatch(r"\d+", node.name):
-            raise NotLocal(f"the decimal literal {node.name} (decimal arithmetic)")
+        if not node.is_string and spark_type(node) is None:
+            raise NotLocal(f"the number literal {node.name}")
+        if spark_type(node) == T.DECIMAL and decimal_of(node) is None:
+            raise NotLocal(f"the decimal literal {node.name}")
         return
     if isinstance(node, exp.Union):
         return
@@ -171,7 +173,7 @@ def _vet(node: exp.Expr) -> None:
             for value in node.expressions:
                 same_family(node, node.this, value)
         return
-    rule = FUNCTIONS.get(type(node))
+    rule = rule_for(node)
     if rule is not None:
         rule.vet(node)
         return
@@ -223,9 +225,9 @@ def _vet(node: exp.Expr) -> None:
         return
     if isinstance(node, exp.Cast):
         raise NotLocal(f"CAST ({describe(node)}): ANSI casts and their text forms differ")
-    if isinstance(node, exp.DataType) and isinstance(node.parent, exp.Cast) and is_ts_literal(
-            node.parent):
-        return
+    if isinstance(node, (exp.DataType, exp.DataTypeParam)) and isinstance(
+            node.parent if isinstance(node, exp.DataType) else node.parent.parent, exp.Cast):
+        return          # the type a vetted cast names
     if isinstance(node, exp.Window):
         raise NotLocal("window functions")
     if isinstance(node, _PLAIN):
@@ -303,6 +305,8 @@ def _arrow_type(select: exp.Expr) -> pa.DataType:
     t = spark_type(node)
     if t in ARROW_TYPES:
         return ARROW_TYPES[t]
+    if t == T.DECIMAL and (ps := decimal_of(node)) is not None:
+        return pa.decimal128(*ps)
     dtype = node.type
     if dtype is not None and dtype.this == T.ARRAY:
         inner = dtype.expressions[0] if dtype.expressions else None
@@ -317,6 +321,10 @@ def _arrow_type(select: exp.Expr) -> pa.DataType:
 
 # ---- rewrites into DuckDB's reading ---------------------------------------------------------
 def _rewrite(node: exp.Expr) -> None:
+    if isinstance(node, exp.Literal) and not node.is_string and spark_type(node) == T.DECIMAL:
+        p, s = decimal_of(node) or (38, 0)      # vetted: a decimal literal has its type
+        node.replace(cast_to(exp.Literal.string(node.name), f"DECIMAL({p}, {s})"))
+        return
     if isinstance(node, _COMPARISONS):
         _replace_ts_literal(node.this, node.expression)
         _replace_ts_literal(node.expression, node.this)

@@ -25,7 +25,7 @@ NUMERIC = {T.INT: "number", T.BIGINT: "number", T.DOUBLE: "number", T.FLOAT: "nu
             T.SMALLINT: "number", T.TINYINT: "number"}
 # Spark's TIMESTAMP is a zone-aware instant (sqlglot: TIMESTAMPTZ / TIMESTAMPLTZ).
 TIMESTAMPS = (T.TIMESTAMP, T.TIMESTAMPTZ, T.TIMESTAMPLTZ)
-FAMILY = {**NUMERIC, T.VARCHAR: "string", T.TEXT: "string", T.BOOLEAN: "boolean",
+FAMILY = {**NUMERIC, T.DECIMAL: "decimal", T.VARCHAR: "string", T.TEXT: "string", T.BOOLEAN: "boolean",
            T.BINARY: "binary", T.VARBINARY: "binary", **dict.fromkeys(TIMESTAMPS, "timestamp")}
 ARROW_TYPES = {T.INT: pa.int32(), T.BIGINT: pa.int64(), T.DOUBLE: pa.float64(),
           T.FLOAT: pa.float32(), T.VARCHAR: pa.string(), T.TEXT: pa.string(),
@@ -60,10 +60,21 @@ class Function:
     note: str
 
 
-# The vetted functions by sqlglot node type, and the everyday functions left to Spark with
-# the reason: both filled by the modules of `shoal.query.embedded.functions`.
+# The vetted functions by sqlglot node type (and, for the functions sqlglot leaves
+# anonymous, by name), the precision and scale of each decimal-typed node type, and the
+# everyday functions left to Spark with the reason: all filled by the modules of
+# `shoal.query.embedded.functions`.
 FUNCTIONS: dict[type[exp.Expr], Function] = {}
+ANONYMOUS: dict[str, Function] = {}
+DECIMALS: dict[type[exp.Expr], Callable[[exp.Expr], tuple[int, int] | None]] = {}
 SPARK_ONLY: dict[str, str] = {}
+
+
+def rule_for(node: exp.Expr) -> Function | None:
+    """The registry entry vetting `node`, if any."""
+    if isinstance(node, exp.Anonymous):
+        return ANONYMOUS.get(str(node.this).lower())
+    return FUNCTIONS.get(type(node))
 
 
 def spark_type(node: exp.Expr) -> exp.DType | None:
@@ -73,7 +84,7 @@ def spark_type(node: exp.Expr) -> exp.DType | None:
         return BYTE_TYPES[str(node.this).lower()]
     if isinstance(node, exp.Paren):
         return spark_type(node.this)
-    rule = FUNCTIONS.get(type(node))
+    rule = rule_for(node)
     if rule is not None:
         return rule.result(node)
     if isinstance(node, exp.Neg):
@@ -85,8 +96,10 @@ def spark_type(node: exp.Expr) -> exp.DType | None:
         if target is not None:
             return spark_type(target)
     if isinstance(node, exp.Literal) and not node.is_string:
+        if re.fullmatch(r"\d*\.\d*", node.name):
+            return T.DECIMAL           # Spark: 100.0 is DECIMAL(4,1), 1e3 a DOUBLE
         if not re.fullmatch(r"\d+", node.name):
-            return None
+            return T.DOUBLE if re.fullmatch(r"[\d.]+[eE][-+]?\d+", node.name) else None
         return T.INT if int(node.name) < 2**31 else T.BIGINT
     if isinstance(node, (exp.Coalesce, exp.Case, exp.If)):
         if isinstance(node, exp.Coalesce):
@@ -149,6 +162,12 @@ def same_family(node: exp.Expr, a: exp.Expr, b: exp.Expr | None) -> None:
                 raise NotLocal(f"the timestamp literal {lit.name!r} (not a form whose "
                                "reading is certain)")
             return
+    if {fa, fb} == {"number", "decimal"}:
+        number = a if fa == "number" else b
+        if spark_type(number) not in INTEGERS and not decimal_fits_double(a if fa == "decimal"
+                                                                          else b):
+            raise NotLocal(f"{describe(node)} compares a wide decimal with a double")
+        return
     if fa is None or fb is None or fa != fb:
         raise NotLocal(f"{describe(node)} compares {fa or 'an untyped value'} with "
                        f"{fb or 'an untyped value'} (Spark's implicit casts)")
@@ -241,3 +260,56 @@ def same_type(node: exp.Expr) -> exp.DType | None:
 
 def fixed_type(t: exp.DType) -> Callable[[exp.Expr], exp.DType]:
     return lambda node: t
+
+
+# Spark's decimal type of an integer operand beside a decimal: a literal takes the digits it
+# has, any other integer the width of its type.
+_INTEGER_DIGITS = {T.TINYINT: 3, T.SMALLINT: 5, T.INT: 10, T.BIGINT: 20}
+
+
+def decimal_of(node: exp.Expr) -> tuple[int, int] | None:
+    """Spark's (precision, scale) of a decimal-typed `node`, or of an integer `node` taken
+    as a decimal beside one; None when not known here."""
+    if isinstance(node, (exp.Paren, exp.Neg)):
+        return decimal_of(node.this)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        m = re.fullmatch(r"(\d*)\.(\d*)", node.name)
+        if m:
+            scale = len(m[2])
+            return max(len(str(int(m[1] + m[2] or "0"))), scale, 1), scale
+        if re.fullmatch(r"\d+", node.name):
+            return len(str(int(node.name))), 0
+        return None
+    if isinstance(node, exp.Column) and not node.table:
+        target = _select_alias(node)
+        if target is not None:
+            return decimal_of(target)
+    if isinstance(node, exp.Cast) and node.to.is_type(T.DECIMAL):
+        params = [int(p.name) for p in node.to.expressions]    # Spark's default: (10, 0)
+        return (params[0] if params else 10), (params[1] if len(params) > 1 else 0)
+    rule = DECIMALS.get(type(node))
+    if rule is not None:
+        return rule(node)
+    if isinstance(node, (exp.Min, exp.Max)):
+        return decimal_of(node.this)
+    if isinstance(node, (exp.Coalesce, exp.Case, exp.If)):
+        if isinstance(node, exp.Coalesce):
+            branches = [node.this, *node.expressions]
+        elif isinstance(node, exp.If):
+            branches = [node.args.get("true"), node.args.get("false")]
+        else:
+            branches = [i.args.get("true") for i in node.args.get("ifs") or []]
+            branches.append(node.args.get("default"))
+        kinds = {decimal_of(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
+        return kinds.pop() if len(kinds) == 1 else None
+    t = spark_type(node)
+    if t in _INTEGER_DIGITS:
+        return _INTEGER_DIGITS[t], 0
+    return None
+
+
+def decimal_fits_double(node: exp.Expr) -> bool:
+    """Whether Spark's and DuckDB's double of this decimal are certainly the same: both
+    divide the unscaled value by a power of ten, exact below 2**53."""
+    ps = decimal_of(node)
+    return ps is not None and ps[0] <= 15

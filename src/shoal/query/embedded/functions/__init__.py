@@ -8,17 +8,18 @@ of its family left to Spark, with the reason. Importing this package registers t
 
 from __future__ import annotations
 
-from shoal.query.embedded.functions import numbers, regex, strings
-from shoal.query.embedded.vetting import FUNCTIONS, SPARK_ONLY
+from shoal.query.embedded.functions import casts, decimals, numbers, regex, strings
+from shoal.query.embedded.vetting import ANONYMOUS, FUNCTIONS, SPARK_ONLY
 
-__all__ = ["FUNCTIONS", "SPARK_ONLY", "function_table_markdown", "numbers", "regex", "strings"]
+__all__ = ["ANONYMOUS", "FUNCTIONS", "SPARK_ONLY", "casts", "decimals", "function_table_markdown",
+           "numbers", "regex", "strings"]
 
 
 def function_table_markdown() -> str:
     """The table docs/sql.md shows: what the embedded engine answers, and what stays on
     Spark, from the same table `to_local` vets with."""
     lines = ["| function | engine | rule |", "|---|---|---|"]
-    for f in FUNCTIONS.values():
+    for f in [*FUNCTIONS.values(), *ANONYMOUS.values()]:
         lines.append(f"| `{f.names}` | embedded | {f.note} |")
     for names, why in SPARK_ONLY.items():
         lines.append(f"| `{names}` | Spark | {why} |")
