@@ -54,6 +54,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -234,12 +235,13 @@ class QueryEngine:
 
     def execute(self, sql: str, *, prune: bool = True, engine: str | None = None,
                 limits: QueryLimits | None = None,
-                cancel: CancelHandle | None = None) -> QueryResult:
+                cancel: CancelHandle | None = None, now_ns: int | None = None) -> QueryResult:
         """Answer one statement: shoal's DDL, `EXPLAIN <select>` or a SELECT; anything
         else is refused by `shoal.query.guard` before an engine sees it. `engine`:
         auto | local | spark (None = the configured `query_engine`). `limits` bound the
         work and the answer (see the module docstring). `cancel` lets another thread
-        interrupt the statement (`CancelHandle.cancel()`: a client that went away)."""
+        interrupt the statement (`CancelHandle.cancel()`: a client that went away).
+        `now_ns` is the statement's `current_timestamp()` (default: when it starts)."""
         from shoal.query.ddl import execute_ddl, parse_ddl
 
         statement = classify(sql)
@@ -247,13 +249,20 @@ class QueryEngine:
             ddl = parse_ddl(sql)
             assert ddl is not None
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
+        from shoal.query.embedded.functions.time import pin_statement_time
+
         limits = limits or QueryLimits()
         mode = engine_mode(engine, self.db.config.query_engine)
+        # current_timestamp() and the like: one instant for the statement, whichever engine
+        # answers it (and again after a hand-off to Spark).
+        now_us = (time.time_ns() if now_ns is None else now_ns) // 1_000
         with _Run(limits.timeout_s, cancellable=cancel is not None) as run:
             if cancel is not None:
                 cancel.bind(run)
             if statement.kind == "explain":
-                return self._explain(statement.body, prune=prune, mode=mode, run=run)
+                return self._explain(pin_statement_time(statement.body, now_us), prune=prune,
+                                     mode=mode, run=run)
+            sql = pin_statement_time(sql, now_us)
             planned = self._scans(sql, prune=prune)
             route = self._route(planned, mode)
             if route.engine == "local":
@@ -285,7 +294,7 @@ class QueryEngine:
         and the query's `render` hint."""
         translation = self.translate_kql(kql, now_ns=now_ns)
         result = self.execute(translation.sql, prune=prune, engine=engine, limits=limits,
-                              cancel=cancel)
+                              cancel=cancel, now_ns=now_ns)
         result.render = translation.render
         result.translated_sql = translation.sql
         result.kinds = [c.kind for c in translation.columns]

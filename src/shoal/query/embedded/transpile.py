@@ -16,7 +16,8 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   RLIKE with a pattern both regex dialects read alike (`has()`'s rewrite included);
 - functions: count, sum, avg, min, max, coalesce, CASE/IF, `date_trunc` (year .. second),
   `get_json_object` on simple `$.key.key` paths, shoal's byte functions, and the string and
-  math functions of `FUNCTIONS` (with `/`, DIV and %): each entry vets its arguments, gives
+  math, date and time functions of `FUNCTIONS` (with `/`, DIV, %, and a timestamp moved by
+  a day-time interval literal): each entry vets its arguments, gives
   Spark's result type and, where DuckDB's own function answers differently, the DuckDB
   expression with Spark's answer. Where only some values would differ (a zero divisor, text
   beyond ASCII for case mapping, a double beyond bigint) the expression raises the
@@ -24,8 +25,8 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   everyday functions left to Spark and why; `function_table_markdown()` renders both for
   docs/sql.md;
 - types: both sides of a comparison of one family (numbers, strings, booleans, timestamps,
-  binary); a string literal compared with a timestamp is parsed here exactly as Spark reads
-  it (UTC session) or not at all. No decimal literals, casts, window functions,
+  binary, dates); a string literal compared with a timestamp is parsed here exactly as Spark
+  reads it (UTC session) or not at all. No decimal literals, casts, window functions,
   arrays in comparisons, or anything sqlglot cannot type.
 
 Names: an alias, a plain column's name, a `*` expanded over its sources, and the names Spark
@@ -48,8 +49,11 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from shoal.query.embedded.functions import FUNCTIONS, SPARK_ONLY, function_table_markdown
+from shoal.query.embedded.functions.patterns import STATEMENT_TEXT
+from shoal.query.embedded.functions.time import shifts_time
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, cast_to,
-                                          decimal_of, describe, family_of, is_ts_literal,
+                                          decimal_of, describe, family_of, is_date_literal,
+                                          is_ts_literal,
                                           not_identical, operand_kinds, rule_for, same_family,
                                           spark_type)
 from shoal.query.planner import BYTE_FUNCTIONS, _timestamp_us_as_ns
@@ -100,6 +104,15 @@ def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
              sql_text: str) -> LocalStatement:
     """DuckDB SQL for the Spark statement `tree` over `views` (view -> column -> Spark SQL
     type), or `NotLocal`. `sql_text` is what the user wrote (for lexical checks)."""
+    token = STATEMENT_TEXT.set(sql_text)     # datetime patterns are read back from it
+    try:
+        return _to_local(tree, views, sql_text)
+    finally:
+        STATEMENT_TEXT.reset(token)
+
+
+def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
+              sql_text: str) -> LocalStatement:
     if "\\" in _BACKSLASH_PAIRS.sub("", sql_text):
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
@@ -178,6 +191,8 @@ def _vet(node: exp.Expr) -> None:
         rule.vet(node)
         return
     if isinstance(node, _ARITHMETIC):
+        if shifts_time(node):       # a timestamp moved by an interval literal
+            return
         for side in (node.this, node.expression):
             if family_of(side) != "number":
                 raise NotLocal(f"arithmetic on {describe(side)} (only on numbers locally)")
@@ -221,7 +236,7 @@ def _vet(node: exp.Expr) -> None:
         if not (isinstance(order, exp.Literal) and order.is_string):
             raise NotLocal(f"{name}() with a byte order that is not a string literal")
         return
-    if isinstance(node, exp.Cast) and is_ts_literal(node):
+    if isinstance(node, exp.Cast) and (is_ts_literal(node) or is_date_literal(node)):
         return
     if isinstance(node, exp.Cast):
         raise NotLocal(f"CAST ({describe(node)}): ANSI casts and their text forms differ")
@@ -372,5 +387,5 @@ def _ts_literal(ns: int) -> exp.Expr:
 
     us = ns // 1_000
     dt = datetime.fromtimestamp(us // 1_000_000, tz=UTC)
-    text = dt.strftime("%Y-%m-%d %H:%M:%S") + f".{us % 1_000_000:06d}"
+    text = f"{dt.year:04d}-" + dt.strftime("%m-%d %H:%M:%S") + f".{us % 1_000_000:06d}"
     return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("TIMESTAMP"))

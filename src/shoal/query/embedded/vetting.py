@@ -25,12 +25,13 @@ NUMERIC = {T.INT: "number", T.BIGINT: "number", T.DOUBLE: "number", T.FLOAT: "nu
             T.SMALLINT: "number", T.TINYINT: "number"}
 # Spark's TIMESTAMP is a zone-aware instant (sqlglot: TIMESTAMPTZ / TIMESTAMPLTZ).
 TIMESTAMPS = (T.TIMESTAMP, T.TIMESTAMPTZ, T.TIMESTAMPLTZ)
-FAMILY = {**NUMERIC, T.DECIMAL: "decimal", T.VARCHAR: "string", T.TEXT: "string", T.BOOLEAN: "boolean",
-           T.BINARY: "binary", T.VARBINARY: "binary", **dict.fromkeys(TIMESTAMPS, "timestamp")}
+FAMILY = {**NUMERIC, T.DECIMAL: "decimal", T.VARCHAR: "string", T.TEXT: "string",
+          T.BOOLEAN: "boolean", T.BINARY: "binary", T.VARBINARY: "binary", T.DATE: "date",
+          **dict.fromkeys(TIMESTAMPS, "timestamp")}
 ARROW_TYPES = {T.INT: pa.int32(), T.BIGINT: pa.int64(), T.DOUBLE: pa.float64(),
           T.FLOAT: pa.float32(), T.VARCHAR: pa.string(), T.TEXT: pa.string(),
           T.BOOLEAN: pa.bool_(), T.BINARY: pa.binary(), T.VARBINARY: pa.binary(),
-          **dict.fromkeys(TIMESTAMPS, pa.timestamp("us", tz="UTC"))}
+          T.DATE: pa.date32(), **dict.fromkeys(TIMESTAMPS, pa.timestamp("us", tz="UTC"))}
 # Spark's numeric widening (TypeCoercion): the wider of two is the later one here.
 WIDENING = [T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.FLOAT, T.DOUBLE]
 BYTE_TYPES = {"int_from_bytes": T.INT, "bigint_from_bytes": T.BIGINT,
@@ -60,11 +61,11 @@ class Function:
     note: str
 
 
-# The vetted functions by sqlglot node type (and, for the functions sqlglot leaves
-# anonymous, by name), the precision and scale of each decimal-typed node type, and the
-# everyday functions left to Spark with the reason: all filled by the modules of
+# The vetted functions by sqlglot node type (a function sqlglot leaves anonymous: by its
+# lower-case name, in `ANONYMOUS` or here), the precision and scale of each decimal-typed node
+# type, and the everyday functions left to Spark with the reason: all filled by the modules of
 # `shoal.query.embedded.functions`.
-FUNCTIONS: dict[type[exp.Expr], Function] = {}
+FUNCTIONS: dict[type[exp.Expr] | str, Function] = {}
 ANONYMOUS: dict[str, Function] = {}
 DECIMALS: dict[type[exp.Expr], Callable[[exp.Expr], tuple[int, int] | None]] = {}
 SPARK_ONLY: dict[str, str] = {}
@@ -73,7 +74,8 @@ SPARK_ONLY: dict[str, str] = {}
 def rule_for(node: exp.Expr) -> Function | None:
     """The registry entry vetting `node`, if any."""
     if isinstance(node, exp.Anonymous):
-        return ANONYMOUS.get(str(node.this).lower())
+        name = str(node.this).lower()
+        return ANONYMOUS.get(name) or FUNCTIONS.get(name)
     return FUNCTIONS.get(type(node))
 
 
@@ -89,6 +91,12 @@ def spark_type(node: exp.Expr) -> exp.DType | None:
         return rule.result(node)
     if isinstance(node, exp.Neg):
         return spark_type(node.this)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        a, b = node.this, node.expression
+        if isinstance(a, exp.Interval) or isinstance(b, exp.Interval):   # a time moved
+            return spark_type(b if isinstance(a, exp.Interval) else a)
+        if node.type is None or node.type.this == T.UNKNOWN:   # an operand sqlglot can't type
+            return widest([a, b]) if {spark_type(a), spark_type(b)} <= set(WIDENING) else None
     if isinstance(node, exp.TimestampTrunc):
         return T.TIMESTAMPTZ
     if isinstance(node, exp.Column) and not node.table:
@@ -147,6 +155,25 @@ def describe(node: exp.Expr) -> str:
 def is_ts_literal(cast: exp.Cast) -> bool:
     return (isinstance(cast.this, exp.Literal) and cast.this.is_string
             and cast.to.is_type(*TIMESTAMPS))
+
+
+def is_date_literal(cast: exp.Cast) -> bool:
+    """`DATE 'yyyy-mm-dd'` with a year of four digits (both engines read it alike)."""
+    return (isinstance(cast.this, exp.Literal) and cast.this.is_string
+            and cast.to.is_type(T.DATE) and _DATE_TEXT.fullmatch(cast.this.name) is not None
+            and _valid_date(cast.this.name))
+
+
+_DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _valid_date(text: str) -> bool:
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text).year >= 1
+    except ValueError:
+        return False
 
 
 def same_family(node: exp.Expr, a: exp.Expr, b: exp.Expr | None) -> None:

@@ -8,11 +8,11 @@ of its family left to Spark, with the reason. Importing this package registers t
 
 from __future__ import annotations
 
-from shoal.query.embedded.functions import casts, decimals, numbers, regex, strings
+from shoal.query.embedded.functions import casts, decimals, numbers, regex, strings, time
 from shoal.query.embedded.vetting import ANONYMOUS, FUNCTIONS, SPARK_ONLY
 
 __all__ = ["ANONYMOUS", "FUNCTIONS", "SPARK_ONLY", "casts", "decimals", "function_table_markdown",
-           "numbers", "regex", "strings"]
+           "numbers", "regex", "strings", "time"]
 
 
 def function_table_markdown() -> str:
