@@ -210,6 +210,8 @@ def _covered_everywhere() -> set[str]:
 
 
 def test_every_function_on_the_embedded_list_has_a_differential_case():
+    from tests.query import test_functions_agg_differential as agg   # imports this module
+
     names = {n.strip() for f in FUNCTIONS.values() for n in f.names.split(",")}
     firsts = {f.names.split(",")[0].strip() for f in FUNCTIONS.values()}
     covered = _covered_everywhere()
@@ -217,6 +219,8 @@ def test_every_function_on_the_embedded_list_has_a_differential_case():
     statements = STRINGS + MATHS + DIVISIONS
     for fn, expr in COVERED.items():
         assert expr in statements, fn
+    for fn, expr in agg.COVERED.items():
+        assert expr in agg.STATEMENTS, fn
     assert len(names) >= 30
 
 

@@ -48,14 +48,15 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from shoal.query.embedded.functions import FUNCTIONS, SPARK_ONLY, function_table_markdown
+from shoal.query.embedded.functions import (FUNCTIONS, SPARK_ONLY, SPELLINGS,
+                                            function_table_markdown)
 from shoal.query.embedded.functions.patterns import STATEMENT_TEXT
 from shoal.query.embedded.functions.time import shifts_time
+from shoal.query.embedded.naming import adjacent_strings, spark_name
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, cast_to,
                                           decimal_of, describe, family_of, is_date_literal,
-                                          is_ts_literal,
-                                          not_identical, operand_kinds, rule_for, same_family,
-                                          spark_type)
+                                          is_ts_literal, not_identical, operand_kinds, rule_for,
+                                          same_family, spark_type)
 from shoal.query.planner import BYTE_FUNCTIONS, _timestamp_us_as_ns
 
 # What callers import from here: the statement check and the tables docs/sql.md shows.
@@ -63,16 +64,13 @@ __all__ = ["FUNCTIONS", "NOT_IDENTICAL_MARK", "SPARK_ONLY", "LocalStatement", "N
            "function_table_markdown", "spark_sql_type", "to_local"]
 
 _TRUNC_UNITS = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
-_NAMED_AGGREGATES: dict[type[exp.Expr], str] = {
-    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 # Structure and operators whose meaning is the same in both engines once their operands
 # pass the type rules below.
 _PLAIN = (exp.Select, exp.Union, exp.From, exp.Join, exp.Where, exp.Group, exp.Having,
           exp.Order, exp.Ordered, exp.Limit, exp.Distinct, exp.With, exp.CTE, exp.Subquery,
           exp.TableAlias, exp.Table, exp.Column, exp.Identifier, exp.Alias, exp.Star,
           exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.And, exp.Or, exp.Not, exp.Is,
-          exp.Exists, exp.Tuple, exp.Case, exp.If, exp.Coalesce, exp.Count, exp.Sum,
-          exp.Avg, exp.Min, exp.Max, exp.Neg, exp.Var, exp.JSONPath, exp.JSONPathRoot,
+          exp.Exists, exp.Tuple, exp.Neg, exp.Var, exp.JSONPath, exp.JSONPathRoot,
           exp.JSONPathKey, exp.Boolean)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul)
@@ -116,9 +114,18 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     if "\\" in _BACKSLASH_PAIRS.sub("", sql_text):
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
+    if adjacent_strings(sql_text)[1]:
+        raise NotLocal("a doubled quote inside a string literal (Spark reads it as a quote, "
+                       "sqlglot as two literals)")
     original = tree.copy()
+    tree = tree.copy()
+    for call_ in list(tree.find_all(exp.Anonymous)):    # Spark's other names of vetted ones
+        spelled = SPELLINGS.get(str(call_.this).lower())
+        read = spelled(call_.expressions) if spelled is not None else None
+        if read is not None:
+            call_.replace(read)
     try:
-        typed = qualify(tree.copy(), dialect="spark", schema=dict(views),
+        typed = qualify(tree, dialect="spark", schema=dict(views),
                         validate_qualify_columns=True, identify=False)
         typed = annotate_types(typed, schema=dict(views), dialect="spark")
     except (OptimizeError, SqlglotError) as e:
@@ -131,7 +138,7 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
         _vet(lit)
     for node in typed.walk():
         _vet(node)
-    names = _output_names(original, typed)
+    names = _output_names(original, typed, sql_text)
     types = [_arrow_type(s) for s in _leftmost(typed).selects]
     functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
     # The vetted functions first, innermost first (a rewrite copies its operands), with
@@ -197,19 +204,6 @@ def _vet(node: exp.Expr) -> None:
             if family_of(side) != "number":
                 raise NotLocal(f"arithmetic on {describe(side)} (only on numbers locally)")
         return
-    if isinstance(node, (exp.Sum, exp.Avg)):
-        if family_of(node.this) != "number":
-            raise NotLocal(f"{node.key}() over {describe(node.this)}")
-        return
-    if isinstance(node, (exp.Min, exp.Max)):
-        if family_of(node.this) is None:
-            raise NotLocal(f"{node.key}() over {describe(node.this)} (not a plain scalar)")
-        return
-    if isinstance(node, exp.Coalesce):
-        args = [node.this, *node.expressions]
-        for a in args[1:]:
-            same_family(node, args[0], a)
-        return
     if isinstance(node, exp.TimestampTrunc):
         unit = node.args.get("unit")
         name = unit.name.upper() if isinstance(unit, (exp.Var, exp.Literal)) else ""
@@ -243,8 +237,6 @@ def _vet(node: exp.Expr) -> None:
     if isinstance(node, (exp.DataType, exp.DataTypeParam)) and isinstance(
             node.parent if isinstance(node, exp.DataType) else node.parent.parent, exp.Cast):
         return          # the type a vetted cast names
-    if isinstance(node, exp.Window):
-        raise NotLocal("window functions")
     if isinstance(node, _PLAIN):
         return
     if isinstance(node, exp.Func):
@@ -264,7 +256,7 @@ def _leftmost(node: exp.Expr) -> exp.Select:
     return node
 
 
-def _output_names(original: exp.Expr, typed: exp.Expr) -> list[str]:
+def _output_names(original: exp.Expr, typed: exp.Expr, sql_text: str) -> list[str]:
     """Spark's column names of the answer, from the statement as written (`original`) and
     its star expansions (`typed`)."""
     written = _leftmost(original).selects
@@ -282,7 +274,7 @@ def _output_names(original: exp.Expr, typed: exp.Expr) -> list[str]:
             names.extend(x.alias_or_name for x in expanded[i:i + width])
             i += width
             continue
-        names.append(_spark_name(e))
+        names.append(_spark_name(e, sql_text))
         i += 1
     if i != len(expanded):
         raise NotLocal("the select list could not be matched to its expansion")
@@ -294,25 +286,14 @@ def _is_star(e: exp.Expr) -> bool:
                                                                                   exp.Star))
 
 
-def _spark_name(e: exp.Expr) -> str:
+def _spark_name(e: exp.Expr, sql_text: str) -> str:
     if isinstance(e, exp.Alias):
         return e.alias
     if isinstance(e, exp.Column):
         if e.name != e.name.lower():
             raise NotLocal(f"the column {e.name} written in another case than its name")
         return e.name
-    fn = _NAMED_AGGREGATES.get(type(e))
-    if fn is not None:
-        arg = e.this
-        if isinstance(arg, exp.Star) and fn == "count":
-            return "count(1)"
-        distinct = isinstance(arg, exp.Distinct)
-        if distinct and len(arg.expressions) == 1:
-            arg = arg.expressions[0]
-        if isinstance(arg, exp.Column) and not arg.table and arg.name == arg.name.lower():
-            return f"{fn}(DISTINCT {arg.name})" if distinct else f"{fn}({arg.name})"
-    raise NotLocal(f"the unaliased expression {describe(e)} (Spark's generated column "
-                   "name; give it an alias)")
+    return spark_name(e, sql_text)
 
 
 def _arrow_type(select: exp.Expr) -> pa.DataType:

@@ -8,11 +8,13 @@ of its family left to Spark, with the reason. Importing this package registers t
 
 from __future__ import annotations
 
-from shoal.query.embedded.functions import casts, decimals, numbers, regex, strings, time
-from shoal.query.embedded.vetting import ANONYMOUS, FUNCTIONS, SPARK_ONLY
+from shoal.query.embedded.functions import (aggregates, casts, conditional, decimals, numbers,
+                                            regex, strings, time, windows)
+from shoal.query.embedded.vetting import ANONYMOUS, FUNCTIONS, SPARK_ONLY, SPELLINGS
 
-__all__ = ["ANONYMOUS", "FUNCTIONS", "SPARK_ONLY", "casts", "decimals", "function_table_markdown",
-           "numbers", "regex", "strings", "time"]
+__all__ = ["ANONYMOUS", "FUNCTIONS", "SPARK_ONLY", "SPELLINGS", "aggregates", "casts",
+           "conditional", "decimals", "function_table_markdown", "numbers", "regex", "strings",
+           "time", "windows"]
 
 
 def function_table_markdown() -> str:

@@ -1,0 +1,133 @@
+"""Window functions and QUALIFY with Spark's meaning on the embedded engine.
+
+Both engines give a window with ORDER BY the frame RANGE BETWEEN UNBOUNDED PRECEDING AND
+CURRENT ROW (peers of the current row included) and one without ORDER BY the whole
+partition; ROWS frames with integer offsets mean the same in both. Ranking functions and
+lag / lead need an ORDER BY and take no frame in Spark (which refuses the statement
+otherwise): such windows are left to Spark, which says so. A window over an ORDER BY with
+ties numbers the tied rows in an order neither engine defines.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, SPARK_ONLY, T, Function, NotLocal,
+                                          cast_to, describe, family_of, fixed_type, int_literal,
+                                          spark_type)
+
+_RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank)
+_OFFSET = (exp.Lag, exp.Lead)
+_VALUE = (exp.FirstValue, exp.LastValue)
+_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+
+
+def _vet_window(node: exp.Expr) -> None:
+    fn = node.this
+    if not isinstance(fn, _RANKING + _OFFSET + _VALUE + _AGGREGATES):
+        raise NotLocal(f"the window function {describe(fn)}")
+    for key in node.args:
+        if key not in ("this", "partition_by", "order", "spec", "over") and \
+                node.args.get(key) is not None:
+            raise NotLocal(f"a window with {key} ({describe(node)})")
+    for p in node.args.get("partition_by") or []:
+        if family_of(p) is None:
+            raise NotLocal(f"PARTITION BY {describe(p)} (not a plain scalar type)")
+    ordered = node.args.get("order") is not None
+    if isinstance(fn, _RANKING + _OFFSET):
+        if not ordered:
+            raise NotLocal(f"{fn.key}() over a window without ORDER BY (Spark refuses it)")
+        if node.args.get("spec") is not None:
+            raise NotLocal(f"{fn.key}() with a window frame (Spark refuses it)")
+    if isinstance(fn, (exp.Sum, exp.Avg)) and spark_type(fn.this) not in INTEGERS:
+        # The engines add the doubles of a frame in different orders (last bits differ).
+        raise NotLocal(f"{fn.key}() of {describe(fn.this)} over a window (only of integers)")
+    if isinstance(fn, exp.Count) and isinstance(fn.this, exp.Distinct):
+        raise NotLocal("count(DISTINCT ...) over a window")
+
+
+def _rewrite_window(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    # DuckDB numbers rows with bigints, Spark with ints.
+    return cast_to(node.copy(), "INT") if isinstance(node.this, _RANKING) else node.copy()
+
+
+def _vet_spec(node: exp.Expr) -> None:
+    kind = str(node.args.get("kind") or "").upper()
+    if kind not in ("ROWS", "RANGE"):
+        raise NotLocal(f"the window frame {describe(node)}")
+    if node.args.get("exclude") is not None:
+        raise NotLocal("a window frame with EXCLUDE")
+    for bound in ("start", "end"):
+        value = node.args.get(bound)
+        text = (value if isinstance(value, str) else getattr(value, "name", "")).upper()
+        if text in ("UNBOUNDED", "CURRENT ROW"):
+            continue
+        if kind == "RANGE":
+            raise NotLocal("a RANGE frame with offsets (only UNBOUNDED and CURRENT ROW)")
+        n = int_literal(value) if isinstance(value, exp.Expr) else None
+        if n is None or n < 0:
+            raise NotLocal(f"the frame bound {describe(node)} (only integer literals)")
+
+
+def _in_window(name: str):
+    def vet(node: exp.Expr) -> None:
+        if not isinstance(node.parent, exp.Window):
+            raise NotLocal(f"{name}() outside a window")
+        if isinstance(node, _OFFSET):
+            offset = node.args.get("offset")
+            if offset is not None and (int_literal(offset) is None or int_literal(offset) < 0):
+                raise NotLocal(f"{name}() with an offset that is not an integer literal")
+            default = node.args.get("default")
+            if default is not None and not isinstance(default, exp.Null) and (
+                    family_of(default) != family_of(node.this) or (
+                        family_of(default) == "number"
+                        and spark_type(default) != spark_type(node.this))):
+                raise NotLocal(f"{name}() with a default of another type than its value")
+        if not isinstance(node, _RANKING) and family_of(node.this) is None:
+            raise NotLocal(f"{name}() of {describe(node.this)} (not a plain scalar)")
+        if isinstance(node, _VALUE) and node.expressions:
+            raise NotLocal(f"{name}() ignoring nulls")
+    return vet
+
+
+def _value_type(node: exp.Expr) -> exp.DType | None:
+    return spark_type(node.this)
+
+
+def _no_type(node: exp.Expr) -> exp.DType | None:
+    return None
+
+
+def _vet_nothing(node: exp.Expr) -> None:
+    return None
+
+
+FUNCTIONS.update({
+    exp.Window: Function("OVER (PARTITION BY ... ORDER BY ... frame)", _vet_window,
+                         lambda n: spark_type(n.this), _rewrite_window,
+                         "Spark's default frames; ROWS frames with integer offsets, RANGE "
+                         "frames without offsets; sum/avg over a window only of integers"),
+    exp.WindowSpec: Function("ROWS / RANGE BETWEEN", _vet_spec, _no_type, None,
+                             "UNBOUNDED, CURRENT ROW, integer offsets (ROWS only)"),
+    exp.Qualify: Function("QUALIFY", _vet_nothing, _no_type, None,
+                          "filters on window functions (Spark accepts QUALIFY)"),
+    exp.RowNumber: Function("row_number", _in_window("row_number"), fixed_type(T.INT), None,
+                            "int answer; needs ORDER BY"),
+    exp.Rank: Function("rank", _in_window("rank"), fixed_type(T.INT), None,
+                       "int answer; needs ORDER BY"),
+    exp.DenseRank: Function("dense_rank", _in_window("dense_rank"), fixed_type(T.INT), None,
+                            "int answer; needs ORDER BY"),
+    exp.Lag: Function("lag", _in_window("lag"), _value_type, None,
+                      "integer literal offset; a default of the value's type"),
+    exp.Lead: Function("lead", _in_window("lead"), _value_type, None,
+                       "integer literal offset; a default of the value's type"),
+    exp.FirstValue: Function("first_value", _in_window("first_value"), _value_type, None,
+                             "nulls included (Spark's default)"),
+    exp.LastValue: Function("last_value", _in_window("last_value"), _value_type, None,
+                            "nulls included; with ORDER BY the frame ends at the current "
+                            "row's last peer"),
+})
+
+SPARK_ONLY.update({
+    "ntile, percent_rank, cume_dist, nth_value": "not yet compared with Spark",
+})
