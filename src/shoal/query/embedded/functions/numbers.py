@@ -12,7 +12,7 @@ from shoal.query.embedded.vetting import (ANONYMOUS, DECIMALS, FUNCTIONS, INTEGE
                                           call, case_when, cast_to, decimal_of, describe,
                                           family_of, fixed_type, int_literal, not_identical,
                                           number_args, same_family, same_type, spark_type,
-                                          widest)
+                                          WIDENING, widest)
 
 
 def _rewrite_ceil_floor(fn: str):
@@ -308,12 +308,15 @@ def _vet_pmod(node: exp.Expr) -> None:
 
 def _rewrite_pmod(node: exp.Expr, kinds: tuple) -> exp.Expr:
     a, n = node.expressions
-    kind = widest([a, n])
+    # The operands' types as vetted (an operand may itself be rewritten by now).
+    known = [k for k in kinds if k is not None]
+    kind = (max(known, key=WIDENING.index) if known and all(k in WIDENING for k in known)
+            else widest([a, n]))
     integral = kind in INTEGERS
     # Java: r = a % n; r < 0 ? (r + n) % n : r. Integers: MIN % -1 is 0, and r + n may
     # wrap below the smallest integer for a divisor near it: Spark's to answer.
     low = {T.INT: -(2 ** 30), T.BIGINT: -(2 ** 62), T.SMALLINT: -(2 ** 14),
-           T.TINYINT: -(2 ** 6)}.get(kind, None)
+           T.TINYINT: -(2 ** 6)}.get(kind)
     guard = (f"WHEN v.n < {low} THEN error('{NOT_IDENTICAL_MARK}: pmod() by a divisor "
              "near the smallest integer') WHEN v.n = -1 THEN v.a - v.a " if integral else "")
     template = (f"list_transform([{{'a': __a, 'n': __n}}], lambda v: CASE WHEN v.n = 0 THEN "
