@@ -241,7 +241,7 @@ def int_literal(e: exp.Expr | None) -> int | None:
 def operand_kinds(node: exp.Expr) -> tuple[exp.DType | None, exp.DType | None]:
     a, b = node.this, node.args.get("expression")
     if isinstance(node, exp.Anonymous):     # a call by name: its first two arguments
-        a, b = (list(node.expressions) + [None, None])[:2]
+        a, b = [*node.expressions, None, None][:2]
     return (spark_type(a) if isinstance(a, exp.Expr) else None,
             spark_type(b) if isinstance(b, exp.Expr) else None)
 
