@@ -18,11 +18,20 @@ from hypothesis import strategies as st
 
 from shoal.query.embedded.functions import ANONYMOUS, FUNCTIONS
 from shoal.types import REAL, Column
-from tests.query.conftest import ndjson, rows_at
-from tests.query.test_functions_differential import (  # noqa: F401  (fixtures)
-    _same, _select, _table, both, fdb, int_st, long_st, real_st)
+import shoal
+from tests.query.conftest import SPARK_MASTER, ndjson, rows_at
+from tests.query.test_functions_differential import (_same, _select, _table, both, int_st,
+                                                     long_st, real_st)
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def fdb(tmp_path_factory, spark):
+    client = shoal.connect(data_dir=str(tmp_path_factory.mktemp("numbers")),
+                           spark_master=SPARK_MASTER)
+    yield client
+    client.close()
 
 EDGE_DOUBLES = [2.675, -2.675, 0.285, 2.5, -2.5, 0.5, -0.5, 1.5, 0.125, 1.005, 1.115, 1234.5,
                 -0.0, 0.0, 1e-7, 5e-324, 4503599627370495.5, 4503599627370497.0, 9.5e15,
@@ -30,12 +39,14 @@ EDGE_DOUBLES = [2.675, -2.675, 0.285, 2.5, -2.5, 0.5, -0.5, 1.5, 0.125, 1.005, 1
                 123456789.987654321, 2.2250738585072014e-308]
 edge_real_st = st.one_of(real_st, st.sampled_from(EDGE_DOUBLES))
 row_st = st.fixed_dictionaries({"s": st.none(), "u": st.none(), "a": st.none(),
-                                "x": edge_real_st, "y": edge_real_st, "i": int_st, "l": long_st})
+                                "x": edge_real_st, "y": edge_real_st, "i": int_st,
+                                "l": long_st})
 rows_st = st.lists(row_st, min_size=20, max_size=40)
 
 ROUNDS = [
     "round(x, 2)", "round(x)", "round(x, 1)", "round(x, 5)", "round(x, 20)", "bround(x, 2)",
-    "bround(x)", "bround(y, 3)", "round(sqrt(x), 2)", "bround(i / 7.0, 3)", "round(i % 100000, -1)", "bround(i % 100000, -2)",
+    "bround(x)", "bround(y, 3)", "round(sqrt(x), 2)", "bround(i / 7.0, 3)",
+    "round(i % 100000, -1)", "bround(i % 100000, -2)",
     "round(l div 1000, -3)", "bround(l div 10, -1)", "round(i, 2)",
     "round(l)", "round(x * 1000, 3)", "round(-x, 2)", "bround(-y, 1)",
     "pmod(i, 7)", "pmod(l, -3)", "pmod(l, i)", "pmod(x, 2)", "pmod(x, y)", "pmod(-i, 10)",
@@ -100,7 +111,7 @@ def test_rounding_the_halves_java_prints(doubles):
     not the binary value): the embedded engine says the same for every edge double."""
     t = both(doubles, "SELECT x, round(x, 2) AS r2, bround(x, 2) AS b2, round(x) AS r0, "
                       "bround(x) AS b0, round(x, -1) AS rm, round(x, 15) AS r15 FROM doubles "
-                      "WHERE abs(x) < 1e16 ORDER BY x")
+                      "WHERE abs(x) < 1e16 AND x <> 0 ORDER BY x")
     answers = dict(zip(t.column("x").to_pylist(), t.column("r2").to_pylist(), strict=True))
     assert answers[2.675] == 2.68 and answers[0.285] == 0.29 and answers[-2.675] == -2.68
     halves = dict(zip(t.column("x").to_pylist(), t.column("b0").to_pylist(), strict=True))
@@ -112,8 +123,6 @@ EDGES = [  # (statement over one row of `numedge`, why the embedded engine hands
     ("SELECT pmod(l, i) AS v FROM numedge", "pmod() by zero"),
     ("SELECT round(x, -2) AS v FROM numedge", "round() of a double from 1e16 on"),
     ("SELECT round(b, -1) AS v FROM numedge", "round() beyond the integer type"),
-    ("SELECT b * 10.0 AS v, b / 0.001 AS w FROM numedge", "a decimal quotient beyond its "
-                                                          "precision"),
     ("SELECT cast(s AS int) AS v FROM numedge", "text Spark reads as an integer otherwise"),
     ("SELECT cast(x AS int) AS v FROM numedge", "a double beyond the integer type"),
     ("SELECT cast(x AS string) AS v FROM numedge", "a double Java prints in its scientific"),

@@ -25,8 +25,10 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   everyday functions left to Spark and why; `function_table_markdown()` renders both for
   docs/sql.md;
 - types: both sides of a comparison of one family (numbers, strings, booleans, timestamps,
-  binary, dates); a string literal compared with a timestamp is parsed here exactly as Spark
-  reads it (UTC session) or not at all. No decimal literals, casts, window functions,
+  binary, dates); a string literal compared with a timestamp is parsed here exactly as Spark reads
+  it (UTC session) or not at all. Decimal literals and `+ - * /` on them carry Spark's
+  decimal types; casts are vetted like functions (ANSI: a value Spark would refuse goes to
+  Spark). No window functions,
   arrays in comparisons, or anything sqlglot cannot type.
 
 Names: an alias, a plain column's name, a `*` expanded over its sources, and the names Spark
@@ -234,8 +236,8 @@ def _vet(node: exp.Expr) -> None:
         return
     if isinstance(node, exp.Cast):
         raise NotLocal(f"CAST ({describe(node)}): ANSI casts and their text forms differ")
-    if isinstance(node, (exp.DataType, exp.DataTypeParam)) and isinstance(
-            node.parent if isinstance(node, exp.DataType) else node.parent.parent, exp.Cast):
+    if isinstance(node, (exp.DataType, exp.DataTypeParam)) and (
+            node.find_ancestor(exp.Cast) is not None):
         return          # the type a vetted cast names
     if isinstance(node, _PLAIN):
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, NOT_IDENTICAL_MARK, TIMESTAMPS, T,
+from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, TIMESTAMPS, T,
                                           Function, NotLocal, call, case_when, cast_to,
                                           decimal_fits_double, describe, is_ts_literal,
                                           not_identical, spark_type)
@@ -28,7 +28,7 @@ _INT_TEXT = r"^ *[+-]?[0-9]{1,18} *$"
 
 
 def _target(node: exp.Expr) -> exp.DType:
-    return node.to.this
+    return node.args["to"].this
 
 
 def _source(node: exp.Expr) -> exp.DType | None:
@@ -38,7 +38,7 @@ def _source(node: exp.Expr) -> exp.DType | None:
 def _vet_cast(node: exp.Expr) -> None:
     if node.args.get("safe"):
         raise NotLocal("try_cast (left to Spark)")
-    if is_ts_literal(node):
+    if isinstance(node, exp.Cast) and is_ts_literal(node):
         return
     to, src = _target(node), _source(node)
     if isinstance(node.this, exp.Null):
@@ -54,7 +54,7 @@ def _vet_cast(node: exp.Expr) -> None:
     elif to == T.BOOLEAN:
         ok = src in (*INTEGERS, T.BOOLEAN, *_STRINGS)
     elif to == T.DECIMAL:
-        ok = src in INTEGERS and len(node.to.expressions) == 2
+        ok = src in INTEGERS and len(node.args["to"].expressions) == 2
     if not ok:
         raise NotLocal(f"CAST ({describe(node)}): a cast whose ANSI reading or printing is "
                        "not reproduced locally")
@@ -119,7 +119,7 @@ def _int_text(x: exp.Expr, to: exp.DType) -> exp.Expr:
 
 
 def _rewrite_cast(node: exp.Expr, kinds: tuple) -> exp.Expr:
-    if is_ts_literal(node):
+    if isinstance(node, exp.Cast) and is_ts_literal(node):
         return node.copy()
     to, src, x = _target(node), kinds[0], node.this.copy()
     if to in _STRINGS:
@@ -142,7 +142,7 @@ def _rewrite_cast(node: exp.Expr, kinds: tuple) -> exp.Expr:
         if src in _STRINGS:
             return _int_text(x, to)
         if src == T.DOUBLE:
-            out = exp.Not(this=exp.Paren(this=exp.And(
+            out: exp.Expr = exp.Not(this=exp.Paren(this=exp.And(
                 this=exp.GT(this=x.copy(), expression=cast_to(exp.Literal.string(
                     str(-limit - 1)), "DOUBLE")),
                 expression=exp.LT(this=x.copy(), expression=cast_to(exp.Literal.string(
@@ -150,9 +150,11 @@ def _rewrite_cast(node: exp.Expr, kinds: tuple) -> exp.Expr:
             return case_when(out, not_identical("a double beyond the integer type (or NaN)"),
                              cast_to(call("trunc", x), _DUCK[to]))
         if src in INTEGERS and _INT_RANGE.get(src, 0) > limit:
-            out = exp.Or(this=exp.GTE(this=x.copy(), expression=exp.Literal.number(limit)),
-                         expression=exp.LT(this=x.copy(), expression=exp.Literal.number(-limit)))
-            return case_when(out, not_identical("an integer beyond the narrower type"),
+            wide: exp.Expr = exp.Or(this=exp.GTE(this=x.copy(),
+                                                 expression=exp.Literal.number(limit)),
+                                    expression=exp.LT(this=x.copy(),
+                                                      expression=exp.Literal.number(-limit)))
+            return case_when(wide, not_identical("an integer beyond the narrower type"),
                              cast_to(x, _DUCK[to]))
         return cast_to(x, _DUCK[to])
     if to == T.BOOLEAN:
@@ -167,11 +169,11 @@ def _rewrite_cast(node: exp.Expr, kinds: tuple) -> exp.Expr:
                 default=not_identical("text Spark reads as a boolean otherwise, or not")))
         return cast_to(x, "BOOLEAN")
     # An integer as DECIMAL(p, s): Spark raises where it does not fit.
-    p, s = (int(e.name) for e in node.to.expressions)
+    p, s = (int(e.name) for e in node.args["to"].expressions)
     limit_text = "1" + "0" * (p - s)
-    out = exp.GTE(this=call("abs", cast_to(x.copy(), "HUGEINT")),
+    big = exp.GTE(this=call("abs", cast_to(x.copy(), "HUGEINT")),
                   expression=cast_to(exp.Literal.string(limit_text), "HUGEINT"))
-    return case_when(out, not_identical("an integer beyond the decimal's precision"),
+    return case_when(big, not_identical("an integer beyond the decimal's precision"),
                      cast_to(x, f"DECIMAL({p}, {s})"))
 
 
@@ -184,7 +186,6 @@ NOTE = ("to string (integers, booleans, doubles from 1e-3 to 1e7 in Java's form,
         "timestamps), to double, int, bigint, boolean (from text Spark reads the same way) "
         "and to decimal (from integers); any other value goes to Spark, which raises where "
         "ANSI says so")
-_ = NOT_IDENTICAL_MARK
 
 FUNCTIONS[exp.TryCast] = Function("cast", _vet_cast, _cast_result, _rewrite_cast, NOTE)
 FUNCTIONS[exp.Cast] = FUNCTIONS[exp.TryCast]

@@ -14,7 +14,8 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from shoal.query.embedded.vetting import (DECIMALS, FUNCTIONS, INTEGERS, NOT_IDENTICAL_MARK, T, Function, NotLocal,
+from shoal.query.embedded.vetting import (DECIMALS, FUNCTIONS, INTEGERS, NOT_IDENTICAL_MARK,
+                                          T, Function, NotLocal,
                                           call, case_when, cast_to, decimal_fits_double,
                                           decimal_of, describe, family_of, not_identical,
                                           spark_type, widest)
@@ -32,7 +33,8 @@ def bounded(p: int, s: int) -> tuple[int, int]:
 
 
 def _operation(node: exp.Expr) -> str:
-    return {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(node)]
+    names: dict[type[exp.Expr], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
+    return names[type(node)]
 
 
 def exact_type(node: exp.Expr) -> tuple[int, int] | None:
