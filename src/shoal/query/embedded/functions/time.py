@@ -355,49 +355,6 @@ def shifts_time(node: exp.Expr) -> bool:
     return True
 
 
-# ---- window(ts, 'n unit').start / .end ---------------------------------------------------------
-_DURATION = re.compile(r"(\d{1,12}) (day|hour|minute|second|millisecond|microsecond|week)s?")
-
-
-def _window_us(node: exp.Expr) -> int:
-    """The width in µs of `window(ts, 'n unit')`, a tumbling window; else `NotLocal`."""
-    args = node.expressions if isinstance(node, exp.Anonymous) else []
-    if len(args) != 2 or not (isinstance(args[1], exp.Literal) and args[1].is_string):
-        raise NotLocal(f"{describe(node)} (only window(timestamp, 'n unit') locally)")
-    m = _DURATION.fullmatch(args[1].name)
-    if m is None or int(m.group(1)) == 0:
-        raise NotLocal(f"the window duration {args[1].name!r}")
-    _need(node, args[0], ("timestamp",), "window")
-    return int(m.group(1)) * _UNIT_US[m.group(2).upper()]
-
-
-def _vet_window(node: exp.Expr) -> None:
-    _window_us(node)
-    parent = node.parent
-    if not (isinstance(parent, exp.Dot) and parent.this is node):
-        raise NotLocal("window() as a struct (only its .start and .end locally)")
-
-
-def _vet_dot(node: exp.Expr) -> None:
-    field = node.expression
-    if not (isinstance(node.this, exp.Anonymous) and str(node.this.this).lower() == "window"
-            and isinstance(field, exp.Identifier) and field.name.lower() in ("start", "end")):
-        raise NotLocal(f"the field access {describe(node)}")
-
-
-def _rewrite_window_field(node: exp.Expr, kinds: tuple) -> exp.Expr:
-    window = node.this
-    width = _window_us(window)
-    us = call("epoch_us", window.expressions[0])
-    floor_mod = exp.Mod(this=exp.Paren(this=exp.Add(
-        this=exp.Mod(this=us.copy(), expression=exp.Literal.number(width)),
-        expression=exp.Literal.number(width))), expression=exp.Literal.number(width))
-    start = exp.Sub(this=us.copy(), expression=floor_mod)
-    if node.expression.name.lower() == "end":
-        start = exp.Add(this=start, expression=exp.Literal.number(width))
-    return call("make_timestamp", start)
-
-
 # ---- the statement's time ---------------------------------------------------------------------
 _NOW_WORDS = re.compile(r"(?i)\b(current_timestamp|current_date|now)\b")
 
@@ -518,11 +475,6 @@ FUNCTIONS.update({
                            "days between two dates or timestamps"),
     "pmod": Function("pmod", _vet_pmod, _pmod_type, _rewrite_pmod,
                      "of integers; a zero divisor goes to Spark"),
-    "window": Function("window", _vet_window, lambda n: None, None,
-                       "tumbling, `window(ts, 'n unit').start` and `.end` (unit day .. "
-                       "microsecond or week); the struct itself goes to Spark"),
-    exp.Dot: Function("(field of window)", _vet_dot, fixed_type(T.TIMESTAMPTZ),
-                      _rewrite_window_field, "`.start`, `.end` of window()"),
     exp.Interval: Function("interval", _vet_interval, lambda n: None, _rewrite_interval,
                            "`timestamp ± INTERVAL n unit`, n an integer, unit DAY, HOUR, "
                            "MINUTE, SECOND, MILLISECOND, MICROSECOND or WEEK"),
@@ -532,6 +484,7 @@ SPARK_ONLY.update({
     "to_timestamp without a pattern": "the reading of a string cast to a timestamp is not "
                                       "reproduced",
     "add_months, months_between": "month arithmetic is not proven equal",
-    "window (the struct, GROUP BY window(...))": "its struct answer is not reproduced; "
-        "group by window(ts, 'n unit').start, date_trunc or timestamp_seconds(...)",
+    "window": "Spark drops the rows whose timestamp is null (a filter, not a value); "
+              "bucket with date_trunc or timestamp_seconds(unix_seconds(ts) - "
+              "pmod(unix_seconds(ts), w))",
 })
