@@ -186,6 +186,11 @@ IDENTICAL = [
      "double_from_bytes(raw, 'BIG_ENDIAN') AS d FROM kb ORDER BY i", True),
     ("SELECT count(*) AS n FROM kb WHERE bigint_from_bytes(raw) > 1000003", True),
     ("SELECT i, hs, raw FROM kb WHERE i > 2 ORDER BY i", True),
+    # windows, QUALIFY, conditionals and Spark's names (test_functions_agg_differential.py)
+    ("SELECT service, status + 1, nvl(code, 0), rank() OVER (PARTITION BY service ORDER BY "
+     "status) AS r FROM logs QUALIFY dense_rank() OVER (ORDER BY status) <= 2", False),
+    ("SELECT service, count_if(code IS NULL), stddev_pop(status) FROM logs GROUP BY service",
+     False),
     # string and math functions (tests/query/test_functions_differential.py for each)
     ("SELECT upper(service) AS u, length(msg) AS n, status / 2 AS half, status DIV 2 AS d, "
      "status % 3 AS m, ceil(dur) AS c, substr(msg, -2) AS tail FROM logs", False),
@@ -196,12 +201,12 @@ IDENTICAL = [
 # (statement, what the reason names) -- routed to Spark by `auto`, refused by `local`
 TO_SPARK = [
     ("SELECT initcap(service) AS u FROM logs", "function initcap()"),
-    ("SELECT service, status + 1 FROM logs", "unaliased expression"),
+    ("SELECT service, rank() OVER (ORDER BY status) FROM logs", "unaliased expression"),
     ("SELECT service / 2 AS half FROM logs", "only on numbers"),
     ("SELECT round(dur) AS r FROM logs", "function round()"),
     ("SELECT dur * 1.5 AS x FROM logs", "decimal literal"),
     ("SELECT CAST(code AS STRING) AS s FROM logs", "CAST"),
-    ("SELECT service, rank() OVER (ORDER BY status) AS r FROM logs", "window functions"),
+    ("SELECT service, ntile(4) OVER (ORDER BY status) AS r FROM logs", "window function"),
     ("SELECT count(*) AS n FROM logs WHERE service = 1", "compares string with number"),
     ("SELECT count(*) AS n FROM logs WHERE msg RLIKE '(?i)REQ'", "regular expression"),
     ("SELECT count(*) AS n FROM logs WHERE msg LIKE 'a\\ti%'", "backslash"),

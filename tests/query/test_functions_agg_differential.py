@@ -28,8 +28,7 @@ AGGREGATES = [
     "count(*)", "count(s)", "count(DISTINCT s)", "sum(i)", "sum(DISTINCT i)", "avg(i)",
     "mean(i)", "min(s)", "max(x)", "count_if(x > y)", "count_if(s IS NULL)",
     "sum(i) FILTER (WHERE x > 0)", "count(*) FILTER (WHERE s IS NULL)",
-    "max(s) FILTER (WHERE i > 0)", "stddev(i)", "std(x)", "stddev_samp(x)", "stddev_pop(i)",
-    "variance(x)", "var_samp(i)", "var_pop(x)", "every(x > 0)", "some(i > 0)",
+    "max(s) FILTER (WHERE i > 0)", "every(x > 0)", "some(i > 0)",
     "bool_and(s IS NULL)", "bool_or(x < y)",
 ]
 CONDITIONALS = [
@@ -42,40 +41,41 @@ WINDOWS = [
     "row_number() OVER (ORDER BY k)", "row_number() OVER (PARTITION BY k % 3 ORDER BY k DESC)",
     "rank() OVER (ORDER BY i)", "dense_rank() OVER (PARTITION BY k % 2 ORDER BY s DESC)",
     "rank() OVER (ORDER BY x DESC, s)", "lag(s) OVER (ORDER BY k)",
-    "lead(x, 2) OVER (PARTITION BY k % 2 ORDER BY k)", "lag(i, 1, 0) OVER (ORDER BY k)",
+    "lead(x + 0, 2) OVER (PARTITION BY k % 2 ORDER BY k)", "lag(i, 1, 0) OVER (ORDER BY k)",
     "lead(s, 1, 'end') OVER (ORDER BY k DESC)", "first_value(s) OVER (ORDER BY k)",
-    "last_value(x) OVER (PARTITION BY k % 3 ORDER BY k)", "last_value(s) OVER (ORDER BY k "
+    "last_value(x + 0) OVER (PARTITION BY k % 3 ORDER BY k)", "last_value(s) OVER (ORDER BY k "
     "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)",
     "sum(i) OVER (ORDER BY i)", "sum(i) OVER (PARTITION BY k % 3)", "count(*) OVER ()",
     "count(s) OVER (ORDER BY k ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING)",
     "avg(i) OVER (ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)",
-    "min(x) OVER (ORDER BY k ROWS BETWEEN 1 FOLLOWING AND 3 FOLLOWING)",
+    "min(y + 0) OVER (ORDER BY k ROWS BETWEEN 1 FOLLOWING AND 3 FOLLOWING)",
     "max(s) OVER (PARTITION BY i > 0)", "count(x) OVER (ORDER BY x RANGE BETWEEN UNBOUNDED "
     "PRECEDING AND CURRENT ROW)",
 ]
 # Unaliased: Spark's generated names (checked by `both`, which compares the column names).
 NAMES = [
-    "k", "l + i", "l - 1", "-l", "-(i + 1)", "l * 2", "x / 2", "i % 7", "i div 2",
-    "i + 1 * 2", "(i + 1) * 2", "x > 1", "i = 1", "i <> 1", "i <= 1", "i <=> 2", "NOT (x > y)",
+    "k", "k + i", "k - 1", "-l", "-(k + 1)", "k * 2", "x / 2", "i % 7", "i div 2",
+    "k + 1 * 2", "(k + 1) * 2", "x > 1", "i = 1", "i <> 1", "i <= 1", "i <=> 2", "NOT (x > y)",
     "x > 0 AND i > 1", "s IS NULL", "s IS NOT NULL", "i IN (1, 2)", "i NOT IN (1, -2)",
     "i BETWEEN -1 AND 2", "i NOT BETWEEN 1 AND 2", "s LIKE 'a%'", "s NOT LIKE '%b'",
     "a RLIKE '^a'", "'lit'", "1", "-1", "3000000000", "true",
     "CASE WHEN i = 1 THEN 'a' END", "CASE WHEN i = 1 THEN 'a' ELSE 'b' END",
-    "CASE i WHEN 1 THEN 'a' ELSE 'b' END", "IF(i = 1, 1, 2)", "coalesce(l, i)",
-    "nullif(i, 2)", "nvl2(l, 1, 2)", "lower(a)", "ucase(a)", "length(s)", "char_length(u)",
-    "trim(s)", "ltrim(s)", "rtrim(s)", "substr(s, 1, 2)", "substring(s, 2)",
+    "CASE i WHEN 2 THEN 'a' ELSE 'b' END", "IF(i = 1, 1, 2)", "coalesce(l, i)",
+    "nullif(i, 2)", "nvl2(l, 1, 2)", "lower(a)", "ucase(a)", "length(s)",
+    "trim(s)", "ltrim(s)", "rtrim(s)", "substr(s, 1, 2)", "substr(s, 2)",
     "concat(s, 'x')", "concat_ws('-', s, u)", "replace(s, 'a', 'b')", "lpad(s, 3, 'x')",
     "rpad(s, 3)", "instr(s, 'a')", "startswith(s, 'a')", "endswith(s, u)", "contains(s, '')",
-    "abs(i)", "ceil(x)", "ceiling(y)", "floor(x)", "sign(x)", "sqrt(i)", "least(i, 2)",
-    "greatest(i, l)", "abs(-i)", "- -1", "i - (1 + 2)", "i * -1",
+    "abs(i)", "ceil(x)", "floor(x)", "sign(x)", "sqrt(i)", "least(i, 2)",
+    "greatest(i, l)", "abs(-i)", "- -1", "k - (1 + 2)", "i * -1", "char_length(u)",
+    "ceiling(y)", "substring(u, 2)", "nvl(l, 0)", "ifnull(i, 0)", "mod(i, 3)", "signum(y)",
+    "lcase(u)", "trim(LEADING FROM u)", "instr(u, s)", "'it''s'", "'a' 'b'",
 ]
 NAMES_GROUPED = [
-    "count(*)", "count(1)", "count(s)", "count(DISTINCT s)", "sum(i)", "sum(DISTINCT i)",
+    "count(*)", "count(s)", "count(DISTINCT s)", "sum(i)", "sum(DISTINCT i)",
     "avg(x + 1)", "mean(i)", "min(s)", "max(upper(a))", "count_if(i > 1)",
-    "sum(l) FILTER (WHERE i > 1)", "count(*) FILTER (WHERE x > 0)",
-    "count(CASE WHEN i > 1 THEN 1 END)", "stddev(x)", "std(x)", "stddev_samp(x)",
-    "stddev_pop(x)", "variance(x)", "var_samp(x)", "var_pop(x)", "every(x > 0)",
-    "some(i > 0)", "bool_and(x > 0)", "bool_or(x > 0)", "sum(i * 2)",
+    "sum(i) FILTER (WHERE i > 1)", "count(*) FILTER (WHERE x > 0)",
+    "count(CASE WHEN i > 1 THEN 1 END)", "every(x > 0)", "some(i > 0)", "bool_and(x > 0)",
+    "bool_or(x > 0)", "sum(k * 2)",
 ]
 # Each function of this family and a statement above exercising it.
 COVERED = {
@@ -83,8 +83,7 @@ COVERED = {
     "coalesce": "coalesce(x, y, i)", "nullif": "nullif(s, u)", "nvl2": "nvl2(s, x, y)",
     "count_if": "count_if(x > y)", "FILTER (WHERE ...)": "sum(i) FILTER (WHERE x > 0)",
     "count": "count(DISTINCT s)", "sum": "sum(i)", "avg": "avg(i)", "min": "min(s)",
-    "max": "max(x)", "stddev": "stddev(i)", "stddev_samp": "stddev_samp(x)",
-    "stddev_pop": "stddev_pop(i)", "variance": "variance(x)", "var_pop": "var_pop(x)",
+    "max": "max(x)",
     "bool_and": "bool_and(s IS NULL)", "bool_or": "bool_or(x < y)",
     "OVER (PARTITION BY ... ORDER BY ... frame)": "sum(i) OVER (PARTITION BY k % 3)",
     "ROWS / RANGE BETWEEN": "count(s) OVER (ORDER BY k ROWS BETWEEN 2 PRECEDING AND 1 "
@@ -92,9 +91,10 @@ COVERED = {
     "QUALIFY": "QUALIFY", "row_number": "row_number() OVER (ORDER BY k)",
     "rank": "rank() OVER (ORDER BY i)",
     "dense_rank": "dense_rank() OVER (PARTITION BY k % 2 ORDER BY s DESC)",
-    "lag": "lag(s) OVER (ORDER BY k)", "lead": "lead(x, 2) OVER (PARTITION BY k % 2 ORDER BY k)",
+    "lag": "lag(s) OVER (ORDER BY k)",
+    "lead": "lead(x + 0, 2) OVER (PARTITION BY k % 2 ORDER BY k)",
     "first_value": "first_value(s) OVER (ORDER BY k)",
-    "last_value": "last_value(x) OVER (PARTITION BY k % 3 ORDER BY k)",
+    "last_value": "last_value(x + 0) OVER (PARTITION BY k % 3 ORDER BY k)",
 }
 STATEMENTS = AGGREGATES + CONDITIONALS + WINDOWS + NAMES + NAMES_GROUPED + ["QUALIFY"]
 
@@ -126,14 +126,13 @@ def test_aggregates_conditionals_windows_and_names_answer_as_spark_does(fdb, row
 def wide(fdb):
     fdb.create_table("wide", [Column("k", LONG), Column("s", STRING), Column("x", REAL)])
     fdb.ingest_ndjson("wide", ndjson(rows_at(0, 3, k=lambda n: n, s="a",
-                                             x=lambda n: [1e200, -1e200, 3.0][n])))
+                                             x=lambda n: [1.5, -0.0, 3.0][n])))
     return fdb
 
 
 EDGES = [  # (statement, why the embedded engine hands it to Spark at run time)
-    ("SELECT stddev(x) AS v FROM wide", "stddev_samp() of an infinite, NaN or huge value"),
-    ("SELECT var_pop(x) AS v FROM wide WHERE k < 2", "var_pop() of an infinite, NaN or huge "
-                                                     "value"),
+    ("SELECT k, lead(x) OVER (ORDER BY k) AS v FROM wide", "a -0.0 in a window"),
+    ("SELECT k, min(x) OVER (PARTITION BY s) AS v FROM wide", "a -0.0 in a window"),
 ]
 
 
@@ -152,10 +151,8 @@ REFUSED = [  # (statement, what the reason names): Spark's to answer (or to refu
     ("SELECT count(DISTINCT s, k) AS v FROM wide", "several columns"),
     ("SELECT max_by(s, k) AS v FROM wide", "arg_max"),
     ("SELECT percentile_approx(x, 0.5) AS v FROM wide", "only of integers"),
+    ("SELECT stddev(x) AS v FROM wide", "stddev"),
     ("SELECT k, rank() OVER (ORDER BY k) FROM wide", "unaliased expression"),
-    ("SELECT nvl(s, 'a'), coalesce(s, 'b') FROM wide", "spellings"),
-    ("SELECT 'it''s' AS v FROM wide", "doubled quote"),
-    ("SELECT 'a' 'b' FROM wide", "side by side"),
     ("SELECT ntile(2) OVER (ORDER BY k) AS v FROM wide", "window function"),
 ]
 

@@ -14,10 +14,10 @@ The check is an allow-list on the statement after sqlglot has resolved every col
 - operators: comparisons, AND/OR/NOT, IS [NOT] NULL, IN lists, BETWEEN, `<=>`, `+ - *` on
   integers and doubles (an overflow raises in both engines: ANSI), LIKE without escapes,
   RLIKE with a pattern both regex dialects read alike (`has()`'s rewrite included);
-- functions: count, sum, avg, min, max, coalesce, CASE/IF, `date_trunc` (year .. second),
-  `get_json_object` on simple `$.key.key` paths, shoal's byte functions, and the string and
-  math, date and time functions of `FUNCTIONS` (with `/`, DIV, %, and a timestamp moved by
-  a day-time interval literal): each entry vets its arguments, gives
+- functions: `date_trunc` (year .. second), `get_json_object` on simple `$.key.key` paths,
+  shoal's byte functions, and the aggregate, conditional, window (QUALIFY included), string,
+  math, date and time functions of `FUNCTIONS` (with `/`, DIV, %, and a timestamp moved by a
+  day-time interval literal): each entry vets its arguments, gives
   Spark's result type and, where DuckDB's own function answers differently, the DuckDB
   expression with Spark's answer. Where only some values would differ (a zero divisor, text
   beyond ASCII for case mapping, a double beyond bigint) the expression raises the
@@ -25,16 +25,15 @@ The check is an allow-list on the statement after sqlglot has resolved every col
   everyday functions left to Spark and why; `function_table_markdown()` renders both for
   docs/sql.md;
 - types: both sides of a comparison of one family (numbers, strings, booleans, timestamps,
-  binary, dates); a string literal compared with a timestamp is parsed here exactly as Spark reads
-  it (UTC session) or not at all. Decimal literals and `+ - * /` on them carry Spark's
+  binary, dates); a string literal compared with a timestamp is parsed here exactly as Spark
+  reads it (UTC session) or not at all. Decimal literals and `+ - * /` on them carry Spark's
   decimal types; casts are vetted like functions (ANSI: a value Spark would refuse goes to
-  Spark). No window functions,
-  arrays in comparisons, or anything sqlglot cannot type.
+  Spark). No arrays in comparisons, or anything sqlglot cannot type.
 
-Names: an alias, a plain column's name, a `*` expanded over its sources, and the names Spark
-gives `count(*)` ("count(1)") and `count|sum|avg|min|max(column)`. Any other unaliased
-expression goes to Spark, which names it. Every output column carries the Spark type the
-statement has (`spark_types`), which the engine casts its answer to (exactly, or it fails).
+Names: an alias, a plain column's name, a `*` expanded over its sources, and for any other
+expression the name Spark prints for it (`shoal.query.embedded.naming`), or the statement
+goes to Spark, which names it. Every output column carries the Spark type the statement has
+(`spark_types`), which the engine casts its answer to (exactly, or it fails).
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ from shoal.query.embedded.functions import (FUNCTIONS, SPARK_ONLY, SPELLINGS,
                                             function_table_markdown)
 from shoal.query.embedded.functions.patterns import STATEMENT_TEXT
 from shoal.query.embedded.functions.time import shifts_time
-from shoal.query.embedded.naming import adjacent_strings, spark_name
+from shoal.query.embedded.naming import spark_name
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, cast_to,
                                           decimal_of, describe, family_of, is_date_literal,
                                           is_ts_literal, not_identical, operand_kinds, rule_for,
@@ -116,9 +115,6 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     if "\\" in _BACKSLASH_PAIRS.sub("", sql_text):
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
-    if adjacent_strings(sql_text)[1]:
-        raise NotLocal("a doubled quote inside a string literal (Spark reads it as a quote, "
-                       "sqlglot as two literals)")
     original = tree.copy()
     tree = tree.copy()
     for call_ in list(tree.find_all(exp.Anonymous)):    # Spark's other names of vetted ones
@@ -140,7 +136,7 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
         _vet(lit)
     for node in typed.walk():
         _vet(node)
-    names = _output_names(original, typed, sql_text)
+    names = _output_names(original, typed)
     types = [_arrow_type(s) for s in _leftmost(typed).selects]
     functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
     # The vetted functions first, innermost first (a rewrite copies its operands), with
@@ -258,7 +254,7 @@ def _leftmost(node: exp.Expr) -> exp.Select:
     return node
 
 
-def _output_names(original: exp.Expr, typed: exp.Expr, sql_text: str) -> list[str]:
+def _output_names(original: exp.Expr, typed: exp.Expr) -> list[str]:
     """Spark's column names of the answer, from the statement as written (`original`) and
     its star expansions (`typed`)."""
     written = _leftmost(original).selects
@@ -276,7 +272,7 @@ def _output_names(original: exp.Expr, typed: exp.Expr, sql_text: str) -> list[st
             names.extend(x.alias_or_name for x in expanded[i:i + width])
             i += width
             continue
-        names.append(_spark_name(e, sql_text))
+        names.append(_spark_name(e))
         i += 1
     if i != len(expanded):
         raise NotLocal("the select list could not be matched to its expansion")
@@ -288,14 +284,14 @@ def _is_star(e: exp.Expr) -> bool:
                                                                                   exp.Star))
 
 
-def _spark_name(e: exp.Expr, sql_text: str) -> str:
+def _spark_name(e: exp.Expr) -> str:
     if isinstance(e, exp.Alias):
         return e.alias
     if isinstance(e, exp.Column):
         if e.name != e.name.lower():
             raise NotLocal(f"the column {e.name} written in another case than its name")
         return e.name
-    return spark_name(e, sql_text)
+    return spark_name(e)
 
 
 def _arrow_type(select: exp.Expr) -> pa.DataType:

@@ -71,7 +71,7 @@ DECIMALS: dict[type[exp.Expr], Callable[[exp.Expr], tuple[int, int] | None]] = {
 SPARK_ONLY: dict[str, str] = {}
 # Spark's other names of vetted functions that sqlglot reads as plain calls: the node each
 # is read as before the statement is vetted (its arguments given).
-SPELLINGS: dict[str, Callable[[list[exp.Expr]], exp.Expr]] = {}
+SPELLINGS: dict[str, Callable[[list[exp.Expr]], exp.Expr | None]] = {}
 
 
 def rule_for(node: exp.Expr) -> Function | None:

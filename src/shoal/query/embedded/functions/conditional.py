@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from shoal.query.embedded.vetting import (FUNCTIONS, WIDENING, T, Function, NotLocal, describe,
                                           family_of, fixed_type, same_family, spark_type)
 
 
-def branch_type(branches: list[exp.Expr | None]) -> exp.DType | None:
+def branch_type(branches: Sequence[exp.Expr | None]) -> exp.DType | None:
     """Spark's type of a value taken from one of `branches` (NULL branches take the others'
     type; numbers widen); None where the branches do not agree."""
     kinds = {spark_type(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
@@ -38,7 +40,7 @@ def _need_branches(node: exp.Expr, branches: list[exp.Expr | None]) -> None:
                        "casts)")
 
 
-def _case_branches(node: exp.Case) -> list[exp.Expr | None]:
+def _case_branches(node: exp.Expr) -> list[exp.Expr | None]:
     return [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
 
 
@@ -86,6 +88,11 @@ def _vet_count_if(node: exp.Expr) -> None:
         raise NotLocal(f"count_if() of {describe(node.this)} (not a boolean)")
 
 
+def _rewrite_count_if(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    # DuckDB's count_if answers NULL where every condition is NULL, Spark's 0.
+    return exp.Count(this=exp.Case(ifs=[exp.If(this=node.this, true=exp.Literal.number(1))]))
+
+
 def _vet_filter(node: exp.Expr) -> None:
     if not isinstance(node.this, exp.AggFunc):
         raise NotLocal(f"FILTER on {describe(node.this)} (not an aggregate)")
@@ -107,8 +114,8 @@ FUNCTIONS.update({
     exp.Nvl2: Function("nvl2", _vet_nvl2,
                        lambda n: branch_type([n.args.get("true"), n.args.get("false")]), None,
                        "branches of one type family (numbers widen)"),
-    exp.CountIf: Function("count_if", _vet_count_if, fixed_type(T.BIGINT), None,
-                          "of a boolean; bigint answer"),
+    exp.CountIf: Function("count_if", _vet_count_if, fixed_type(T.BIGINT), _rewrite_count_if,
+                          "of a boolean; bigint answer, 0 where no row counts"),
     exp.Filter: Function("FILTER (WHERE ...)", _vet_filter, lambda n: spark_type(n.this), None,
                          "on every aggregate the embedded engine answers"),
 })

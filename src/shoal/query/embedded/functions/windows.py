@@ -13,8 +13,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, SPARK_ONLY, T, Function, NotLocal,
-                                          cast_to, describe, family_of, fixed_type, int_literal,
-                                          spark_type)
+                                          call, case_when, cast_to, describe, family_of,
+                                          fixed_type, int_literal, not_identical, spark_type)
 
 _RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank)
 _OFFSET = (exp.Lag, exp.Lead)
@@ -47,8 +47,19 @@ def _vet_window(node: exp.Expr) -> None:
 
 
 def _rewrite_window(node: exp.Expr, kinds: tuple) -> exp.Expr:
-    # DuckDB numbers rows with bigints, Spark with ints.
-    return cast_to(node.copy(), "INT") if isinstance(node.this, _RANKING) else node.copy()
+    window = node.copy()
+    fn = window.this
+    if isinstance(fn, _RANKING):        # DuckDB numbers rows with bigints, Spark with ints
+        return cast_to(window, "INT")
+    if isinstance(fn, _OFFSET + _VALUE + (exp.Min, exp.Max)) and kinds[0] in (T.DOUBLE,
+                                                                              T.FLOAT):
+        # A -0.0 taken from another row came back as 0.0 from one of the engines (measured
+        # with lead): such a row is Spark's.
+        x = fn.this
+        negative_zero = exp.And(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                                expression=call("signbit", x.copy()))
+        fn.set("this", case_when(negative_zero, not_identical("a -0.0 in a window"), x))
+    return window
 
 
 def _vet_spec(node: exp.Expr) -> None:
@@ -75,7 +86,8 @@ def _in_window(name: str):
             raise NotLocal(f"{name}() outside a window")
         if isinstance(node, _OFFSET):
             offset = node.args.get("offset")
-            if offset is not None and (int_literal(offset) is None or int_literal(offset) < 0):
+            n = int_literal(offset) if offset is not None else 0
+            if n is None or n < 0:
                 raise NotLocal(f"{name}() with an offset that is not an integer literal")
             default = node.args.get("default")
             if default is not None and not isinstance(default, exp.Null) and (
