@@ -220,7 +220,7 @@ CASES = [
          "FROM teams"),
     Case("tolong_toreal", "teams | project service, t = tolong(tier) * 2, r = toreal(tier) / 2",
          "SELECT service, CAST(tier AS BIGINT) * 2 AS t, CAST(tier AS DOUBLE) / 2 AS r "
-         "FROM teams", local=False),
+         "FROM teams"),
     Case("toint_of_path", "logs | summarize total = sum(toint(attrs.http.status)) by service",
          "SELECT service, sum(try_cast(get_json_object(attrs, '$.http.status') AS INT)) "
          "AS total FROM logs GROUP BY service", local=False),
@@ -396,4 +396,10 @@ CASES = [
          "SELECT service, time_bucket(INTERVAL 2 HOUR, _timestamp, TIMESTAMPTZ '1970-01-01 "
          "00:00:00+00') AS _timestamp, count(*) AS c FROM logs WHERE level = 'error' "
          "GROUP BY 1, 2 ORDER BY c DESC NULLS LAST LIMIT 3", compare="count"),
+    Case("tostring_numbers", "teams | project s = tostring(tier), "
+         "x = tostring(toreal(tier) / 4), b = tostring(tier > 1)",
+         "SELECT CAST(tier AS STRING) AS s, CAST(CAST(tier AS DOUBLE) / 4 AS STRING) AS x, "
+         "CAST(tier > 1 AS STRING) AS b FROM teams",
+         "SELECT CAST(tier AS VARCHAR) AS s, CAST(CAST(tier AS DOUBLE) / 4 AS VARCHAR) AS x, "
+         "CAST(tier > 1 AS VARCHAR) AS b FROM teams"),
 ]
