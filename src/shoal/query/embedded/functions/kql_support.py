@@ -4,7 +4,8 @@ KQL's `percentile(x, p)` is translated to `percentile_approx(x, p, 1000000)`. Sp
 quantile summary keeps every value it sees while the count stays below half the accuracy
 (no two entries are merged), and then answers the value at rank max(1, ceil(p * n)) among the
 n non-null values in ascending order (measured on Spark over groups of 1 to 2,500 values
-split over several partitions, p from 0 to 1). Here that value is read from the sorted list
+split over several partitions, p from 0 to 1); the summary holds doubles, so a bigint
+answer is that value through the nearest double. Here that value is read from the sorted list
 of the group's values; a group as large as half the accuracy goes to Spark.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, SPARK_ONLY, Function, NotLocal,
+from shoal.query.embedded.vetting import (FUNCTIONS, INTEGERS, SPARK_ONLY, Function, NotLocal, T,
                                           cast_to, describe, int_literal, not_identical,
                                           spark_type)
 
@@ -64,6 +65,16 @@ def _rewrite_percentile_approx(node: exp.Expr, kinds: tuple) -> exp.Expr:
         elif col.name == "__big":
             col.replace(not_identical("percentile_approx() over a group as large as half "
                                       "its accuracy (Spark's summary merges values there)"))
+    if spark_type(node.this) == T.BIGINT:
+        # Spark's summary holds doubles: a bigint comes back through the nearest double
+        # (Java's conversion back saturates at the largest bigint).
+        as_double = cast_to(exp.Paren(this=tree), "DOUBLE")
+        back = sqlglot.parse_one("CASE WHEN __d >= CAST('9223372036854775807' AS DOUBLE) THEN "
+                                 "CAST('9223372036854775807' AS BIGINT) ELSE CAST(__d AS BIGINT) "
+                                 "END", read="duckdb")
+        for col in list(back.find_all(exp.Column)):
+            col.replace(as_double.copy())
+        return back
     return tree
 
 
