@@ -312,6 +312,7 @@ def _rewrite_pmod(node: exp.Expr, kinds: tuple) -> exp.Expr:
     known = [k for k in kinds if k is not None]
     kind = (max(known, key=WIDENING.index) if known and all(k in WIDENING for k in known)
             else widest([a, n]))
+    assert kind is not None     # vetted
     integral = kind in INTEGERS
     # Java: r = a % n; r < 0 ? (r + n) % n : r. Integers: MIN % -1 is 0, and r + n may
     # wrap below the smallest integer for a divisor near it: Spark's to answer.
