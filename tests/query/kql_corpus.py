@@ -152,7 +152,7 @@ CASES = [
     Case("startswith", 'logs | where message startswith "get /" | count',
          "SELECT count(*) AS Count FROM logs WHERE lower(message) LIKE 'get /%'"),
     Case("endswith", 'logs | where message endswith " OK" | count',
-         "SELECT count(*) AS Count FROM logs WHERE lower(message) LIKE '% ok'", local=False),
+         "SELECT count(*) AS Count FROM logs WHERE lower(message) LIKE '% ok'"),
     Case("matches_regex", 'logs | where message matches regex "u1[0-9] login" | count',
          "SELECT count(*) AS Count FROM logs WHERE message RLIKE 'u1[0-9] login'",
          "SELECT count(*) AS Count FROM logs WHERE regexp_matches(message, 'u1[0-9] login')"),
@@ -217,10 +217,10 @@ CASES = [
          "ELSE 'high' END AS band, count(*) AS c FROM logs GROUP BY 1"),
     Case("strcat", "teams | project label = strcat(service, '/', team, '#', tier)",
          "SELECT concat_ws('', service, '/', team, '#', CAST(tier AS STRING)) AS label "
-         "FROM teams", local=False),
+         "FROM teams"),
     Case("tolong_toreal", "teams | project service, t = tolong(tier) * 2, r = toreal(tier) / 2",
          "SELECT service, CAST(tier AS BIGINT) * 2 AS t, CAST(tier AS DOUBLE) / 2 AS r "
-         "FROM teams", local=False),
+         "FROM teams"),
     Case("toint_of_path", "logs | summarize total = sum(toint(attrs.http.status)) by service",
          "SELECT service, sum(try_cast(get_json_object(attrs, '$.http.status') AS INT)) "
          "AS total FROM logs GROUP BY service", local=False),
@@ -229,7 +229,7 @@ CASES = [
          "SELECT date_format(_timestamp, 'yyyy-MM-dd HH') AS hour, count(*) AS c FROM logs "
          "GROUP BY 1",
          "SELECT strftime(_timestamp, '%Y-%m-%d %H') AS hour, count(*) AS c FROM logs "
-         "GROUP BY 1", local=False),
+         "GROUP BY 1"),
     # ---- summarize ---------------------------------------------------------------------------
     Case("count_by", "logs | summarize count() by level",
          "SELECT level, count(*) AS count_ FROM logs GROUP BY level"),
@@ -253,18 +253,17 @@ CASES = [
          "SELECT timestamp_seconds(floor(unix_seconds(_timestamp) / 300) * 300) AS _timestamp, "
          "count(*) AS c FROM logs WHERE level = 'error' GROUP BY 1",
          "SELECT time_bucket(INTERVAL 5 MINUTE, _timestamp, TIMESTAMPTZ '1970-01-01 00:00:00+00')"
-         " AS _timestamp, count(*) AS c FROM logs WHERE level = 'error' GROUP BY 1",
-         local=False),
+         " AS _timestamp, count(*) AS c FROM logs WHERE level = 'error' GROUP BY 1"),
     Case("percentile", "logs | summarize percentile(latency_ms, 50) by service",
          "SELECT service, percentile_approx(latency_ms, 0.5, 1000000) AS percentile_latency_ms_50"
          " FROM logs GROUP BY service",
          "SELECT service, quantile_disc(latency_ms, 0.5) AS percentile_latency_ms_50 FROM logs "
-         "GROUP BY service", local=False),
+         "GROUP BY service"),
     Case("percentiles", "logs | summarize percentiles(latency_ms, 90, 99)",
          "SELECT percentile_approx(latency_ms, 0.9, 1000000) AS percentile_latency_ms_90, "
          "percentile_approx(latency_ms, 0.99, 1000000) AS percentile_latency_ms_99 FROM logs",
          "SELECT quantile_disc(latency_ms, 0.9) AS percentile_latency_ms_90, "
-         "quantile_disc(latency_ms, 0.99) AS percentile_latency_ms_99 FROM logs", local=False),
+         "quantile_disc(latency_ms, 0.99) AS percentile_latency_ms_99 FROM logs"),
     Case("make_list", "logs | where message has 'deadlock' | summarize make_list(service)",
          "SELECT collect_list(service) AS list_service FROM logs WHERE has(message, 'deadlock')",
          "SELECT list(service) AS list_service FROM logs WHERE has(message, 'deadlock')",
@@ -349,7 +348,7 @@ CASES = [
     Case("join_default_innerunique", "audit | join teams on service "
          "| summarize c = count() by team",
          "SELECT t.team, count(*) AS c FROM (SELECT DISTINCT service FROM audit) a "
-         "JOIN teams t ON a.service = t.service GROUP BY t.team", local=False),
+         "JOIN teams t ON a.service = t.service GROUP BY t.team"),
     Case("union_withsource", "union withsource=src teams, audit | summarize c = count() "
          "by src",
          "SELECT 'teams' AS src, count(*) AS c FROM teams UNION ALL "
@@ -360,4 +359,47 @@ CASES = [
          "| project service, tier, tier1",
          "SELECT a.service, a.tier, b.tier AS tier1 FROM teams a JOIN teams b "
          "ON a.service = b.service WHERE b.tier < 2"),
+    # ---- buckets, percentiles and everyday functions the embedded engine answers -----------
+    Case("bin_30s", "logs | summarize c = count() by bin(_timestamp, 30s)",
+         "SELECT timestamp_micros(unix_micros(_timestamp) - pmod(unix_micros(_timestamp), "
+         "30000000)) AS _timestamp, count(*) AS c FROM logs GROUP BY 1",
+         "SELECT time_bucket(INTERVAL 30 SECOND, _timestamp, TIMESTAMPTZ '1970-01-01 "
+         "00:00:00+00') AS _timestamp, count(*) AS c FROM logs GROUP BY 1"),
+    Case("bin_day_and_number", "logs | summarize c = count() by bin(_timestamp, 1d), "
+         "b = bin(latency_ms, 250)",
+         "SELECT date_trunc('DAY', _timestamp) AS _timestamp, latency_ms - pmod(latency_ms, 250) "
+         "AS b, count(*) AS c FROM logs GROUP BY 1, 2"),
+    Case("percentiles_ends", "logs | summarize percentiles(latency_ms, 0, 100) by level",
+         "SELECT level, percentile_approx(latency_ms, 0.0, 1000000) AS percentile_latency_ms_0, "
+         "percentile_approx(latency_ms, 1.0, 1000000) AS percentile_latency_ms_100 FROM logs "
+         "GROUP BY level",
+         "SELECT level, min(latency_ms) AS percentile_latency_ms_0, max(latency_ms) AS "
+         "percentile_latency_ms_100 FROM logs GROUP BY level"),
+    Case("upper_lower", "teams | project u = toupper(team), l = tolower(service)",
+         "SELECT upper(team) AS u, lower(service) AS l FROM teams"),
+    Case("extend_arithmetic_text_filters",
+         "logs | where message startswith 'timeout' and service has 'api' "
+         "| extend ms2 = latency_ms * 2 + 1 | project ms2",
+         "SELECT latency_ms * 2 + 1 AS ms2 FROM logs WHERE lower(message) LIKE 'timeout%' "
+         "AND has(service, 'api')"),
+    Case("countif_since_ago", "logs | where _timestamp > ago(2h) "
+         "| summarize n = countif(latency_ms > 1000) by service",
+         f"SELECT service, count(CASE WHEN latency_ms > 1000 THEN 1 END) AS n FROM logs "
+         f"WHERE _timestamp > {ts(240)} GROUP BY service",
+         f"SELECT service, count(CASE WHEN latency_ms > 1000 THEN 1 END) AS n FROM logs "
+         f"WHERE _timestamp > {duck_ts(240)} GROUP BY service"),
+    Case("summarize_by_bin_then_top", "logs | where level == 'error' "
+         "| summarize c = count() by service, bin(_timestamp, 2h) | top 3 by c",
+         "SELECT service, timestamp_micros(unix_micros(_timestamp) - pmod(unix_micros("
+         "_timestamp), 7200000000)) AS _timestamp, count(*) AS c FROM logs WHERE level = 'error' "
+         "GROUP BY 1, 2 ORDER BY c DESC NULLS LAST LIMIT 3",
+         "SELECT service, time_bucket(INTERVAL 2 HOUR, _timestamp, TIMESTAMPTZ '1970-01-01 "
+         "00:00:00+00') AS _timestamp, count(*) AS c FROM logs WHERE level = 'error' "
+         "GROUP BY 1, 2 ORDER BY c DESC NULLS LAST LIMIT 3", compare="count"),
+    Case("tostring_numbers", "teams | project s = tostring(tier), "
+         "x = tostring(toreal(tier) / 4), b = tostring(tier > 1)",
+         "SELECT CAST(tier AS STRING) AS s, CAST(CAST(tier AS DOUBLE) / 4 AS STRING) AS x, "
+         "CAST(tier > 1 AS STRING) AS b FROM teams",
+         "SELECT CAST(tier AS VARCHAR) AS s, CAST(CAST(tier AS DOUBLE) / 4 AS VARCHAR) AS x, "
+         "CAST(tier > 1 AS VARCHAR) AS b FROM teams"),
 ]

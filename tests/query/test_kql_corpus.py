@@ -168,6 +168,23 @@ def test_spark_case(spark_kdb, duck, case: Case):
     compare(case, result.table, spark_kdb.sql(case.sql, engine="spark").table, case.sql)
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("case", LOCAL, ids=lambda c: c.id)
+def test_local_case_answers_as_spark(kdb, spark_kdb, case: Case):
+    """What the embedded engine answers for a KQL query is Spark's answer to the same
+    translation over the same rows."""
+    local = kdb.query_engine.execute_kql(case.kql, engine="local", now_ns=NOW_NS)
+    on_spark = spark_kdb.query_engine.execute_kql(case.kql, engine="spark", now_ns=NOW_NS)
+    assert local.table.schema.types == on_spark.table.schema.types, local.translated_sql
+    compare(case, local.table, on_spark.table, f"local vs Spark\n{local.translated_sql}")
+
+
+def test_nine_in_ten_corpus_queries_run_on_the_embedded_engine():
+    # Each local case is shown to run locally, each other case to be refused there, above.
+    assert len(LOCAL) >= 0.9 * len(CASES), [c.id for c in SPARK]
+
+
 def test_corpus_is_large_enough():
     assert len(CASES) >= 50
     assert len({c.id for c in CASES}) == len(CASES)

@@ -55,8 +55,17 @@ def _cast(kind: str) -> Callable[[Scalars, ast.Call, list[Sql]], Sql]:
             return literal("timestamp", parse_datetime(x.const, e.at), e.at)
         if kind == "string" and x.kind == "dynamic":
             return Sql(x.text, "string", x.names)
-        return Sql(f"try_cast({x.text} AS {SPARK_TYPES[kind]})", kind, x.names)
+        # A cast that cannot fail answers as try_cast does; the plain CAST is the form the
+        # embedded engine vets.
+        how = "CAST" if (x.kind, kind) in _TOTAL_CASTS else "try_cast"
+        return Sql(f"{how}({x.text} AS {SPARK_TYPES[kind]})", kind, x.names)
     return fn
+
+
+# Casts Spark answers for every value (no overflow, no text to read).
+_TOTAL_CASTS = frozenset({("int", "long"), ("int", "real"), ("long", "real"),
+                          ("int", "string"), ("long", "string"), ("real", "string"),
+                          ("bool", "string")})
 
 
 def _typed_literal(kind: str) -> Callable[[Scalars, ast.Call, list[Sql]], Sql]:

@@ -1,0 +1,83 @@
+"""What the KQL front end's translations need beyond the other families, against Spark:
+`percentile_approx` of integers (KQL's percentile and percentiles), whose answer here is the
+value at rank ceil(p * n) while a group holds fewer values than half the accuracy.
+
+Generated rows (the shared strategies of `test_functions_differential`: nulls, integers near
+their limits) go into one table per example; each statement computes many percentiles on
+both engines and the answers must match in names, Arrow types and every value.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from shoal.types import LONG, REAL, Column
+from tests.query.conftest import ndjson, rows_at
+from tests.query.test_functions_differential import _table, both, fdb, rows_st
+
+__all__ = ["fdb"]       # the shared module's client fixture, used here too
+
+pytestmark = pytest.mark.spark
+
+PERCENTILES = [
+    "percentile_approx(i, 0.5, 1000000)", "percentile_approx(l, 0.0, 1000000)",
+    "percentile_approx(l, 1.0, 1000000)", "percentile_approx(i, 0.0000001, 1000000)",
+    "percentile_approx(l, 0.01, 1000000)", "percentile_approx(i, 0.333, 1000000)",
+    "percentile_approx(l, 0.999999, 1000000)", "percentile_approx(i, 0.9)",
+    "approx_percentile(l, 0.25, 100)", "percentile_approx(k, 0.75, 1000)",
+    "percentile_approx(i, 0, 1000000)", "percentile_approx(l, 1)",
+]
+# Each function of this family and a statement above exercising it.
+COVERED = {"percentile_approx": "percentile_approx(i, 0.5, 1000000)"}
+
+
+@settings(max_examples=3, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(rows=rows_st)
+def test_percentiles_of_integers_answer_as_spark_does(fdb, rows):
+    name = _table(fdb, rows)
+    cols = ", ".join(f"{e} AS c{n}" for n, e in enumerate(PERCENTILES))
+    both(fdb, f"SELECT k % 3 AS g, {cols} FROM {name} GROUP BY k % 3 ORDER BY g")
+    both(fdb, f"SELECT {cols} FROM {name}")
+    both(fdb, f"SELECT {cols} FROM {name} WHERE k < 0")          # no rows: NULLs
+    both(fdb, f"SELECT {cols} FROM {name} WHERE i IS NULL")      # only NULLs
+
+
+@pytest.fixture(scope="module")
+def hundred(fdb):
+    fdb.create_table("hundred", [Column("k", LONG), Column("x", REAL)])
+    fdb.ingest_ndjson("hundred", ndjson(rows_at(0, 100, k=lambda n: (n * 37) % 100,
+                                                x=lambda n: n / 3)))
+    return fdb
+
+
+def test_a_group_of_half_the_accuracy_goes_to_spark(hundred):
+    sql = "SELECT percentile_approx(k, 0.5, 200) AS a, percentile_approx(k, 0.5, 100) AS b " \
+          "FROM hundred"
+    with pytest.raises(Exception, match=re.escape("as large as half its accuracy")):
+        hundred.sql(sql, engine="local")
+    auto = hundred.sql(sql)
+    assert auto.stats.engine == "spark", auto.stats.engine_reason
+    assert auto.table.equals(hundred.sql(sql, engine="spark").table)
+    both(hundred, "SELECT percentile_approx(k, 0.5, 201) AS a FROM hundred")
+
+
+REFUSED = [  # (statement, what the reason names): Spark's to answer
+    ("SELECT percentile_approx(x, 0.5, 1000000) AS v FROM hundred", "only of integers"),
+    ("SELECT percentile_approx(k, array(0.5, 0.9), 1000000) AS v FROM hundred",
+     "one literal percentage"),
+    ("SELECT percentile_approx(k, 0.5, 100 * 10) AS v FROM hundred", "integer literal"),
+]
+
+
+@pytest.mark.parametrize("sql,why", REFUSED)
+def test_other_percentile_forms_are_answered_by_spark(hundred, sql, why):
+    with pytest.raises(Exception, match=re.escape(why)):
+        hundred.sql(sql, engine="local")
+    auto = hundred.sql(sql)
+    assert auto.stats.engine == "spark"
+    assert auto.table.equals(hundred.sql(sql, engine="spark").table)
