@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import shoal
 from shoal.types import INT, LONG, STRING, TIMESTAMP, Column
 from tests.query.conftest import SPARK_MASTER, ndjson, rows_at
-from tests.query.test_functions_differential import _same, both
+from tests.query.test_functions_differential import _same, _select, both
 
 pytestmark = pytest.mark.spark
 
@@ -127,11 +127,6 @@ COVERED = {
     "to_timestamp": "to_timestamp(x, 'yyyy-MM-dd HH:mm:ss')",
     "(timestamp argument of date_format)": "date_format(t, 'E')",
 }
-
-
-def _select(exprs: list[str], table: str, where: str = "") -> str:
-    cols = ", ".join(f"{e} AS c{k}" for k, e in enumerate(exprs))
-    return f"SELECT k, {cols} FROM {table} {where} ORDER BY k"
 
 
 @pytest.fixture(scope="module")
