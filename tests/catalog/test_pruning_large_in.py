@@ -47,7 +47,7 @@ def kept(catalog, owner, pred) -> set[int]:
     return {owner[e.extent_id] for e in plan.entries}
 
 
-@pytest.mark.parametrize("n_values", [1000, 5000])
+@pytest.mark.parametrize("n_values", [1000, pytest.param(5000, marks=pytest.mark.slow)])
 def test_long_in_lists_prune_exactly(table, n_values):
     catalog, store, owner = table
     wanted = [3, 17, 38]

@@ -123,6 +123,7 @@ def test_no_false_negatives(values: list[int] | list[str]) -> None:
         assert all(again.might_contain(v) for v in values)
 
 
+@pytest.mark.slow
 def test_false_positive_rate_and_size() -> None:
     present = [f"trace-{i:08x}" for i in range(20_000)]
     bf = BloomFilter.from_bytes(BloomFilter.build(pa.array(present)).to_bytes())
