@@ -88,10 +88,16 @@ class Driver:
         sc = self.spark.sparkContext
         return {"facts": sc.parallelize(range(4), 4).mapPartitions(_executor_facts).collect()}
 
-    def do_sql(self, sql: str) -> dict[str, Any]:
+    def do_sql(self, sql: str, engine: str | None = None) -> dict[str, Any]:
         with _TaskWatch(self.spark):
-            result = self.db.query_engine.execute(sql)
+            result = self.db.query_engine.execute(sql, engine=engine)
         return {"rows": result.table.to_pylist(), "stats": result.stats.to_json()}
+
+    def do_create(self, table: str, columns: list[list[str]]) -> dict[str, Any]:
+        from shoal.types import Column, parse_type
+
+        self.db.create_table(table, [Column(n, parse_type(t)) for n, t in columns])
+        return {}
 
     def do_ingest(self, table: str, ndjson: str) -> dict[str, Any]:
         ack = self.db.ingest_ndjson(table, ndjson.encode())
