@@ -115,6 +115,10 @@ def spark_type(node: exp.Expr) -> exp.DType | None:
         target = _select_alias(node)        # ORDER BY / GROUP BY naming a projection
         if target is not None:
             return spark_type(target)
+    if isinstance(node, exp.Column) and node.table:
+        source = _derived_column(node)      # a column of a subquery or a CTE
+        if source is not None:
+            return spark_type(source)
     if isinstance(node, exp.Literal) and not node.is_string:
         if re.fullmatch(r"\d*\.\d*", node.name):
             return T.DECIMAL           # Spark: 100.0 is DECIMAL(4,1), 1e3 a DOUBLE
@@ -143,6 +147,34 @@ def _select_alias(col: exp.Column) -> exp.Expr | None:
     for e in select.selects:
         if isinstance(e, exp.Alias) and e.alias == col.name:
             return e.this
+    return None
+
+
+def _derived_column(col: exp.Column) -> exp.Expr | None:
+    """The expression behind `col` when its table is a subquery in FROM / JOIN or a CTE of
+    an enclosing WITH (sqlglot types such columns only as far as its own rules go)."""
+    select = col.find_ancestor(exp.Select)
+    while select is not None:
+        sources: list[exp.Expr] = []
+        for key in ("from_", "from"):
+            if isinstance(select.args.get(key), exp.From):
+                sources.append(select.args[key].this)
+        sources += [j.this for j in select.args.get("joins") or []]
+        body: exp.Expr | None = next(
+            (s.this for s in sources if isinstance(s, exp.Subquery) and s.alias == col.table),
+            None)
+        if body is None:
+            with_ = select.args.get("with_") or select.args.get("with")
+            ctes = with_.expressions if isinstance(with_, exp.With) else []
+            body = next((c.this for c in ctes if c.alias == col.table), None)
+        if body is not None:
+            if not isinstance(body, exp.Select):     # a union's types widen over branches
+                return None
+            for e in body.selects:
+                if e.alias_or_name == col.name:
+                    return e.this if isinstance(e, exp.Alias) else e
+            return None
+        select = select.parent.find_ancestor(exp.Select) if select.parent else None
     return None
 
 
