@@ -81,6 +81,26 @@ def test_engine_parameter_forces_each_engine_and_stats_say_why(server, base):
         assert r.status_code == 200 and r.json()["stats"]["engine"] == "spark"
 
 
+
+def test_collected_arrays_render_alike_from_both_engines(server, base):
+    """A sorted collect comes back in the JSON answer as the same nested list with the same
+    column type from either engine, beside size(), array_join(), max_by() and first()."""
+    sql = ("SELECT kind, sort_array(collect_set(v), false) AS vs, size(collect_list(rid)) AS n, "
+           "array_join(sort_array(collect_list(rid)), ',') AS rids, max_by(v, rid) AS top, "
+           "first(kind) AS k FROM ev WHERE kind = 'base' AND v < 2 GROUP BY kind")
+    with server.client(timeout=120) as c:
+        docs = {}
+        for engine in ("local", "spark"):
+            r = _query(c, sql, engine)
+            assert r.status_code == 200, r.text
+            docs[engine] = r.json()
+    assert docs["local"]["stats"]["engine"] == "local"
+    assert docs["local"]["columns"] == docs["spark"]["columns"]
+    assert {"name": "vs", "type": "array<bigint>"} in docs["local"]["columns"]
+    assert docs["local"]["rows"] == docs["spark"]["rows"] == [
+        ["base", [1, 0], 8, "r-0-0,r-0-1,r-1-0,r-1-1,r-2-0,r-2-1,r-3-0,r-3-1", 1, "base"]]
+
+
 def test_eight_concurrent_queries_and_rest_ingest(server, base):
     """8 clients query (needles and aggregates over the untouched `base` rows, half of them
     forced onto each engine now and then) while one client ingests 30 batches: every

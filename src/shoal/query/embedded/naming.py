@@ -29,7 +29,10 @@ _FUNCTION_NAMES: dict[type[exp.Expr], str] = {
     exp.Least: "least", exp.Greatest: "greatest", exp.Coalesce: "coalesce",
     exp.Nullif: "nullif", exp.Nvl2: "nvl2", exp.CountIf: "count_if", exp.Sum: "sum",
     exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Count: "count",
-    exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or",
+    exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or", exp.ArgMax: "max_by",
+    exp.ArgMin: "min_by", exp.First: "first", exp.Last: "last", exp.AnyValue: "any_value",
+    exp.ArrayAgg: "collect_list", exp.ArrayUniqueAgg: "collect_set", exp.ArraySize: "size",
+    exp.ArrayContains: "array_contains", exp.ArrayToString: "array_join",
 }
 # Spark's other spellings sqlglot keeps as plain calls (see SPELLINGS in vetting).
 _PLAIN_CALLS = {"every", "some", "mean"}
@@ -108,6 +111,16 @@ class _Renderer:
         if isinstance(e, exp.Filter):
             where = e.expression.this if isinstance(e.expression, exp.Where) else e.expression
             return f"{r(e.this)} FILTER (WHERE {r(where)})"
+        if isinstance(e, exp.IgnoreNulls):      # Spark leaves it out of the name
+            return r(e.this)
+        if isinstance(e, exp.ArraySort):
+            first = e.args.get("nulls_first")
+            if e.args.get("asc") is None and not (isinstance(first, exp.Boolean) and first.this):
+                raise NotLocal("the name Spark gives array_sort() (its comparator; give it "
+                               "an alias)")
+            asc = e.args.get("asc")
+            order = "false" if isinstance(asc, exp.Boolean) and not asc.this else "true"
+            return f"sort_array({r(e.this)}, {order})"
         if isinstance(e, exp.Anonymous) and str(e.this).lower() in _PLAIN_CALLS:
             return self.call(str(e.this).lower(), list(e.expressions))
         if type(e) in _FUNCTION_NAMES or isinstance(e, (exp.Trim, exp.Pad, exp.StrPosition)):

@@ -51,6 +51,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from shoal.query.embedded.functions import (FUNCTIONS, SPARK_ONLY, SPELLINGS,
                                            function_table_markdown)
+from shoal.query.embedded.functions.collections import array_arrow_type
 from shoal.query.embedded.functions.patterns import STATEMENT_TEXT
 from shoal.query.embedded.functions.time import shifts_time
 from shoal.query.embedded.naming import spark_name
@@ -307,6 +308,8 @@ def _arrow_type(select: exp.Expr) -> pa.DataType:
         return ARROW_TYPES[t]
     if t == T.DECIMAL and (ps := decimal_of(node)) is not None:
         return pa.decimal128(*ps)
+    if (collected := array_arrow_type(node)) is not None:
+        return collected
     dtype = node.type
     if dtype is not None and dtype.this == T.ARRAY:
         inner = dtype.expressions[0] if dtype.expressions else None

@@ -87,16 +87,10 @@ SPARK_ONLY.update({
         "DuckDB (measured: the last bits differ over large values)",
     "any": "sqlglot reads any(x) as the ANY of a comparison; bool_or(x) and some(x) are "
            "answered here",
-    "max_by, min_by": "which row a tie of the ordering value picks is not defined in either "
-                      "engine",
-    "first, last, any_value": "which row is first is not defined without an order",
     "percentile, median": "Spark interpolates between its counted values in another "
                           "arithmetic order than DuckDB's quantile_cont (last bits differ)",
     "percentile_approx, approx_percentile": "Spark's quantile sketch; its rule for exact "
                                             "answers is not reproduced yet",
     "approx_count_distinct": "Spark's HyperLogLog++ sketch estimates differently from "
                              "DuckDB's",
-    "collect_list, collect_set, array_agg": "arrays are not yet an answer type of the "
-                                            "embedded engine; collect_list's order is not "
-                                            "defined",
 })
