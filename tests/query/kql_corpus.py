@@ -272,8 +272,7 @@ CASES = [
          "SELECT service, max(_timestamp) AS _timestamp, max_by(message, _timestamp) AS message, "
          "max_by(level, _timestamp) AS level FROM logs GROUP BY service",
          "SELECT service, max(_timestamp) AS _timestamp, arg_max(message, _timestamp) AS "
-         "message, arg_max(level, _timestamp) AS level FROM logs GROUP BY service",
-         local=False),
+         "message, arg_max(level, _timestamp) AS level FROM logs GROUP BY service"),
     Case("summarize_expr_of_aggregates",
          "logs | summarize errors = countif(level == 'error'), n = count() by service "
          "| extend share = errors * 100 / n | project service, share",
