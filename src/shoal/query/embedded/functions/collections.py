@@ -87,6 +87,8 @@ def _vet_collect(node: exp.Expr) -> None:
                        "defined (only sorted, size() or array_contains() locally)")
     if node.args.get("order") is not None or node.expressions:
         raise NotLocal(f"{name}() with more than one argument")
+    if isinstance(node.this, exp.Distinct):
+        raise NotLocal(f"{name}(DISTINCT ...)")
     fam = family_of(node.this)
     t = spark_type(node.this)
     if fam not in _ELEMENT_FAMILIES or t not in _DUCK_TYPES:
@@ -207,6 +209,8 @@ def _vet_by(node: exp.Expr) -> None:
 
 
 def _plain_aggregate(node: exp.Expr, name: str) -> None:
+    if isinstance(node.this, exp.Distinct):
+        raise NotLocal(f"{name}(DISTINCT ...)")
     parent = node.parent.parent if isinstance(node.parent, exp.IgnoreNulls) else node.parent
     if isinstance(parent, exp.Window):
         raise NotLocal(f"{name}() over a window")
