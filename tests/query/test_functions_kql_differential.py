@@ -71,6 +71,18 @@ def test_kql_picks_and_tops_of_ties_answer_as_spark_does(fdb, rows):
         both(fdb, fdb.query_engine.translate_kql(kql.format(t=name)).sql)
 
 
+def test_kql_picks_and_tops_keep_a_negative_zero(fdb):
+    # -0.0 and 0.0 sort as equals in both engines; the value picked comes back as stored.
+    fdb.create_table("zeros", [Column("k", LONG), Column("x", REAL)])
+    fdb.ingest_ndjson("zeros", ndjson(rows_at(0, 6, k=lambda n: n % 2,
+                                              x=lambda n: [-0.0, 2.0, -0.0, 0.5, 3.0, -1.0][n])))
+    for kql in ("zeros | summarize arg_min(k, x) by g = k | sort by g asc",
+                "zeros | where x > -1 | summarize arg_min(x, *) | project x, k",
+                "zeros | summarize arg_max(x, k) by x2 = x * 2 | sort by x2 asc",
+                "zeros | top-nested of k by a = min(x) | sort by k asc"):
+        both(fdb, fdb.query_engine.translate_kql(kql).sql)
+
+
 @pytest.fixture(scope="module")
 def hundred(fdb):
     fdb.create_table("hundred", [Column("k", LONG), Column("x", REAL)])

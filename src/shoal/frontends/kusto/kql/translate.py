@@ -315,18 +315,20 @@ class _Translator:
         items: list[tuple[str, str]] = []
         outputs: list[Column] = []
         group: list[str] = []
+        kinds: list[str | None] = []
         by_names: set[str] = set()
         for a in op.by:
             value = self.scalars.translate(a.expr, scope)
             name = a.name or self.by_name(a.expr)
             group.append(value.text)
+            kinds.append(value.kind)
             items.append((value.text, name))
             outputs.append(Column(name, value.kind))
             by_names.add(name)
         ranks: dict[int, str] = {}
         picks = [a for a in op.aggregates if _is_arg_pick(a.expr)]
         if picks:
-            stage, ranks = self.rank_rows(stage, picks, group)
+            stage, ranks = self.rank_rows(stage, picks, list(zip(group, kinds, strict=True)))
         for a in op.aggregates:
             for text, name, kind in self.aggregate(a, stage, by_names, ranks):
                 if name in (c.name for c in outputs):
@@ -337,8 +339,8 @@ class _Translator:
                         group=group, carried=None)
         return stage
 
-    def rank_rows(self, stage: Stage, picks: list[ast.Assignment], group: list[str]
-                  ) -> tuple[Stage, dict[int, str]]:
+    def rank_rows(self, stage: Stage, picks: list[ast.Assignment],
+                  group: list[tuple[str, str | None]]) -> tuple[Stage, dict[int, str]]:
         """The rows of `stage` numbered for each `arg_max`/`arg_min` of a summarize: 1 for the
         row it picks in its group. Ordered by the expression (nulls last: a row whose value is
         null is picked only when the whole group's is), then by every column it returns,
@@ -354,15 +356,17 @@ class _Translator:
             if isinstance(e.args[0], ast.Star):
                 raise semantic(f"{e.name}() maximizes an expression, not '*'", e.args[0].at)
             by = self.scalars.translate(e.args[0], scope)
-            keys = [f"{by.text} {'DESC' if e.name == 'arg_max' else 'ASC'} NULLS LAST"]
+            keys = [f"{_key(by.text, by.kind)} {'DESC' if e.name == 'arg_max' else 'ASC'} "
+                    "NULLS LAST"]
             for arg in e.args[1:]:
                 if isinstance(arg, ast.Star):
-                    keys += [f"{quote_ident(c.name)} ASC NULLS FIRST" for c in stage.outputs
-                             if c.kind != "array"]
+                    keys += [f"{_key(quote_ident(c.name), c.kind)} ASC NULLS FIRST"
+                             for c in stage.outputs if c.kind != "array"]
                 else:
-                    keys.append(f"{self.scalars.translate(arg, scope).text} ASC NULLS FIRST")
+                    value = self.scalars.translate(arg, scope)
+                    keys.append(f"{_key(value.text, value.kind)} ASC NULLS FIRST")
             name = f"__kql_pick{len(numbers) + 1}"
-            part = f"PARTITION BY {', '.join(group)} " if group else ""
+            part = f"PARTITION BY {', '.join(_key(t, k) for t, k in group)} " if group else ""
             keys = list(dict.fromkeys(keys))
             numbers.append(f"row_number() OVER ({part}ORDER BY {', '.join(keys)}) AS {name}")
             ranks[id(e)] = name
@@ -537,10 +541,12 @@ class _Translator:
                        f"__kql_a{i} FROM {p}_r{i - 1} AS r GROUP BY "
                        f"{', '.join([*outer, f'r.__kql_v{i}'])}")
             if lv.count is not None:
-                part = (f"PARTITION BY {', '.join(f'__kql_v{j}' for j in range(1, i))} "
-                        if i > 1 else "")
-                order = (f"__kql_a{i} {'DESC' if lv.descending else 'ASC'} NULLS LAST, "
-                         f"__kql_v{i} ASC NULLS FIRST")
+                part = ("PARTITION BY " + ", ".join(
+                    _key(f"__kql_v{j}", levels[j - 1].value.kind) for j in range(1, i)) + " "
+                    if i > 1 else "")
+                order = (f"{_key(f'__kql_a{i}', lv.agg.kind)} "
+                         f"{'DESC' if lv.descending else 'ASC'} NULLS LAST, "
+                         f"{_key(f'__kql_v{i}', lv.value.kind)} ASC NULLS FIRST")
                 level_cols = ", ".join([*above, f"__kql_v{i}", f"__kql_a{i}"])
                 grouped = (f"SELECT {level_cols} FROM (SELECT {level_cols}, row_number() OVER "
                            f"({part}ORDER BY {order}) AS __kql_n FROM ({grouped}) AS {p}_g) "
@@ -759,6 +765,13 @@ class _Level:
     descending: bool
 
 
+def _key(text: str, kind: str | None) -> str:
+    """A window's PARTITION BY / ORDER BY key: a real as an expression, not the bare value.
+    The embedded engine hands a bare double key's -0.0 back as 0.0 in the rows it numbers
+    (measured); an expression of it sorts and partitions alike and leaves the rows alone."""
+    return f"(-(-{text}))" if kind == "real" else text
+
+
 def _is_arg_pick(e: ast.Expr) -> bool:
     return isinstance(e, ast.Call) and e.name in ("arg_max", "arg_min")
 
@@ -771,7 +784,8 @@ def _conjuncts(e: ast.Expr) -> list[ast.Expr]:
 
 def _dedupe(stage: Stage, keys: list[str], alias: str) -> str:
     cols = ", ".join(quote_ident(c.name) for c in stage.outputs)
-    part = ", ".join(quote_ident(k) for k in keys)
+    kinds = {c.name: c.kind for c in stage.outputs}
+    part = ", ".join(_key(quote_ident(k), kinds.get(k)) for k in keys)
     return (f"SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {part} "
             f"ORDER BY {part}) AS __kql_rn FROM ({stage.sql()}) AS {alias}) AS {alias}_u "
             "WHERE __kql_rn = 1")
