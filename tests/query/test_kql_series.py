@@ -5,6 +5,9 @@ against DuckDB and Spark are in the corpus (`kql_corpus`: arg_*, top_nested*, ma
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+import pyarrow as pa
 import pytest
 
 from shoal.errors import KqlSemanticError, KqlSyntaxError
@@ -93,6 +96,19 @@ def test_make_series_stays_on_spark_for_now(kdb):
     # Its answer holds arrays, not yet an answer type of the embedded engine.
     with pytest.raises(LocalEngineRefusedError, match="array"):
         kdb.query_engine.execute_kql(SERIES, engine="local", now_ns=NOW_NS)
+
+
+def test_series_arrays_are_dynamic_columns_in_the_kusto_answer():
+    from shoal.frontends.kusto.api import primary_result
+
+    table = pa.table({
+        "service": ["api"], "n": pa.array([[3, -1]], pa.list_(pa.int64())),
+        "_timestamp": pa.array([[datetime(2026, 3, 1, tzinfo=UTC),
+                                 datetime(2026, 3, 1, 0, 20, tzinfo=UTC)]],
+                               pa.list_(pa.timestamp("us", tz="UTC")))})
+    columns, rows = primary_result(table, ["string", "array", "array"])
+    assert [c["ColumnType"] for c in columns] == ["string", "dynamic", "dynamic"]
+    assert rows == [["api", [3, -1], ["2026-03-01T00:00:00Z", "2026-03-01T00:20:00Z"]]]
 
 
 def test_make_series_writes_one_term_per_bin():
