@@ -97,6 +97,7 @@ class Case:
     duck: str | None = None
     compare: str = "rows"           # rows (sorted) | order | count
     local: bool = True
+    ordered_lists: bool = False     # arrays compared in order (else as multisets)
 
 
 TS = "CAST('{}' AS TIMESTAMP)"
@@ -273,6 +274,65 @@ CASES = [
          "max_by(level, _timestamp) AS level FROM logs GROUP BY service",
          "SELECT service, max(_timestamp) AS _timestamp, arg_max(message, _timestamp) AS "
          "message, arg_max(level, _timestamp) AS level FROM logs GROUP BY service"),
+    Case("arg_min_star", "logs | where service == 'db' | summarize arg_min(latency_ms, *) "
+         "by level",
+         "SELECT level, latency_ms, _timestamp, props, service, message, attrs, user FROM logs "
+         "WHERE service = 'db' QUALIFY row_number() OVER (PARTITION BY level "
+         "ORDER BY latency_ms ASC NULLS LAST, _timestamp ASC) = 1"),
+    Case("arg_max_beside_count", "logs | summarize n = count(), arg_max(latency_ms, message) "
+         "by service",
+         "SELECT g.service, g.n, g.mx AS latency_ms, (SELECT min(l.message) FROM logs l "
+         "WHERE l.service = g.service AND l.latency_ms = g.mx) AS message FROM (SELECT "
+         "service, count(*) AS n, max(latency_ms) AS mx FROM logs GROUP BY service) g"),
+    Case("arg_min_all_null_group", "logs | summarize arg_min(latency_ms, message) "
+         "by missing = isnull(latency_ms)",
+         "SELECT missing, latency_ms, message FROM (SELECT latency_ms IS NULL AS missing, "
+         "latency_ms, message, row_number() OVER (PARTITION BY latency_ms IS NULL ORDER BY "
+         "latency_ms ASC NULLS LAST, message ASC NULLS FIRST) AS rn FROM logs) AS w "
+         "WHERE rn = 1"),
+    # ---- top-nested and make-series ------------------------------------------------------
+    Case("top_nested", "logs | top-nested 2 of service by c = count(), "
+         "top-nested 1 of level by avg(latency_ms)",
+         "WITH s AS (SELECT service, count(*) AS c FROM logs GROUP BY service "
+         "ORDER BY c DESC, service LIMIT 2), l AS (SELECT service, level, avg(latency_ms) AS a, "
+         "row_number() OVER (PARTITION BY service ORDER BY avg(latency_ms) DESC, level) AS rn "
+         "FROM logs WHERE service IN (SELECT service FROM s) GROUP BY service, level) "
+         "SELECT s.service, s.c, l.level, l.a AS aggregated_level FROM s JOIN l "
+         "ON s.service = l.service WHERE l.rn = 1"),
+    Case("top_nested_others", "logs | where level != 'info' | top-nested 3 of "
+         "attrs.http.method with others = 'OTHER' by n = count()",
+         "WITH g AS (SELECT get_json_object(attrs, '$.http.method') AS m, count(*) AS n "
+         "FROM logs WHERE level <> 'info' GROUP BY 1), r AS (SELECT m, n, row_number() OVER "
+         "(ORDER BY n DESC, m ASC NULLS FIRST) AS rn FROM g) SELECT m AS attrs_http_method, n "
+         "FROM r WHERE rn <= 3 UNION ALL SELECT 'OTHER', sum(n) FROM r WHERE rn > 3"),
+    Case("top_nested_all_values_asc", "teams | top-nested of team by t = sum(tier) asc, "
+         "top-nested 1 of service with others = 'rest' by n = count()",
+         "SELECT * FROM VALUES ('batch', 2L, 'worker', 1L), ('edge', 1L, 'api', 1L), "
+         "('edge', 1L, 'rest', 1L), ('money', 3L, 'billing', 1L) AS v(team, t, service, n)",
+         "SELECT * FROM (VALUES ('batch', 2, 'worker', 1), ('edge', 1, 'api', 1), "
+         "('edge', 1, 'rest', 1), ('money', 3, 'billing', 1)) AS v(team, t, service, n)"),
+    Case("make_series", "logs | where level == 'error' | make-series n = count() default = -1, "
+         "avg(latency_ms) on _timestamp from datetime(2026-03-01 01:00) "
+         "to datetime(2026-03-01 02:00) step 5m by service",
+         "SELECT service, transform(sequence(0, 11), i -> coalesce(aggregate(filter(bins, "
+         "x -> x.b = i), CAST(NULL AS BIGINT), (acc, x) -> x.c), -1)) AS n, "
+         "transform(sequence(0, 11), i -> coalesce(aggregate(filter(bins, x -> x.b = i), "
+         "CAST(NULL AS DOUBLE), (acc, x) -> x.a), 0)) AS avg_latency_ms, "
+         f"transform(sequence(0, 11), i -> {ts(60)} + make_dt_interval(0, 0, i * 5)) "
+         "AS _timestamp FROM (SELECT service, collect_list(struct(b, c, a)) AS bins FROM "
+         f"(SELECT service, (unix_micros(_timestamp) - unix_micros({ts(60)})) DIV 300000000 "
+         "AS b, count(*) AS c, avg(latency_ms) AS a FROM logs WHERE level = 'error' AND "
+         f"_timestamp >= {ts(60)} AND _timestamp < {ts(120)} GROUP BY 1, 2) GROUP BY service)",
+         "SELECT s.service, list(coalesce(x.c, -1) ORDER BY k.b) AS n, "
+         "list(coalesce(x.a, 0) ORDER BY k.b) AS avg_latency_ms, "
+         f"list({duck_ts(60)} + k.b * INTERVAL 5 MINUTE ORDER BY k.b) AS _timestamp "
+         f"FROM (SELECT DISTINCT service FROM logs WHERE level = 'error' AND _timestamp >= "
+         f"{duck_ts(60)} AND _timestamp < {duck_ts(120)}) s CROSS JOIN range(12) k(b) "
+         "LEFT JOIN (SELECT service, (epoch_us(_timestamp) - epoch_us("
+         f"{duck_ts(60)})) // 300000000 AS b, count(*) AS c, avg(latency_ms) AS a FROM logs "
+         f"WHERE level = 'error' AND _timestamp >= {duck_ts(60)} AND _timestamp < "
+         f"{duck_ts(120)} GROUP BY 1, 2) x ON x.service = s.service AND x.b = k.b "
+         "GROUP BY s.service", local=False, ordered_lists=True),
     Case("summarize_expr_of_aggregates",
          "logs | summarize errors = countif(level == 'error'), n = count() by service "
          "| extend share = errors * 100 / n | project service, share",

@@ -5,6 +5,10 @@ value at rank ceil(p * n) while a group holds fewer values than half the accurac
 Generated rows (the shared strategies of `test_functions_differential`: nulls, integers near
 their limits) go into one table per example; each statement computes many percentiles on
 both engines and the answers must match in names, Arrow types and every value.
+
+Also the translations of `arg_max`/`arg_min` and `top-nested`, over rows with many ties (the
+maximized value and the ranked aggregation take few values): both engines must pick the
+same rows.
 """
 
 from __future__ import annotations
@@ -45,6 +49,38 @@ def test_percentiles_of_integers_answer_as_spark_does(fdb, rows):
     both(fdb, f"SELECT {cols} FROM {name}")
     both(fdb, f"SELECT {cols} FROM {name} WHERE k < 0")          # no rows: NULLs
     both(fdb, f"SELECT {cols} FROM {name} WHERE i IS NULL")      # only NULLs
+
+
+KQL_PICKS = [
+    "{t} | summarize arg_max(iff(x > 0, 1, 0), s, u) by g = i % 3 | sort by g asc",
+    "{t} | summarize n = count(), arg_min(iff(l > 0, 'p', 'n'), *) by g = i % 2 "
+    "| project g, n, s, u, a, x, l | sort by g asc",
+    "{t} | summarize arg_min(x, a, y) | project a, y",
+    "{t} | top-nested 2 of g = i % 4 with others = -1 by n = count(), "
+    "top-nested 1 of a by m = max(l % 5) | sort by g asc, n asc, a asc, m asc",
+]
+
+
+@settings(max_examples=3, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(rows=rows_st)
+def test_kql_picks_and_tops_of_ties_answer_as_spark_does(fdb, rows):
+    name = _table(fdb, rows)
+    for kql in KQL_PICKS:
+        both(fdb, fdb.query_engine.translate_kql(kql.format(t=name)).sql)
+
+
+def test_kql_picks_and_tops_keep_a_negative_zero(fdb):
+    # -0.0 and 0.0 sort as equals in both engines; the value picked comes back as stored.
+    fdb.create_table("zeros", [Column("k", LONG), Column("x", REAL)])
+    fdb.ingest_ndjson("zeros", ndjson(rows_at(0, 6, k=lambda n: n % 2,
+                                              x=lambda n: [-0.0, 2.0, -0.0, 0.5, 3.0, -1.0][n])))
+    for kql in ("zeros | summarize arg_min(k, x) by g = k | sort by g asc",
+                "zeros | where x > -1 | summarize arg_min(x, *) | project x, k",
+                "zeros | summarize arg_max(x, k) by x2 = x * 2 | sort by x2 asc",
+                "zeros | top-nested of k by a = min(x) | sort by k asc"):
+        both(fdb, fdb.query_engine.translate_kql(kql).sql)
 
 
 @pytest.fixture(scope="module")

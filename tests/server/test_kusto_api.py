@@ -70,6 +70,20 @@ def test_dynamic_values_and_render(kusto):
     assert json.loads(properties[0]["Value"])["Visualization"] == "table"
 
 
+def test_arg_max_and_top_nested_through_the_client(kusto):
+    latest = kusto.execute_query("shoal", "logs | summarize arg_max(_timestamp, message) "
+                                 "by service | sort by service asc").primary_results[0]
+    assert [(c.column_name, c.column_type) for c in latest.columns] == [
+        ("service", "string"), ("_timestamp", "datetime"), ("message", "string")]
+    assert [r["service"] for r in latest] == ["api", "db", "web", "worker"]
+    tops = kusto.execute_query("shoal", "logs | top-nested 2 of service by n = count(), "
+                               "top-nested 1 of level by count()").primary_results[0]
+    assert [(c.column_name, c.column_type) for c in tops.columns] == [
+        ("service", "string"), ("n", "long"), ("level", "string"),
+        ("aggregated_level", "long")]
+    assert len(list(tops)) == 2
+
+
 def test_a_syntax_error_is_a_kusto_error_naming_the_position(kusto):
     with pytest.raises((KustoApiError, KustoServiceError)) as e:
         kusto.execute_query("shoal", "logs | where level == ")

@@ -174,6 +174,43 @@ class Join(Operator):
 
 
 @dataclass(frozen=True)
+class SeriesAggregate:
+    """One aggregation of `make-series`: `[name =] aggregation [default = value]`."""
+
+    name: str | None
+    expr: Expr
+    default: Expr | None
+
+
+@dataclass(frozen=True)
+class MakeSeries(Operator):
+    aggregates: tuple[SeriesAggregate, ...]
+    axis: Expr
+    start: Expr | None
+    end: Expr | None
+    step: Expr
+    by: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True)
+class NestedLevel:
+    """One clause of `top-nested`: `[N] of [name =] expr [with others = c] by [name =] agg
+    [asc | desc]`."""
+
+    at: Token
+    count: Expr | None
+    value: Assignment
+    others: Expr | None
+    aggregate: Assignment
+    descending: bool = True
+
+
+@dataclass(frozen=True)
+class TopNested(Operator):
+    levels: tuple[NestedLevel, ...]
+
+
+@dataclass(frozen=True)
 class Render(Operator):
     visualization: str
     properties: dict[str, object] = field(default_factory=dict)

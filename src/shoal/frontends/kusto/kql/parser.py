@@ -5,6 +5,11 @@ Grammar (lowest precedence first):
     query      := (let ';')* pipeline ';'?
     let        := 'let' name '=' (pipeline | expr)
     pipeline   := source ('|' operator)*
+    operator   := where | project | summarize | ... | top-nested | make-series | join | render
+    top-nested := 'top-nested' [N] 'of' [name '='] expr ['with' 'others' '=' expr]
+                  'by' [name '='] aggregation ['asc' | 'desc'] (',' top-nested)*
+    make-series:= 'make-series' [name '='] aggregation ['default' '=' expr] (',' ...)*
+                  'on' axis ['from' start] ['to' end] 'step' size ['by' [name '='] expr, ...]
     source     := name | table('t' [, version=N | asof=datetime(..)]) | union legs
                 | '(' pipeline ')'
     expr       := and ('or' and)*
@@ -34,7 +39,8 @@ JOIN_KINDS = frozenset({"inner", "innerunique", "leftouter", "rightouter", "full
                         "leftsemi", "leftanti", "anti", "leftantisemi", "rightsemi",
                         "rightanti", "rightantisemi"})
 _OPERATORS = ("where, filter, project, project-away, project-rename, extend, summarize, take, "
-              "limit, top, sort, order, distinct, count, union, join or render")
+              "limit, top, top-nested, sort, order, distinct, count, make-series, union, join "
+              "or render")
 
 
 # Bounds that keep parsing and translating in bounded stack and memory (a query past one is
@@ -290,6 +296,10 @@ class _Parser:
             count = self.additive()
             self.expect_word("by")
             return ast.Top(t, count, tuple(self.sort_keys()))
+        if word == "top-nested":
+            return self.top_nested(t)
+        if word == "make-series":
+            return self.make_series(t)
         if word in ("sort", "order"):
             self.expect_word("by")
             return ast.Sort(t, tuple(self.sort_keys()))
@@ -351,6 +361,64 @@ class _Parser:
             self.advance()
             nulls_first = self.expect_word("first", "last").word == "first"
         return ast.SortKey(e, descending, nulls_first)
+
+    def top_nested(self, at: Token) -> ast.TopNested:
+        levels = [self.nested_level(at)]
+        while self.is_op(","):
+            self.advance()
+            levels.append(self.nested_level(self.expect_word("top-nested")))
+        return ast.TopNested(at, tuple(levels))
+
+    def nested_level(self, at: Token) -> ast.NestedLevel:
+        count = None if self.is_word("of") else self.additive()
+        self.expect_word("of")
+        value = self.assignment()
+        others = None
+        if self.is_word("with"):
+            self.advance()
+            self.expect_word("others")
+            self.expect_op("=")
+            others = self.additive()
+        self.expect_word("by")
+        aggregate = self.assignment()
+        descending = True
+        if self.is_word("asc", "desc"):
+            descending = self.advance().word == "desc"
+        return ast.NestedLevel(at, count, value, others, aggregate, descending)
+
+    def make_series(self, at: Token) -> ast.MakeSeries:
+        aggregates = [self.series_aggregate()]
+        while self.is_op(","):
+            self.advance()
+            aggregates.append(self.series_aggregate())
+        self.expect_word("on")
+        axis = self.additive()
+        if self.is_word("in"):
+            raise self.fail("'from', 'to' or 'step' (the 'in range(...)' form is not supported: "
+                            "write from start to end step size)")
+        start = end = None
+        if self.is_word("from"):
+            self.advance()
+            start = self.additive()
+        if self.is_word("to"):
+            self.advance()
+            end = self.additive()
+        self.expect_word("step")
+        step = self.additive()
+        by: list[ast.Assignment] = []
+        if self.is_word("by"):
+            self.advance()
+            by = self.assignments()
+        return ast.MakeSeries(at, tuple(aggregates), axis, start, end, step, tuple(by))
+
+    def series_aggregate(self) -> ast.SeriesAggregate:
+        a = self.assignment()
+        default = None
+        if self.is_word("default"):
+            self.advance()
+            self.expect_op("=")
+            default = self.additive()
+        return ast.SeriesAggregate(a.name, a.expr, default)
 
     def join(self, at: Token) -> ast.Join:
         kind = "innerunique"

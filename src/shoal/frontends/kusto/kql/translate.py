@@ -11,7 +11,9 @@ their table and are pushed down (pruning) whatever projections come first.
 
 Semantics kept from KQL: columns come out in KQL's order (summarize: `by` columns, then
 aggregations); `sort` defaults to descending, nulls last descending and first ascending;
-`take` is any n rows; ordering survives later projections and filters (the ORDER BY is
+`take` is any n rows; `arg_max`/`arg_min` pick, of a tie, the row whose returned columns
+sort first (so that both engines pick the same one); `top-nested` and `make-series` are
+described at their methods; ordering survives later projections and filters (the ORDER BY is
 carried outward); unnamed columns are named as Kusto names them (`count_`, `sum_x`,
 `percentile_x_95`, `attrs_http_method`, `Column1`...); `count` gives `Count`.
 `join` without `kind=` is Kusto's `innerunique` (the left side deduplicated by its keys,
@@ -22,6 +24,7 @@ null there; a column whose type differs between legs is read as a string).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -31,10 +34,12 @@ from shoal.frontends.kusto.kql.functions import AGGREGATE_PREFIX, AGGREGATES, pe
 from shoal.frontends.kusto.kql.lexer import Token
 from shoal.frontends.kusto.kql.parser import MAX_KQL_NESTING
 from shoal.frontends.kusto.kql.scalar import Scalars, path_name
-from shoal.frontends.kusto.kql.sqltext import (SPARK_TYPES, SqlBudget, over_bound, quote_ident,
-                                               quote_string, semantic)
+from shoal.frontends.kusto.kql.sqltext import (NUMERIC, SPARK_TYPES, Sql, SqlBudget, literal,
+                                               over_bound, quote_ident, quote_string, semantic)
 from shoal.frontends.kusto.kql.values import spark_timestamp
 
+# The most bins one `make-series` writes: each bin is a term of the statement's arrays.
+MAX_SERIES_BINS = 4096
 JOIN_SQL = {"inner": "INNER JOIN", "innerunique": "INNER JOIN", "leftouter": "LEFT OUTER JOIN",
             "rightouter": "RIGHT OUTER JOIN", "fullouter": "FULL OUTER JOIN",
             "leftsemi": "LEFT SEMI JOIN", "leftanti": "LEFT ANTI JOIN",
@@ -310,16 +315,22 @@ class _Translator:
         items: list[tuple[str, str]] = []
         outputs: list[Column] = []
         group: list[str] = []
+        kinds: list[str | None] = []
         by_names: set[str] = set()
         for a in op.by:
             value = self.scalars.translate(a.expr, scope)
             name = a.name or self.by_name(a.expr)
             group.append(value.text)
+            kinds.append(value.kind)
             items.append((value.text, name))
             outputs.append(Column(name, value.kind))
             by_names.add(name)
+        ranks: dict[int, str] = {}
+        picks = [a for a in op.aggregates if _is_arg_pick(a.expr)]
+        if picks:
+            stage, ranks = self.rank_rows(stage, picks, list(zip(group, kinds, strict=True)))
         for a in op.aggregates:
-            for text, name, kind in self.aggregate(a, stage, by_names):
+            for text, name, kind in self.aggregate(a, stage, by_names, ranks):
                 if name in (c.name for c in outputs):
                     raise semantic(f"a column named '{name}' is produced twice", a.expr.at)
                 items.append((text, name))
@@ -328,26 +339,63 @@ class _Translator:
                         group=group, carried=None)
         return stage
 
-    def aggregate(self, a: ast.Assignment, stage: Stage, by_names: set[str]
-                  ) -> list[tuple[str, str, str | None]]:
+    def rank_rows(self, stage: Stage, picks: list[ast.Assignment],
+                  group: list[tuple[str, str | None]]) -> tuple[Stage, dict[int, str]]:
+        """The rows of `stage` numbered for each `arg_max`/`arg_min` of a summarize: 1 for the
+        row it picks in its group. Ordered by the expression (nulls last: a row whose value is
+        null is picked only when the whole group's is), then by every column it returns,
+        ascending, nulls first, so that a tie picks the same values on either engine."""
+        scope = stage.scope()
+        numbers: list[str] = []
+        ranks: dict[int, str] = {}
+        for a in picks:
+            e = a.expr
+            assert isinstance(e, ast.Call)
+            if len(e.args) < 2:
+                raise semantic(f"{e.name}(by, column, ...) takes 2+ arguments", e.at)
+            if isinstance(e.args[0], ast.Star):
+                raise semantic(f"{e.name}() maximizes an expression, not '*'", e.args[0].at)
+            by = self.scalars.translate(e.args[0], scope)
+            keys = [f"{_key(by.text, by.kind)} {'DESC' if e.name == 'arg_max' else 'ASC'} "
+                    "NULLS LAST"]
+            for arg in e.args[1:]:
+                if isinstance(arg, ast.Star):
+                    keys += [f"{_key(quote_ident(c.name), c.kind)} ASC NULLS FIRST"
+                             for c in stage.outputs if c.kind != "array"]
+                else:
+                    value = self.scalars.translate(arg, scope)
+                    keys.append(f"{_key(value.text, value.kind)} ASC NULLS FIRST")
+            name = f"__kql_pick{len(numbers) + 1}"
+            part = f"PARTITION BY {', '.join(_key(t, k) for t, k in group)} " if group else ""
+            keys = list(dict.fromkeys(keys))
+            numbers.append(f"row_number() OVER ({part}ORDER BY {', '.join(keys)}) AS {name}")
+            ranks[id(e)] = name
+        cols = ", ".join(quote_ident(c.name) for c in stage.outputs)
+        frm = self.scalars.budget.spend(
+            f"(SELECT {cols}, {', '.join(numbers)} FROM ({stage.sql()}) AS {self.alias()}) "
+            f"AS {self.alias()}", self.at)
+        return Stage.reading(frm, stage.outputs), ranks
+
+    def aggregate(self, a: ast.Assignment, stage: Stage, by_names: set[str],
+                  ranks: Mapping[int, str]) -> list[tuple[str, str, str | None]]:
         e = a.expr
         scope = stage.scope()
         if isinstance(e, ast.Call) and e.name in ("arg_max", "arg_min"):
-            if len(e.args) < 2:
-                raise semantic(f"{e.name}(by, column, ...) takes 2+ arguments", e.at)
+            picked = ranks[id(e)]
+
+            def pick(text: str) -> str:
+                return f"max(CASE WHEN {picked} = 1 THEN {text} END)"
+
             by = self.scalars.translate(e.args[0], scope)
-            fn = "max" if e.name == "arg_max" else "min"
-            out = [(f"{fn}({by.text})", a.name or self.column_name(e.args[0]), by.kind)]
+            out = [(pick(by.text), a.name or self.column_name(e.args[0]), by.kind)]
             for arg in e.args[1:]:
                 if isinstance(arg, ast.Star):
                     cols = [c for c in stage.outputs if c.name not in by_names
                             and c.name != out[0][1]]
-                    out += [(f"{fn}_by({quote_ident(c.name)}, {by.text})", c.name, c.kind)
-                            for c in cols]
+                    out += [(pick(quote_ident(c.name)), c.name, c.kind) for c in cols]
                 else:
                     value = self.scalars.translate(arg, scope)
-                    out.append((f"{fn}_by({value.text}, {by.text})", self.column_name(arg),
-                                value.kind))
+                    out.append((pick(value.text), self.column_name(arg), value.kind))
             return out
         if isinstance(e, ast.Call) and e.name == "percentiles":
             if len(e.args) < 2:
@@ -445,6 +493,176 @@ class _Translator:
         return replace(stage, items=[("count(*)", "Count")], outputs=[Column("Count", "long")],
                        passthrough=set(), group=[], carried=None)
 
+    def op_topnested(self, stage: Stage, op: ast.TopNested) -> Stage:
+        """Level by level: the rows' groups by the level's value (within the groups the levels
+        above kept), the top N of them by the aggregation in each (ties by the value,
+        ascending, nulls first), and with `with others` one row more per group above,
+        aggregating the rows outside its top N, with the levels below left null. One
+        statement: a WITH per level, the rows a level keeps joined (null-safe) to the next."""
+        scope = stage.scope()
+        levels: list[_Level] = []
+        names: set[str] = set()
+        for clause in op.levels:
+            value = self.scalars.translate(clause.value.expr, scope)
+            agg = self.scalars.translate(clause.aggregate.expr, scope, aggregates=True)
+            if not agg.aggregate:
+                raise semantic("top-nested ranks by an aggregation (count(), sum(x), ...)",
+                               clause.aggregate.expr.at)
+            vname = clause.value.name or self.column_name(clause.value.expr)
+            aname = clause.aggregate.name or f"aggregated_{vname}"
+            for name, e in ((vname, clause.value.expr), (aname, clause.aggregate.expr)):
+                if name in names:
+                    raise semantic(f"a column named '{name}' is produced twice", e.at)
+                names.add(name)
+            others = None
+            if clause.others is not None:
+                o = self.scalars.translate(clause.others, {})
+                text_kinds = ("string", "dynamic")
+                if not o.is_const or not (o.kind == value.kind or o.kind is None or (
+                        o.kind in NUMERIC and value.kind in NUMERIC) or (
+                        o.kind in text_kinds and value.kind in text_kinds)):
+                    raise semantic(f"with others = takes a constant {value.kind or 'value'} "
+                                   f"(the type of '{vname}')", clause.others.at)
+                others = o.text if o.kind == value.kind or o.kind in text_kinds else \
+                    f"CAST({o.text} AS {SPARK_TYPES.get(value.kind or '', 'STRING')})"
+            count = None if clause.count is None else self.count_of(clause.count, "top-nested")
+            levels.append(_Level(value, agg, vname, aname, others, count, clause.descending))
+        p = self.alias()
+        cols = [quote_ident(c.name) for c in stage.outputs]
+        values = [f"{lv.value.text} AS __kql_v{i}" for i, lv in enumerate(levels, 1)]
+        ctes = [f"{p}_r0 AS (SELECT {', '.join(cols + values)} FROM ({stage.sql()}) AS {p}_in)"]
+        parts: list[str] = []
+        k = len(levels)
+        for i, lv in enumerate(levels, 1):
+            above = [f"__kql_{x}{j}" for j in range(1, i) for x in ("v", "a")]
+            keys = [f"__kql_v{j}" for j in range(1, i + 1)]
+            outer = [f"r.{c}" for c in above]
+            grouped = (f"SELECT {', '.join([*outer, f'r.__kql_v{i}'])}, {lv.agg.text} AS "
+                       f"__kql_a{i} FROM {p}_r{i - 1} AS r GROUP BY "
+                       f"{', '.join([*outer, f'r.__kql_v{i}'])}")
+            if lv.count is not None:
+                part = ("PARTITION BY " + ", ".join(
+                    _key(f"__kql_v{j}", levels[j - 1].value.kind) for j in range(1, i)) + " "
+                    if i > 1 else "")
+                order = (f"{_key(f'__kql_a{i}', lv.agg.kind)} "
+                         f"{'DESC' if lv.descending else 'ASC'} NULLS LAST, "
+                         f"{_key(f'__kql_v{i}', lv.value.kind)} ASC NULLS FIRST")
+                level_cols = ", ".join([*above, f"__kql_v{i}", f"__kql_a{i}"])
+                grouped = (f"SELECT {level_cols} FROM (SELECT {level_cols}, row_number() OVER "
+                           f"({part}ORDER BY {order}) AS __kql_n FROM ({grouped}) AS {p}_g) "
+                           f"AS {p}_n WHERE __kql_n <= {lv.count}")
+            ctes.append(f"{p}_t{i} AS ({grouped})")
+            on = " AND ".join(f"r.{c} <=> t.{c}" for c in keys)
+            if i < k:
+                ctes.append(f"{p}_r{i} AS (SELECT r.*, t.__kql_a{i} FROM {p}_r{i - 1} AS r "
+                            f"JOIN {p}_t{i} AS t ON {on})")
+            if lv.others is not None:
+                # Nulls of the lower levels' types, written as values of those types that
+                # are never taken (both engines read these; a bare typed NULL not everywhere).
+                below = [f"{text} AS __kql_{x}{j}" for j in range(i + 1, k + 1)
+                         for x, text in (("v", f"max(IF(FALSE, r.__kql_v{j}, NULL))"),
+                                         ("a", f"IF(FALSE, {levels[j - 1].agg.text}, NULL)"))]
+                group = f" GROUP BY {', '.join(outer)}" if outer else " HAVING count(*) > 0"
+                parts.append(f"SELECT {', '.join([*outer, f'{lv.others} AS __kql_v{i}'])}, "
+                             f"{lv.agg.text} AS __kql_a{i}{''.join(', ' + b for b in below)} "
+                             f"FROM {p}_r{i - 1} AS r LEFT ANTI JOIN {p}_t{i} AS t ON {on}"
+                             f"{group}")
+        every = [f"__kql_{x}{j}" for j in range(1, k + 1) for x in ("v", "a")]
+        parts.insert(0, f"SELECT {', '.join(every)} FROM {p}_t{k}")
+        body = " UNION ALL ".join(f"({part})" if len(parts) > 1 else part for part in parts)
+        outputs = [Column(name, kind) for lv in levels
+                   for name, kind in ((lv.vname, lv.value.kind), (lv.aname, lv.agg.kind))]
+        select = ", ".join(f"__kql_{x}{j} AS {quote_ident(c.name)}" for (j, x), c in zip(
+            ((j, x) for j in range(1, k + 1) for x in ("v", "a")), outputs, strict=True))
+        frm = self.scalars.budget.spend(
+            f"(WITH {', '.join(ctes)} SELECT {select} FROM ({body}) AS {p}_u) AS {p}", self.at)
+        return Stage.reading(frm, outputs)
+
+    def op_makeseries(self, stage: Stage, op: ast.MakeSeries) -> Stage:
+        """One row per group of the `by` values that has rows in [from, to): each aggregation
+        as an array over the bins from + i * step, the default (0 unless given) where a bin
+        has no rows or its aggregation is null, and the axis as the array of bin starts.
+        Each bin is aggregated per group, then the arrays are written out bin by bin."""
+        if op.start is None or op.end is None:
+            raise semantic("make-series takes 'from' and 'to' (shoal builds the bins from "
+                           "them)", op.at)
+        if stage.shaped:
+            stage = self.wrap(stage)
+        scope = stage.scope()
+        axis = self.scalars.translate(op.axis, scope)
+        start, end, step = (self.scalars.translate(e, {}) for e in (op.start, op.end, op.step))
+        at = op.step.at
+        if axis.kind == "timestamp":
+            if start.kind != "timestamp" or end.kind != "timestamp" or not (
+                    start.is_const and end.is_const):
+                raise semantic("make-series over a datetime takes constant datetimes 'from' "
+                               "and 'to'", op.start.at)
+            if step.kind != "timespan" or not step.is_const or step.const < 1_000:
+                raise semantic("make-series over a datetime takes a constant timespan step "
+                               "of at least 1 microsecond", at)
+            lo, hi, size = start.const // 1_000, end.const // 1_000, step.const // 1_000
+            bin_of = f"((unix_micros({axis.text}) - {lo}) DIV {size})"
+        elif axis.kind in NUMERIC:
+            if not all(x.is_const and x.kind in NUMERIC for x in (start, end, step)):
+                raise semantic("make-series over a number takes constant numbers 'from', "
+                               "'to' and 'step'", op.start.at)
+            lo, hi, size = start.const, end.const, step.const
+            if size <= 0:
+                raise semantic("make-series takes a positive step", at)
+            bin_of = f"CAST(floor(({axis.text} - {start.text}) / {step.text}) AS BIGINT)"
+        else:
+            raise semantic(f"make-series takes a datetime or numeric axis, not "
+                           f"{axis.kind or 'an untyped value'}", op.axis.at)
+        bins = -(-(hi - lo) // size) if isinstance(size, int) and isinstance(lo, int) and \
+            isinstance(hi, int) else math.ceil((hi - lo) / size)
+        if not 1 <= bins <= MAX_SERIES_BINS:
+            raise semantic(f"make-series makes 1 to {MAX_SERIES_BINS} bins, not {bins}", at)
+        inner: list[str] = []
+        group: list[str] = []
+        items: list[tuple[str, str]] = []
+        outputs: list[Column] = []
+        for j, a in enumerate(op.by, 1):
+            value = self.scalars.translate(a.expr, scope)
+            inner.append(f"{value.text} AS __kql_b{j}")
+            group.append(value.text)
+            items.append((f"__kql_b{j}", a.name or self.by_name(a.expr)))
+            outputs.append(Column(items[-1][1], value.kind))
+        for j, sa in enumerate(op.aggregates, 1):
+            value = self.scalars.translate(sa.expr, scope, aggregates=True)
+            if not value.aggregate:
+                raise semantic("make-series takes aggregations (count(), avg(x), ...)",
+                               sa.expr.at)
+            default = literal("long", 0, sa.expr.at) if sa.default is None else \
+                self.scalars.translate(sa.default, {})
+            if not default.is_const:
+                raise semantic("default = takes a constant", sa.default.at if sa.default
+                               else sa.expr.at)
+            inner.append(f"{value.text} AS __kql_s{j}")
+            cells = ", ".join(f"coalesce(max(CASE WHEN __kql_bin = {i} THEN __kql_s{j} END), "
+                              f"{default.text})" for i in range(bins))
+            items.append((f"array({cells})", sa.name or self.aggregate_name(sa.expr)))
+            outputs.append(Column(items[-1][1], "array"))
+        starts = [literal("timestamp", start.const + i * step.const, at).text
+                  if axis.kind == "timestamp" else repr(lo + i * size) for i in range(bins)]
+        items.append((f"array({', '.join(starts)})", self.column_name(op.axis)))
+        outputs.append(Column(items[-1][1], "array"))
+        if len({name for _, name in items}) != len(items):
+            raise semantic("make-series produces two columns of one name (name them with "
+                           "'name = ')", op.at)
+        lower, upper = (literal("timestamp" if axis.kind == "timestamp" else x.kind or "real",
+                                x.const, at)
+                        for x in (start, end))
+        inner_sql = (f"SELECT {', '.join(inner)}, {bin_of} AS __kql_bin FROM ({stage.sql()}) "
+                     f"AS {self.alias()} WHERE {axis.text} >= {lower.text} AND {axis.text} < "
+                     f"{upper.text} GROUP BY {', '.join([*group, bin_of])}")
+        keys = [f"__kql_b{j}" for j in range(1, len(op.by) + 1)]
+        select = ", ".join(f"{text} AS {quote_ident(name)}" for text, name in items)
+        tail = f" GROUP BY {', '.join(keys)}" if keys else " HAVING count(*) > 0"
+        frm = self.scalars.budget.spend(
+            f"(SELECT {select} FROM ({inner_sql}) AS {self.alias()}{tail}) AS {self.alias()}",
+            self.at)
+        return Stage.reading(frm, outputs)
+
     def op_union(self, stage: Stage, op: ast.Union) -> Stage:
         legs = [stage] + [self.pipeline(leg) for leg in op.legs]
         return self.union(legs, None, op.with_source)
@@ -534,6 +752,30 @@ def _first_token(p: ast.Pipeline) -> Token:
     return src.at
 
 
+@dataclass(frozen=True)
+class _Level:
+    """One translated clause of `top-nested`."""
+
+    value: Sql
+    agg: Sql
+    vname: str
+    aname: str
+    others: str | None
+    count: int | None
+    descending: bool
+
+
+def _key(text: str, kind: str | None) -> str:
+    """A window's PARTITION BY / ORDER BY key: a real as an expression, not the bare value.
+    The embedded engine hands a bare double key's -0.0 back as 0.0 in the rows it numbers
+    (measured); an expression of it sorts and partitions alike and leaves the rows alone."""
+    return f"(-(-{text}))" if kind == "real" else text
+
+
+def _is_arg_pick(e: ast.Expr) -> bool:
+    return isinstance(e, ast.Call) and e.name in ("arg_max", "arg_min")
+
+
 def _conjuncts(e: ast.Expr) -> list[ast.Expr]:
     if isinstance(e, ast.Binary) and e.op == "and":
         return _conjuncts(e.left) + _conjuncts(e.right)
@@ -542,7 +784,8 @@ def _conjuncts(e: ast.Expr) -> list[ast.Expr]:
 
 def _dedupe(stage: Stage, keys: list[str], alias: str) -> str:
     cols = ", ".join(quote_ident(c.name) for c in stage.outputs)
-    part = ", ".join(quote_ident(k) for k in keys)
+    kinds = {c.name: c.kind for c in stage.outputs}
+    part = ", ".join(_key(quote_ident(k), kinds.get(k)) for k in keys)
     return (f"SELECT {cols} FROM (SELECT {cols}, row_number() OVER (PARTITION BY {part} "
             f"ORDER BY {part}) AS __kql_rn FROM ({stage.sql()}) AS {alias}) AS {alias}_u "
             "WHERE __kql_rn = 1")
