@@ -9,13 +9,12 @@ of its family left to Spark, with the reason. Importing this package registers t
 from __future__ import annotations
 
 from shoal.query.embedded.functions import (aggregates, casts, conditional, decimals, numbers,
-                                           regex, strings, time, windows)
-from shoal.query.embedded.functions import kql_support  # after aggregates: it refines a note
+                                           regex, statistics, strings, time, windows)
 from shoal.query.embedded.vetting import ANONYMOUS, FUNCTIONS, SPARK_ONLY, SPELLINGS
 
 __all__ = ["ANONYMOUS", "FUNCTIONS", "SPARK_ONLY", "SPELLINGS", "aggregates", "casts",
-           "conditional", "decimals", "function_table_markdown", "kql_support", "numbers",
-           "regex", "strings", "time", "windows"]
+           "conditional", "decimals", "function_table_markdown", "numbers", "regex",
+           "statistics", "strings", "time", "windows"]
 
 
 def function_table_markdown() -> str:
