@@ -13,7 +13,9 @@ where Spark's own answer is an estimate or depends on how its rows were split.
   summary gives exactly that value while a group holds at most half the accuracy (default
   10000) values; over larger groups Spark's answer is an estimate whose rank is within
   ceil(n / accuracy) of this one (both measured: one value more than half the accuracy is
-  already off by a rank), and the embedded engine answers the exact rank.
+  already off by a rank), and the embedded engine answers the exact rank. A group holding a
+  NaN goes to Spark: its summary places a NaN by comparisons a NaN fails, so where it lands
+  depends on the order of the rows (measured: NaN answered where -1e308 was the rank).
 - `approx_count_distinct(x [, rsd])`: the exact number of distinct non-null values (a
   bigint). Spark's HyperLogLog++ answer is an estimate: measured from 1 to 100,000 distinct
   values it was within three times rsd (default 0.05) of the exact count, and not always
@@ -173,6 +175,12 @@ def _rewrite_percentile_approx(node: exp.Expr, kinds: tuple) -> exp.Expr:
     tree = _ranked(node.this, as_double=False, p=p,
                    body="CASE WHEN __n = 0 THEN NULL "
                         "ELSE pick(greatest(1, CAST(ceil(__p * __n) AS BIGINT))) END")
+    if spark_type(node.this) not in INTEGERS:
+        nan = _template("bool_or(isnan(__v))", v=cast_to(exp.Paren(this=node.this.copy()),
+                                                           "DOUBLE"))
+        tree = exp.Paren(this=exp.Case(ifs=[exp.If(this=nan, true=not_identical(
+            "percentile_approx() over a NaN (where Spark's summary places it depends on the "
+            "order of the rows)"))], default=tree))
     if spark_type(node.this) == T.BIGINT:
         # Spark's summary holds doubles: a bigint comes back through the nearest double
         # (Java's conversion back saturates at the largest bigint).
@@ -240,7 +248,8 @@ FUNCTIONS.update({
         "of numbers, one literal percentage p: the exact value at rank max(1, ceil(p * n)) "
         "of the sorted values, of x's type. That is Spark's answer while a group holds at "
         "most half the accuracy (default 10000) values; over larger groups Spark estimates, "
-        "within ceil(n / accuracy) ranks of this answer"),
+        "within ceil(n / accuracy) ranks of this answer. A group holding a NaN goes to Spark "
+        "(where its summary places a NaN depends on the order of the rows)"),
     exp.ApproxDistinct: Function(
         "approx_count_distinct", _vet_approx_count_distinct, fixed_type(T.BIGINT),
         _rewrite_approx_count_distinct,
