@@ -116,6 +116,16 @@ STATEMENTS: list[Statement] = [
         "percentile_approx(duration_ms, 0.99) AS p99 FROM logs GROUP BY service"),
     sql("p95_exact", "SELECT percentile(duration_ms, 0.95) AS p95 FROM logs"),
     sql("median", "SELECT median(duration_ms) AS p50 FROM logs"),
+    sql("p95_exact_per_level", "SELECT level, percentile(duration_ms, 0.95) AS p95, "
+        "percentile(status, 0.5) FILTER (WHERE service = 'svc-1') AS svc1_status FROM logs "
+        "GROUP BY level"),
+    # ---- spread and distinct counts (a variance agrees with Spark to 1e-12, not bit for bit;
+    # approx_count_distinct is the exact count here, an estimate in Spark) -----------------
+    sql("latency_spread_per_service",
+        "SELECT service, stddev(duration_ms) AS sd, variance(duration_ms) AS var, "
+        "stddev_pop(duration_ms) AS sd_pop FROM logs GROUP BY service"),
+    sql("distinct_services_approx", "SELECT approx_count_distinct(service) AS services, "
+        "approx_count_distinct(level) AS levels FROM logs"),
     sql(ONE_SERVICE_15M,
         "SELECT count(*) AS n, avg(duration_ms) AS avg_ms, "
         "percentile_approx(duration_ms, 0.95) AS p95 FROM logs "

@@ -206,7 +206,7 @@ TO_SPARK = [
     ("SELECT service / 2 AS half FROM logs", "only on numbers"),
     ("SELECT service, status + 1 FROM logs QUALIFY rank() OVER (ORDER BY status) <= 2",
      "beside QUALIFY"),
-    ("SELECT stddev(dur) AS s FROM logs", "stddev"),
+    ("SELECT percentile(dur, array(0.5, 0.9)) AS p FROM logs", "array of percentages"),
     ("SELECT try_cast(code AS STRING) AS s FROM logs", "try_cast"),
     ("SELECT service, ntile(4) OVER (ORDER BY status) AS r FROM logs", "window function"),
     ("SELECT count(*) AS n FROM logs WHERE service = 1", "compares string with number"),

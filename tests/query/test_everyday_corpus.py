@@ -53,7 +53,9 @@ def rows(table: pa.Table, ordered: bool) -> list[tuple]:
 
 
 def same_floats(a: list[tuple], b: list[tuple]) -> bool:
-    """Rows equal, floats to 1e-9 relative (a sum's order may differ in the last bits)."""
+    """Rows equal, floats to 1e-9 relative (a sum's order may differ in the last bits, and a
+    variance agrees with Spark's to 1e-12 of its values' mean square: see
+    shoal.query.embedded.functions.statistics)."""
     if len(a) != len(b):
         return False
     for ra, rb in zip(a, b, strict=True):

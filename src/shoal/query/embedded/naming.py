@@ -33,9 +33,15 @@ _FUNCTION_NAMES: dict[type[exp.Expr], str] = {
     exp.ArgMin: "min_by", exp.First: "first", exp.Last: "last", exp.AnyValue: "any_value",
     exp.ArrayAgg: "collect_list", exp.ArrayUniqueAgg: "collect_set", exp.ArraySize: "size",
     exp.ArrayContains: "array_contains", exp.ArrayToString: "array_join",
+    exp.Stddev: "stddev",
+    exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "variance",
+    exp.VariancePop: "var_pop", exp.Median: "median",
+    exp.ApproxDistinct: "approx_count_distinct",
 }
 # Spark's other spellings sqlglot keeps as plain calls (see SPELLINGS in vetting).
-_PLAIN_CALLS = {"every", "some", "mean"}
+_PLAIN_CALLS = {"every", "some", "mean", "std"}
+# A percentage as Spark prints a decimal literal: as written, with its scale.
+_PERCENTAGE = re.compile(r"(0|[1-9]\d*)(\.\d+)?")
 _BINARY: dict[type[exp.Expr], str] = {
     exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.IntDiv: "div",
     exp.EQ: "=", exp.NullSafeEQ: "<=>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
@@ -121,8 +127,12 @@ class _Renderer:
             asc = e.args.get("asc")
             order = "false" if isinstance(asc, exp.Boolean) and not asc.this else "true"
             return f"sort_array({r(e.this)}, {order})"
+        if isinstance(e, (exp.Quantile, exp.ApproxQuantile)):
+            return self.percentile(e)
         if isinstance(e, exp.Anonymous) and str(e.this).lower() in _PLAIN_CALLS:
             return self.call(str(e.this).lower(), list(e.expressions))
+        if isinstance(e, exp.ApproxDistinct) and e.args.get("accuracy") is not None:
+            raise NotLocal(f"the name Spark gives {describe(e)}")
         if type(e) in _FUNCTION_NAMES or isinstance(e, (exp.Trim, exp.Pad, exp.StrPosition)):
             return self.function(e)
         raise NotLocal(f"the unaliased expression {describe(e)} (Spark's generated column "
@@ -139,6 +149,18 @@ class _Renderer:
             parts.append(f"ELSE {self.render(e.args['default'])}")
         parts.append("END")
         return " ".join(parts)
+
+    def percentile(self, e: exp.Expr) -> str:
+        """percentile(x, p, 1) and percentile_approx(x, p, accuracy): Spark prints the
+        frequency and the accuracy it fills in."""
+        q = e.args.get("quantile")
+        if not (isinstance(q, exp.Literal) and _PERCENTAGE.fullmatch(q.name)):
+            raise NotLocal(f"the name Spark gives {describe(e)}")
+        if isinstance(e, exp.ApproxQuantile):       # (a kind of exp.Quantile in sqlglot)
+            accuracy = e.args.get("accuracy")
+            last = self.render(accuracy) if accuracy is not None else "10000"
+            return f"percentile_approx({self.render(e.this)}, {q.name}, {last})"
+        return f"percentile({self.render(e.this)}, {q.name}, 1)"
 
     def function(self, e: exp.Expr) -> str:
         name = _FUNCTION_NAMES.get(type(e), "")

@@ -9,14 +9,13 @@ of its family left to Spark, with the reason. Importing this package registers t
 from __future__ import annotations
 
 from shoal.query.embedded.functions import (aggregates, casts, conditional, decimals, numbers,
-                                           regex, strings, time, windows)
+                                           regex, statistics, strings, time, windows)
 from shoal.query.embedded.functions import collections  # after regex: it widens size()
-from shoal.query.embedded.functions import kql_support  # after aggregates: it refines a note
 from shoal.query.embedded.vetting import ANONYMOUS, FUNCTIONS, SPARK_ONLY, SPELLINGS
 
 __all__ = ["ANONYMOUS", "FUNCTIONS", "SPARK_ONLY", "SPELLINGS", "aggregates", "casts",
-           "collections", "conditional", "decimals", "function_table_markdown", "kql_support",
-           "numbers", "regex", "strings", "time", "windows"]
+           "collections", "conditional", "decimals", "function_table_markdown", "numbers",
+           "regex", "statistics", "strings", "time", "windows"]
 
 
 def function_table_markdown() -> str:

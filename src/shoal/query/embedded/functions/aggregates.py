@@ -1,8 +1,7 @@
 """Aggregate functions with Spark's meaning and Spark's result types on the embedded engine:
 count (bigint), sum (bigint over integers, double over doubles), avg (double), min / max and
-the boolean aggregates. The variances stay on Spark: both engines update a running mean and
-sum of squares row by row, but with the operations in another order, and the answers differ
-in the last bits over large values.
+the boolean aggregates. The statistical aggregates (percentiles, variances, distinct-count
+estimates) and the rules they answer by are in `shoal.query.embedded.functions.statistics`.
 """
 
 from __future__ import annotations
@@ -82,15 +81,8 @@ SPELLINGS.update({
 })
 
 SPARK_ONLY.update({
-    "stddev, stddev_samp, stddev_pop, std, variance, var_samp, var_pop":
-        "Spark updates the running mean and sum of squares in another arithmetic order than "
-        "DuckDB (measured: the last bits differ over large values)",
     "any": "sqlglot reads any(x) as the ANY of a comparison; bool_or(x) and some(x) are "
            "answered here",
-    "percentile, median": "Spark interpolates between its counted values in another "
-                          "arithmetic order than DuckDB's quantile_cont (last bits differ)",
-    "percentile_approx, approx_percentile": "Spark's quantile sketch; its rule for exact "
-                                            "answers is not reproduced yet",
-    "approx_count_distinct": "Spark's HyperLogLog++ sketch estimates differently from "
-                             "DuckDB's",
+    "percentile, percentile_approx, approx_percentile with an array of percentages":
+        "an array of percentiles is not built on the embedded engine yet",
 })

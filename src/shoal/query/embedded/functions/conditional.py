@@ -100,6 +100,18 @@ def _vet_filter(node: exp.Expr) -> None:
     _need_condition(node, where.this if isinstance(where, exp.Where) else where)
 
 
+def _rewrite_filter(node: exp.Expr, kinds: tuple) -> exp.Expr:
+    """An aggregate rewritten into an expression over several aggregates (the statistical
+    ones) takes the FILTER on each of them; DuckDB's FILTER follows an aggregate call."""
+    if isinstance(node.this, exp.AggFunc):
+        return node.copy()
+    inner = node.this.copy()
+    for agg in list(inner.find_all(exp.AggFunc)):
+        if agg.find_ancestor(exp.Subquery, exp.Filter) is None:
+            agg.replace(exp.Filter(this=agg.copy(), expression=node.expression.copy()))
+    return inner
+
+
 FUNCTIONS.update({
     exp.Case: Function("case", _vet_case, lambda n: branch_type(_case_branches(n)), None,
                        "CASE [x] WHEN ... THEN ... ELSE ... END; branches of one type family "
@@ -116,6 +128,7 @@ FUNCTIONS.update({
                        "branches of one type family (numbers widen)"),
     exp.CountIf: Function("count_if", _vet_count_if, fixed_type(T.BIGINT), _rewrite_count_if,
                           "of a boolean; bigint answer, 0 where no row counts"),
-    exp.Filter: Function("FILTER (WHERE ...)", _vet_filter, lambda n: spark_type(n.this), None,
+    exp.Filter: Function("FILTER (WHERE ...)", _vet_filter, lambda n: spark_type(n.this),
+                         _rewrite_filter,
                          "on every aggregate the embedded engine answers"),
 })
