@@ -43,7 +43,7 @@ def server(tmp_path_factory) -> Iterator[ServerHandle]:
             assert http.post("/v1/ingest/blobs", content=body).status_code == 200
             # Spark warms up in the background; the first query waits for it.
             r = http.post("/v1/query", json={"sql": "SELECT count(*) AS c FROM nums"})
-            assert r.json()["rows"] == [[NUMS]], r.text
+            assert r.status_code == 200 and r.json()["rows"] == [[NUMS]], r.text
         yield srv
 
 
