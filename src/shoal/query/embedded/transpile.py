@@ -57,9 +57,8 @@ from shoal.query.embedded.functions.time import shifts_time
 from shoal.query.embedded.naming import spark_name
 from shoal.query.embedded.vetting import (ARROW_TYPES, NOT_IDENTICAL_MARK, NotLocal, T, cast_to,
                                           decimal_of, describe, family_of, is_date_literal,
-                                          is_ts_literal,
-                                          not_identical, operand_kinds, rule_for, same_family,
-                                          spark_type)
+                                          int_literal, is_ts_literal, not_identical,
+                                          operand_kinds, rule_for, same_family, spark_type)
 from shoal.query.planner import BYTE_FUNCTIONS, _timestamp_us_as_ns
 
 # What callers import from here: the statement check and the tables docs/sql.md shows.
@@ -143,6 +142,7 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
     functions = frozenset(str(a.this).lower() for a in typed.find_all(exp.Anonymous))
     # The vetted functions first, innermost first (a rewrite copies its operands), with
     # their operands' Spark types taken before anything is rewritten.
+    zero_plans = [p for select in typed.find_all(exp.Select) for p in _zero_plans(select)]
     pending = [(node, rule.rewrite, operand_kinds(node))
                for node in reversed(list(typed.walk()))
                if (rule := rule_for(node)) is not None and rule.rewrite is not None]
@@ -150,6 +150,8 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
         node.replace(rewrite(node, kinds))
     for node in list(typed.walk()):
         _rewrite(node)
+    for plan in zero_plans:
+        plan()
     try:
         sql = typed.sql(dialect="duckdb", identify=True)
     except SqlglotError as e:
@@ -174,9 +176,17 @@ def _vet(node: exp.Expr) -> None:
     if isinstance(node, exp.Ordered):
         if family_of(node.this) is None:
             raise NotLocal(f"ORDER BY {describe(node.this)} (not a plain scalar type)")
+        if isinstance(node.parent, exp.Order) and isinstance(
+                node.parent.parent, exp.SetOperation) and _is_double(node.this):
+            raise NotLocal(f"ORDER BY {describe(node.this)} over a UNION (DuckDB hands a "
+                           "sorted double back as its key, -0.0 as 0.0)")
         return
     if isinstance(node, _COMPARISONS):
         same_family(node, node.this, node.expression)
+        if isinstance(node, (exp.EQ, exp.NullSafeEQ)) and _joins_doubles(node.this,
+                                                                          node.expression):
+            raise NotLocal(f"{describe(node)} matches doubles of two tables (the local "
+                           "engine's hash join misses -0.0 against 0.0, and NaN)")
         return
     if isinstance(node, exp.Between):
         for bound in (node.args.get("low"), node.args.get("high")):
@@ -189,6 +199,9 @@ def _vet(node: exp.Expr) -> None:
             if len(sel.selects) != 1:
                 raise NotLocal(f"IN over {len(sel.selects)} columns")
             same_family(node, node.this, sel.selects[0])
+            if _is_double(sel.selects[0]):
+                raise NotLocal(f"IN over a subquery of doubles ({describe(node.this)}): the "
+                               "local engine's hash join misses -0.0 against 0.0, and NaN")
         else:
             for value in node.expressions:
                 same_family(node, node.this, value)
@@ -244,6 +257,20 @@ def _vet(node: exp.Expr) -> None:
                        "vetted list")
     raise NotLocal(f"{node.key.upper()} ({describe(node)}) is not on the local engine's "
                    "vetted list")
+
+
+def _is_double(node: exp.Expr) -> bool:
+    return spark_type(node.this if isinstance(node, exp.Alias) else node) in (T.DOUBLE,
+                                                                              T.FLOAT)
+
+
+def _joins_doubles(a: exp.Expr, b: exp.Expr) -> bool:
+    """Whether an equality compares doubles taken from different tables (a join key)."""
+    if not (_is_double(a) and _is_double(b)):
+        return False
+    tables_a = {c.table for c in a.find_all(exp.Column)}
+    tables_b = {c.table for c in b.find_all(exp.Column)}
+    return bool(tables_a) and bool(tables_b) and tables_a != tables_b
 
 
 # ---- output names and types -----------------------------------------------------------------
@@ -355,6 +382,102 @@ def _rewrite(node: exp.Expr) -> None:
                                                ("DOUBLE", "OBJECT", "ARRAY")])
         fail = not_identical("a JSON number or object")
         node.replace(exp.Case(ifs=[exp.If(this=risky, true=fail)], default=node.copy()))
+
+
+# -0.0 and 0.0 are one key to both engines, but DuckDB hands back a sorted, grouped or
+# partitioned double column from its key, where Spark returns the stored value for a sort
+# or window key and 0.0 for a grouping key. Keys of type double are therefore written as
+# `key + 0.0` (the same order and groups; -0.0 + 0.0 is 0.0), which makes DuckDB return the
+# stored value beside a sort key and the normalized one for a grouping key or DISTINCT.
+def _plus_zero(e: exp.Expr) -> exp.Expr:
+    return exp.Paren(this=exp.Add(this=exp.Paren(this=e), expression=exp.Literal.number("0.0")))
+
+
+def _resolved(select: exp.Select, key: exp.Expr) -> exp.Expr | None:
+    """The select item an ORDER BY / GROUP BY ordinal or alias names, unaliased."""
+    n = int_literal(key) if isinstance(key, exp.Literal) else None
+    if n is not None:
+        if not 1 <= n <= len(select.selects):
+            return None
+        item = select.selects[n - 1]
+        return item.this if isinstance(item, exp.Alias) else item
+    if isinstance(key, exp.Column) and not key.table:
+        for item in select.selects:
+            if isinstance(item, exp.Alias) and item.alias == key.name:
+                return item.this
+    return None
+
+
+def _zero_plans(select: exp.Select) -> list:
+    """The rewrites of `select`'s double keys, decided while the statement still has its
+    Spark types and applied after the functions are rewritten (so on their DuckDB form)."""
+    plans = []
+    group = select.args.get("group")
+    if isinstance(group, exp.Group):
+        for i, key in enumerate(group.expressions):
+            target = _resolved(select, key) if isinstance(key, exp.Literal) else key
+            if target is not None and _is_double(target):
+                plans.append(lambda i=i: _normalize_group_key(select, i))
+    if select.args.get("distinct") is not None:
+        for i, item in enumerate(select.selects):
+            if _is_double(item):
+                plans.append(lambda i=i: _normalize_item(select, i))
+    order = select.args.get("order")
+    for ordered in order.expressions if isinstance(order, exp.Order) else []:
+        key = ordered.this
+        target = _resolved(select, key)
+        if not _is_double(target if target is not None else key):
+            continue
+        if select.args.get("distinct") is not None:
+            continue                # DISTINCT's items are normalized: DuckDB sorts by them
+        plans.append(lambda o=ordered: _sort_by_value(select, o))
+    return plans
+
+
+def _normalize_group_key(select: exp.Select, i: int) -> None:
+    group = select.args["group"]
+    key = group.expressions[i]
+    if isinstance(key, exp.Literal):        # an ordinal: its select item is normalized
+        n = int_literal(key) or 0
+        _normalize_item(select, n - 1)
+        return
+    parts = [*select.selects, select.args.get("having"), select.args.get("order"),
+             select.args.get("qualify")]
+    for part in parts:
+        if part is None:
+            continue
+        for node in list(part.walk()):
+            if node == key and not _inside_aggregate(node, select):
+                if node is part and isinstance(node, exp.Column):
+                    node.replace(exp.Alias(this=_plus_zero(node.copy()),
+                                           alias=exp.to_identifier(node.name)))
+                else:
+                    node.replace(_plus_zero(node.copy()))
+
+
+def _inside_aggregate(node: exp.Expr, select: exp.Select) -> bool:
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if isinstance(parent, (exp.AggFunc, exp.Select)):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _normalize_item(select: exp.Select, i: int) -> None:
+    item = select.selects[i]
+    if isinstance(item, exp.Alias):
+        item.set("this", _plus_zero(item.this))
+    elif isinstance(item, exp.Column):
+        item.replace(exp.Alias(this=_plus_zero(item.copy()), alias=exp.to_identifier(item.name)))
+    else:
+        item.replace(_plus_zero(item.copy()))
+
+
+def _sort_by_value(select: exp.Select, ordered: exp.Ordered) -> None:
+    target = _resolved(select, ordered.this)
+    key = target.copy() if target is not None else ordered.this
+    ordered.set("this", _plus_zero(key))
 
 
 def _replace_ts_literal(column: exp.Expr, value: exp.Expr | None) -> None:

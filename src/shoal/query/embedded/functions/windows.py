@@ -48,6 +48,7 @@ def _vet_window(node: exp.Expr) -> None:
 
 def _rewrite_window(node: exp.Expr, kinds: tuple) -> exp.Expr:
     window = node.copy()
+    _sort_doubles_by_value(node, window)
     fn = window.this
     if isinstance(fn, _RANKING):        # DuckDB numbers rows with bigints, Spark with ints
         return cast_to(window, "INT")
@@ -60,6 +61,26 @@ def _rewrite_window(node: exp.Expr, kinds: tuple) -> exp.Expr:
                                 expression=call("signbit", x.copy()))
         fn.set("this", case_when(negative_zero, not_identical("a -0.0 in a window"), x))
     return window
+
+
+def _sort_doubles_by_value(node: exp.Expr, window: exp.Expr) -> None:
+    """Double PARTITION BY / ORDER BY keys of `window` (a copy of `node`) written as
+    `key + 0.0`: the same partitions and order, but DuckDB hands a column that is a bare
+    window key back from the key, -0.0 as 0.0, where Spark returns the stored value."""
+    def plus_zero(e: exp.Expr) -> exp.Expr:
+        return exp.Paren(this=exp.Add(this=exp.Paren(this=e),
+                                      expression=exp.Literal.number("0.0")))
+
+    keys = list(node.args.get("partition_by") or [])
+    copies = list(window.args.get("partition_by") or [])
+    for key, copy in zip(keys, copies, strict=True):
+        if spark_type(key) in (T.DOUBLE, T.FLOAT):
+            copy.replace(plus_zero(copy.copy()))
+    order, order_copy = node.args.get("order"), window.args.get("order")
+    if isinstance(order, exp.Order) and isinstance(order_copy, exp.Order):
+        for key, copy in zip(order.expressions, order_copy.expressions, strict=True):
+            if spark_type(key.this) in (T.DOUBLE, T.FLOAT):
+                copy.set("this", plus_zero(copy.this))
 
 
 def _vet_spec(node: exp.Expr) -> None:
