@@ -233,6 +233,15 @@ def _moment(duckdb_fn: str, least: int):
 _MOMENT_NOTE = ("of numbers, double answer; agrees with Spark to 1e-12 of the values' mean "
                 "square (Spark's last bits depend on its partitions); NULL over no values, ")
 
+def _moment_function(names: str, spark_name: str, duck_name: str, *, sample: bool) -> Function:
+    """A variance or standard deviation: the sample forms need two values, the population
+    forms one."""
+    one = ("NULL over one value" if sample else "0.0 over one finite value")
+    return Function(names, _vet_moment(spark_name), fixed_type(T.DOUBLE),
+                    _moment(duck_name, 2 if sample else 1),
+                    _MOMENT_NOTE + one + ", NaN if a value is NaN or infinite")
+
+
 FUNCTIONS.update({
     exp.Quantile: Function(
         "percentile", _vet_percentile, fixed_type(T.DOUBLE), _rewrite_percentile,
@@ -256,26 +265,11 @@ FUNCTIONS.update({
         "the exact number of distinct non-null values (bigint); Spark's HyperLogLog++ "
         "estimate lies within three times its relative error rsd (default 0.05) of it, and "
         "may be off by one even for a handful of values"),
-    exp.Stddev: Function("stddev, std", _vet_moment("stddev"), fixed_type(T.DOUBLE),
-                         _moment("stddev_samp", 2),
-                         _MOMENT_NOTE + "NULL over one value, NaN if a value is NaN or "
-                         "infinite"),
-    exp.StddevSamp: Function("stddev_samp", _vet_moment("stddev_samp"), fixed_type(T.DOUBLE),
-                             _moment("stddev_samp", 2),
-                             _MOMENT_NOTE + "NULL over one value, NaN if a value is NaN or "
-                             "infinite"),
-    exp.StddevPop: Function("stddev_pop", _vet_moment("stddev_pop"), fixed_type(T.DOUBLE),
-                            _moment("stddev_pop", 1),
-                            _MOMENT_NOTE + "0.0 over one finite value, NaN if a value is NaN "
-                            "or infinite"),
-    exp.Variance: Function("variance, var_samp", _vet_moment("variance"), fixed_type(T.DOUBLE),
-                           _moment("var_samp", 2),
-                           _MOMENT_NOTE + "NULL over one value, NaN if a value is NaN or "
-                           "infinite"),
-    exp.VariancePop: Function("var_pop", _vet_moment("var_pop"), fixed_type(T.DOUBLE),
-                              _moment("var_pop", 1),
-                              _MOMENT_NOTE + "0.0 over one finite value, NaN if a value is "
-                              "NaN or infinite"),
+    exp.Stddev: _moment_function("stddev, std", "stddev", "stddev_samp", sample=True),
+    exp.StddevSamp: _moment_function("stddev_samp", "stddev_samp", "stddev_samp", sample=True),
+    exp.StddevPop: _moment_function("stddev_pop", "stddev_pop", "stddev_pop", sample=False),
+    exp.Variance: _moment_function("variance, var_samp", "variance", "var_samp", sample=True),
+    exp.VariancePop: _moment_function("var_pop", "var_pop", "var_pop", sample=False),
 })
 
 # sqlglot reads std(x) as a plain call.
