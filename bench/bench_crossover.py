@@ -24,7 +24,6 @@ is the smallest size at which Spark answers a statement sooner than the embedded
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -94,56 +93,34 @@ class InProcess:
 
 
 class OnCluster:
-    """`tests.support.cluster_driver` in a subprocess, its Spark on a standalone cluster."""
+    """`tests.support.cluster_driver` in a subprocess (bench_cluster's `Driver`), its Spark on
+    a standalone cluster."""
 
     name = "standalone, 2 workers x 1 core"
 
     def __init__(self, work: Path, master: str, conf: dict[str, str], catalog_url: str) -> None:
+        from bench_cluster import Driver
+
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP", "SHOAL_SPARK_CONF")}
         env.update({"SHOAL_SPARK_MASTER": master, "SHOAL_CATALOG_URL": catalog_url,
                     "SHOAL_STORAGE_URL": (work / "objects").as_uri(),
                     "SHOAL_DATA_DIR": str(work),
                     "SHOAL_SPARK_CONF": ";".join(f"{k}={v}" for k, v in conf.items())})
-        self.err = open(work / "driver.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.cluster_driver"],
-                                     cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, text=True)
-        self._answer()
-        self._call("start")
-        self._call("create", table="logs",
-                   columns=[[c.name, c.type.name] for c in LOG_COLUMNS])
-
-    def _answer(self) -> dict:
-        assert self.proc.stdout is not None
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("the cluster driver exited (see driver.log)")
-            doc = json.loads(line)
-            if "event" not in doc:
-                if not doc["ok"]:
-                    raise RuntimeError(doc["error"])
-                return doc
-
-    def _call(self, op: str, **args: object) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
-        self.proc.stdin.flush()
-        return self._answer()
+        self.driver = Driver(env, work / "driver.log")
+        self.driver.call("start")
+        self.driver.call("create", table="logs",
+                         columns=[[c.name, c.type.name] for c in LOG_COLUMNS])
 
     def ingest(self, body: bytes) -> None:
-        self._call("ingest", table="logs", ndjson=body.decode())
+        self.driver.call("ingest", table="logs", ndjson=body.decode())
 
     def sql(self, sql: str, engine: str) -> tuple[int, str]:
-        doc = self._call("sql", sql=sql, engine=engine)
+        doc, _ = self.driver.call("sql", sql=sql, engine=engine)
         return len(doc["rows"]), doc["stats"]["engine"]
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(120)
-        self.err.close()
+        self.driver.close()
 
 
 def p50(fn: Any, repeat: int) -> float:
