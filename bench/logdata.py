@@ -76,3 +76,44 @@ def generate_typed(mb: int, source: Path) -> Path:
             written += cut + 2
     tmp.rename(path)
     return path
+
+
+RARE_WORD = "deadlock"
+DAY_START = "2023-11-14"        # the day of generate_day's rows (UTC)
+
+
+def generate_day(rows: int, *, rare_every: int = 10_000) -> Path:
+    """`rows` log lines of the same shape as `generate`'s, spread evenly over one whole day
+    (DAY_START, in time order), with the word RARE_WORD (lowercase, between spaces) in the
+    message of about one line in `rare_every`, at random over the day, and nowhere else.
+    Cached under bench/out/ by row count; `generate`'s files are left as they are."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"logs_day_{rows}.ndjson"
+    if path.exists():
+        return path
+    rng = random.Random(2)
+    step_us = 86_400_000_000 / rows
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        for start in range(0, rows, 10_000):
+            lines = []
+            for i in range(start, min(rows, start + 10_000)):
+                us = int(i * step_us)
+                s, frac = divmod(us, 1_000_000)
+                h, rest = divmod(s, 3600)
+                words = rng.choices(WORDS, k=10)
+                if rng.random() < 1 / rare_every:
+                    words[rng.randrange(10)] = RARE_WORD
+                lines.append(
+                    f'{{"_timestamp":"{DAY_START}T{h:02d}:{rest // 60:02d}:{rest % 60:02d}.'
+                    f'{frac:06d}Z","service":"{rng.choice(SERVICES)}",'
+                    f'"level":"{rng.choice(("info", "info", "info", "warn", "error"))}",'
+                    f'"message":"{" ".join(words)}","trace_id":"{rng.getrandbits(128):032x}",'
+                    f'"status":{rng.choice((200, 200, 200, 201, 404, 500))},'
+                    f'"duration_ms":{rng.randint(1, 5000)},'
+                    f'"attrs":{{"http":{{"method":"{rng.choice(("GET", "POST"))}",'
+                    f'"route":"/api/v1/{rng.choice(WORDS)}"}},'
+                    f'"user":{{"id":{rng.randint(1, 100_000)}}}}}}}')
+            f.write("\n".join(lines) + "\n")
+    tmp.rename(path)
+    return path
