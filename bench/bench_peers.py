@@ -384,11 +384,12 @@ class Delta(Engine):
         path = work / "delta"
         t0 = time.perf_counter()
         # deltalake reads no NDJSON itself: DuckDB's reader turns it into Arrow (timed too)
-        rows = duckdb.connect(config={"threads": 2}).execute(
-            f"SELECT * FROM {read_json(source, attrs='VARCHAR')}").to_arrow_table()
+        con = duckdb.connect(config={"threads": 2})
+        rows = con.execute(f"SELECT * FROM {read_json(source, attrs='VARCHAR')}"
+                           ).to_arrow_reader()
         write_deltalake(str(path), rows, writer_properties=WriterProperties(compression="ZSTD"))
         self.load_s = time.perf_counter() - t0
-        del rows
+        con.close()
         self.disk_bytes = dir_bytes(path)
         self.qb = QueryBuilder().register(TABLE, DeltaTable(str(path)))
 
@@ -440,7 +441,7 @@ def measure(engines: list[Engine], q: Query, repeat: int) -> Measured:
                     answers["shoal"].table.num_rows)
 
 
-def floor_ms(engine: Shoal, repeat: int) -> float:
+def floor_ms(engine: Engine, repeat: int) -> float:
     """p50 of a statement that reads no table through `POST /v1/query`: the round trip
     shoal pays on every query and the in-process peers do not."""
     engine.execute("SELECT 1 AS one")
@@ -506,6 +507,29 @@ def report(args: argparse.Namespace, engines: list[Engine], results: list[Measur
             print(f"- {m.q.id}: {m.shoal_reason}")
 
 
+def load(work: Path, source: Path, kinds: list[type[Engine]]) -> list[Engine]:
+    """Every engine loaded from `source` (shoal first); on a failure, the ones already
+    loaded are closed."""
+    engines: list[Engine] = []
+    try:
+        for kind in kinds:
+            print(f"loading {kind.name}", file=sys.stderr, flush=True)
+            engines.append(kind(work, source))
+    except BaseException:
+        for e in engines:
+            e.close()
+        raise
+    return engines
+
+
+def run_queries(engines: list[Engine], source: Path, repeat: int) -> list[Measured]:
+    results = []
+    for q in queries(find_needle(source)):
+        print(f"query: {q.id}", file=sys.stderr, flush=True)
+        results.append(measure(engines, q, repeat))
+    return results
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=2_000_000)
@@ -520,29 +544,25 @@ def main() -> int:
     if any(work.iterdir()):
         raise SystemExit(f"--work {work} is not empty: every engine loads afresh")
     load0 = os.getloadavg()[0]
-    engines: list[Engine] = []
+    kinds: list[type[Engine]] = [Shoal, DuckTable, DuckParquet]
+    if not args.skip_chdb:
+        kinds.append(Chdb)
+    if not args.skip_delta:
+        kinds.append(Delta)
     try:
         t0 = time.perf_counter()
         source = generate_day(args.rows)
         print(f"data: {source} ({source.stat().st_size / 1e6:,.0f} MB, "
               f"{time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-        kinds: list[type[Engine]] = [Shoal, DuckTable, DuckParquet]
-        if not args.skip_chdb:
-            kinds.append(Chdb)
-        if not args.skip_delta:
-            kinds.append(Delta)
-        for kind in kinds:
-            print(f"loading {kind.name}", file=sys.stderr, flush=True)
-            engines.append(kind(work, source))
-        results = []
-        for q in queries(find_needle(source)):
-            print(f"query: {q.id}", file=sys.stderr, flush=True)
-            results.append(measure(engines, q, args.repeat))
-        floor = floor_ms(engines[0], args.repeat)
+        engines = load(work, source, kinds)
+        try:
+            results = run_queries(engines, source, args.repeat)
+            floor = floor_ms(engines[0], args.repeat)
+        finally:
+            for e in engines:
+                e.close()
         report(args, engines, results, floor, (load0, os.getloadavg()[0]))
     finally:
-        for e in engines:
-            e.close()
         if not args.keep and not args.work:
             shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -82,13 +82,15 @@ RARE_WORD = "deadlock"
 DAY_START = "2023-11-14"        # the day of generate_day's rows (UTC)
 
 
-def generate_day(rows: int, *, rare_every: int = 10_000) -> Path:
+def generate_day(rows: int, *, rare_every: int = 10_000, out: Path = OUT) -> Path:
     """`rows` log lines of the same shape as `generate`'s, spread evenly over one whole day
     (DAY_START, in time order), with the word RARE_WORD (lowercase, between spaces) in the
     message of about one line in `rare_every`, at random over the day, and nowhere else.
-    Cached under bench/out/ by row count; `generate`'s files are left as they are."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"logs_day_{rows}.ndjson"
+    Cached in `out` (bench/out/) by row count and rate; `generate`'s files are left as they
+    are."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / (f"logs_day_{rows}.ndjson" if rare_every == 10_000
+                  else f"logs_day_{rows}_rare{rare_every}.ndjson")
     if path.exists():
         return path
     rng = random.Random(2)
