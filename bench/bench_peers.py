@@ -1,9 +1,9 @@
 """shoal against its peers on one day of structured logs: DuckDB (its own table, and over
-Parquet) and ClickHouse embedded (chdb), side by side in one run.
+Parquet), ClickHouse embedded (chdb) and delta-rs, side by side in one run.
 
     .venv/bin/pip install -c constraints.txt -e '.[bench]'      # chdb (not in `dev`)
     .venv/bin/python bench/bench_peers.py [--rows 2000000] [--repeat 5] [--work DIR]
-        [--keep] [--skip-chdb]
+        [--keep] [--skip-chdb] [--skip-delta]
 
 Run at the default 2,000,000 rows and at `--rows 8000000`.
 
@@ -26,7 +26,12 @@ duration, a nested `attrs` object), spread evenly over one day in time order, wi
 - chdb (ClickHouse in process): a MergeTree table `ORDER BY (service, _timestamp)` with a
   `tokenbf_v1` skip index on `message`, `attrs` a String holding the JSON text, loaded with
   `INSERT ... SELECT FROM file(..., JSONEachRow)`, queried as a ClickHouse user would
-  (`hasToken`, `JSONExtractString`, `toStartOfMinute`). `--skip-chdb` leaves it out.
+  (`hasToken`, `JSONExtractString`, `toStartOfMinute`); `OPTIMIZE ... FINAL` after the
+  insert, inside the load time (one part, as background merges would leave it). `--skip-chdb`
+  leaves it out;
+- delta-rs: DuckDB's `read_json` streamed as Arrow into `write_deltalake` (zstd), queried
+  through the DataFusion that deltalake ships, which has no JSON functions: the JSON-path
+  query is "n/a" there. `--skip-delta` leaves it out.
 
 The peers run in this process (2 threads each where they take a setting); shoal pays its
 HTTP round trip, which the peers do not. Each query runs once on every engine to warm (the
@@ -39,11 +44,13 @@ Queries: needle (one trace id, every column); the rare word's rows (shoal `has(m
 word only occurs in lowercase); errors per service over the day; count per minute over the
 day; the 10 slowest requests of one hour; the count of `attrs.http.method = 'POST'` (shoal
 `get_json_object`); one service in 15 minutes: count, avg and p95 (the value at rank
-ceil(0.95 n): shoal's `percentile_approx`, DuckDB's `quantile_disc`, ClickHouse's
-`quantileExactLow`... checked equal).
+ceil(0.95 n): shoal's `percentile_approx`, DuckDB's `quantile_disc`; ClickHouse and
+DataFusion index their sorted values at that rank). Also shoal's HTTP floor (`SELECT 1`).
 
 Targets: every query <= 2x the best peer (the JSON-path query <= 3x); shoal's bytes on disk
-<= the Parquet (zstd) file. Output is Markdown. Generated data lives under `--work` (a
+<= the Parquet (zstd) file (shoal's extents; the catalog file is reported beside).
+Reported per query: p50 per engine, the best peer, shoal / best peer, the engine shoal chose,
+the bytes and blocks it read (its stats). Output is Markdown. Generated data lives under `--work` (a
 temporary directory unless given; deleted at the end unless `--keep` or `--work`).
 """
 
