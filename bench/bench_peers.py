@@ -273,8 +273,10 @@ class Shoal(Engine):
         db = shoal.connect(data_dir=str(self.data_dir))
         db.create_table(TABLE, LOG_COLUMNS)
         db.close()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        # this checkout's shoal, and none of the caller's SHOAL_* settings (as for the server)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "shoal", "--data-dir", str(self.data_dir),
                               "ingest", str(source), "--table", TABLE],
@@ -288,7 +290,8 @@ class Shoal(Engine):
         self.catalog_bytes = dir_bytes(self.data_dir) - self.disk_bytes
         from tests.support.server import start_server
 
-        self.server = start_server(self.data_dir, extra_args=["--lazy-spark"])
+        self.server = start_server(self.data_dir, extra_args=["--lazy-spark"],
+                                   env={"PYTHONPATH": env["PYTHONPATH"]})
 
     def execute(self, text: str) -> Answer:
         req = urllib.request.Request(
