@@ -16,8 +16,9 @@ Two kinds, at most one per column and block:
   are looked up (a log line with a request id adds one per row), and a rare word is looked
   up in every block of every extent the catalog kept, so the filters of all blocks are read
   more often than the blocks they rule out: at 1% the filter section of a 64k-row block of
-  bench_query's messages is 75 kB, at 0.2% 100 kB, and a false positive reads one block
-  (~1 MB) with odds of 1 in 100 (docs/storage.md has the measurement).
+  bench_query's messages is 75 kB, at 0.2% 101 kB, and a false positive reads one block
+  (~1 MB) with odds of 1 in 100: a rare word's cold read is smallest at 1% (BENCHMARKS.md,
+  "Per-block token filters").
   A column whose tokens are all in every block (its extent token set is known and each
   block holds all of it) gets none: they could never rule a block out.
 
@@ -167,7 +168,8 @@ def prune_blocks(predicate: BlockPredicate | None, block_stats: Sequence[dict[st
                  load: Callable[[str], Sequence[BlockFilter | None] | None]) -> list[int]:
     """Blocks that may hold a row matching `predicate`: block stats first, then the block
     filters of the looked-up columns, fetched with `load(column)` (one entry per block, or
-    None) only when some block that the stats kept has one."""
+    None) only when some block that the stats kept has one of a kind that decides the
+    lookup (a token filter for `StringHas`, a membership filter for `Equals`/`InSet`)."""
     keep = [i for i, s in enumerate(block_stats) if evaluate(predicate, s)]
     if not keep:
         return keep

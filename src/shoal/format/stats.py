@@ -466,14 +466,15 @@ class ExtentStatsBuilder:
     def __init__(self, schema: pa.Schema, *,
                  membership_filters: bool | Collection[str] = True,
                  fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
-                 block_fp_rate: float = BLOCK_FP_RATE,
+                 block_fp_rate: float = BLOCK_FP_RATE, token_filters: bool = True,
                  token_fp_rate: float = TOKEN_FP_RATE) -> None:
         """`membership_filters`: True for the automatic rule (every int/long column, and every
         string column without whitespace in its values, whose distinct set overflows), False
         for none, or the names of the int/string columns that get one when their distinct
         set overflows (whatever their values look like). `block_filters`: every column
-        with a membership filter also gets one per block (`block_fp_rate`), and every other
-        string column a token filter per block (`token_fp_rate`)."""
+        with a membership filter also gets one per block (`block_fp_rate`), and with
+        `token_filters` every other string column a token filter per block
+        (`token_fp_rate`)."""
         self._fp_rate = fp_rate
         self._block_fp_rate = block_fp_rate
         self._blocks = 0
@@ -489,7 +490,7 @@ class ExtentStatsBuilder:
                            else f.name in membership_filters)
                 self._indexed[i] = _IndexedColumn(f.name, kind == "str", filters, auto,
                                                   per_block=block_filters and bool(filters),
-                                                  token_filters=block_filters,
+                                                  token_filters=block_filters and token_filters,
                                                   token_fp_rate=token_fp_rate)
             elif is_dynamic(f):
                 self._dynamic[i] = DynamicColumn()
