@@ -8,17 +8,18 @@ Two kinds, at most one per column and block:
   values at `BLOCK_FP_RATE` (0.2%, about 1.6 bytes a value): a false positive costs one
   block read for nothing, and a needle in an extent of 16 blocks reads a second block about
   3% of the time (at 1% it would be 14%, for 1.2 bytes a value).
-- token ("tok"): the other string columns (free text such as a log message, and
+- token ("tok"): every other string column (free text such as a log message, and
   low-cardinality strings), for `StringHas` (`has(column, 'word')`, KQL `has`). Each block
   gets a `BloomFilter` over the distinct tokens of its values (`shoal.format.tokens`:
   lower-cased runs of 2+ ASCII letters and digits) at `TOKEN_FP_RATE` (1%, about 1.2 bytes a
   distinct token). Free text holds far more distinct tokens than a column holds values that
   are looked up (a log line with a request id adds one per row), and a rare word is looked
-  up in every block of every extent the catalog kept, so the filters of all blocks are read
-  more often than the blocks they rule out: at 1% the filter section of a 64k-row block of
-  bench_query's messages is 75 kB, at 0.2% 101 kB, and a false positive reads one block
-  (~1 MB) with odds of 1 in 100: a rare word's cold read is smallest at 1% (BENCHMARKS.md,
-  "Per-block token filters").
+  up in every block of every extent the catalog kept, so a query reads the filters of all
+  those blocks and their size weighs as much as their false positives: at 1% the filter of
+  a 64k-row block of bench_query's messages is 75 kB, at 0.2% 101 kB, and a false positive
+  reads one block (~1 MB) with odds of 1 in 100. 1% reads 7% more bytes cold than 2% and
+  40% fewer false blocks once the filters are cached (BENCHMARKS.md, "Per-block token
+  filters").
   A column whose tokens are all in every block (its extent token set is known and each
   block holds all of it) gets none: they could never rule a block out.
 
