@@ -371,8 +371,8 @@ class _IndexedColumn:
                                            fp_rate=fp_rate).to_bytes()
 
     def token_filters_worth_keeping(self, blocks: int) -> bool:
-        """Whether the token filters can rule a block out: one per block was made, and
-        unless the token set is known, some block lacks some of its tokens."""
+        """Whether the token filters may rule a block out: some block has one, and unless
+        the token set overflowed or a block has none, some block lacks a token of the set."""
         if not self.token_filters or len(self.token_blocks) != blocks:
             return False
         made = [b for b in self.token_blocks if b is not None]
