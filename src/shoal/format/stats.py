@@ -58,7 +58,7 @@ from shoal.format._ext import kernels as _kernels
 from shoal.format.blockfilters import BLOCK_FP_RATE, TOKEN_FP_RATE, TOKEN_KIND
 from shoal.format.jsonpaths import DynamicColumn
 from shoal.format.membership import (DEFAULT_FP_RATE, BloomFilter, DistinctCounter,
-                                     count_distinct_hashes, hash_array)
+                                     count_distinct_hashes, hash_array, token_hashes)
 from shoal.format.tokens import tokenize_array
 from shoal.types.columns import FIELD_TYPE_KEY
 from shoal.types.schema import TIMESTAMP_COLUMN
@@ -229,17 +229,19 @@ class _IndexedColumn:
             return None
         if len(values) == values.null_count:
             return None     # all null: the block's stats already rule `has` out
-        toks = tokenize_array(values)
-        if self.tokens is not None:
+        if self.tokens is None:     # the set overflowed: only the tokens' hashes are needed
+            h1, h2 = token_hashes(values)
+        else:
+            toks = tokenize_array(values)
             if len(toks) > TOKEN_SET_CAP:
                 self.tokens = None
             else:
                 self.tokens.update(toks.to_pylist())
                 if len(self.tokens) > TOKEN_SET_CAP:
                     self.tokens = None
-        h1, h2 = hash_array(toks)
-        bloom = BloomFilter.from_hashes(h1, h2, n_distinct=len(toks), fp_rate=self.token_fp_rate)
-        return bloom.to_bytes(), len(toks)
+            h1, h2 = hash_array(toks)
+        bloom = BloomFilter.from_hashes(h1, h2, n_distinct=len(h1), fp_rate=self.token_fp_rate)
+        return bloom.to_bytes(), len(h1)
 
     def _add(self, arr: pa.Array) -> pa.Array | None:
         values = len(arr) - arr.null_count
