@@ -1,8 +1,9 @@
-"""Per-block membership filters (`shoal.format.blockfilters`) on one big extent: what they
-cost to write and store, what stage 2 pays to use them, what a needle reads with and
+"""Per-block filters (`shoal.format.blockfilters`) on big extents: what they cost to write
+and store, what stage 2 pays to use them, what a needle or a rare word reads with and
 without them.
 
     .venv/bin/python bench/bench_block_filters.py [--rows 1000000] [--repeat 3]
+                                                  [--part all|membership|tokens]
 
 The rows are bench_query's logs (`make_extent`: one slice of a day sorted by time, unique
 32-hex trace ids, a templated message with a 12-hex request id, 50 services, ...), written
@@ -18,6 +19,19 @@ footer) and a needle's block pruning (the trace_id filters: one range read, deco
 and the needle's bytes: stage 2 plus its surviving blocks read in full (`SELECT *`) or
 projected to two columns. Medians of `--repeat` (with and without block filters
 interleaved); the load average is printed.
+
+Token filters (`--part tokens`): two extents of `--rows` bench_query rows each (their
+messages carry a 12-hex request id, so the extents' token sets overflow and the catalog
+cannot prune), "deadlock" in 96 rows of one block of each (an incident: a burst in time),
+written in 64k-row blocks with token filters (the default) and without (as before them),
+and the same rows as Parquet (zstd, 64k-row row groups, as bench_query writes them).
+`SELECT _timestamp, message ... WHERE has(message, 'deadlock')` on the embedded engine,
+cold (a fresh client: footers and filters read) and warm, beside DuckDB over the Parquet
+files with the regular expression `has()` stands for (same rows, checked); then a word in
+every block ('declined'), which the filters cannot help with. Then the false-positive
+rate: for each rate, the message column's filter bytes a block, the share of (block, absent
+word) pairs a filter admits (400 words), and what a rare word then reads cold (every
+block's filter + the false blocks) and warm (the false blocks) per extent of 16 blocks.
 """
 
 from __future__ import annotations
@@ -36,6 +50,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from typing import Any
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
@@ -76,7 +93,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--part", choices=["all", "membership", "tokens"], default="all")
     args = p.parse_args()
+    if args.part in ("all", "membership"):
+        membership_part(args)
+    if args.part in ("all", "tokens"):
+        token_part(args)
+    return 0
+
+
+def membership_part(args: argparse.Namespace) -> None:
     load0 = os.getloadavg()
     schema = Schema.create([Column("service", STRING), Column("level", STRING),
                             Column("message", STRING), Column("trace_id", STRING),
@@ -181,7 +207,190 @@ def main() -> int:
               f"{extra / parse_s:.1%} of parse).")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+
+
+# ---- token filters: a rare word -------------------------------------------------------------
+
+RARE_WORD = "deadlock"
+RARE_ROWS = 96
+COMMON_WORD = "declined"
+FP_RATES = (0.02, 0.01, 0.005, 0.002, 0.001)
+
+
+def _with_rare_word(table: pa.Table, block: int, seed: int) -> pa.Table:
+    """`RARE_ROWS` messages of `block` replaced by ones holding the rare word."""
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(BLOCK_ROWS, RARE_ROWS, replace=False)) + block * BLOCK_ROWS
+    msg = table.column("message").to_pylist()
+    for r in rows:
+        msg[int(r)] = f"txn {int(r):x} aborted: {RARE_WORD} detected, retrying"
+    i = table.schema.get_field_index("message")
+    return table.set_column(i, "message", pa.array(msg, pa.string()))
+
+
+def _median_run(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    out, last = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        last = fn()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out), last
+
+
+def token_part(args: argparse.Namespace) -> None:
+    import duckdb
+    import pyarrow.parquet as pq
+
+    import shoal
+    from bench_query import as_parquet
+    from shoal.format.blockfilters import TOKEN_FP_RATE, TOKEN_KIND
+    from shoal.format.membership import BloomFilter
+    from shoal.format.tokens import tokenize_array
+    from shoal.query.planner import has_pattern
+
+    load0 = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="shoal-bench-tok-"))
+    try:
+        data_dir, pq_dir = work / "data", work / "pq"
+        pq_dir.mkdir()
+        columns = [Column("service", STRING), Column("level", STRING),
+                   Column("message", STRING), Column("trace_id", STRING),
+                   Column("status", INT), Column("duration_ms", REAL)]
+        db = shoal.connect(data_dir=str(data_dir), query_engine="local")
+        for name in ("logs", "logs_before"):
+            db.create_table(name, columns)
+        schema = db.catalog.load_table("logs").schema.arrow()
+        tables = []
+        for k in range(2):
+            t = make_extent(20 + k, args.rows, 96, schema)
+            full_blocks = max(1, args.rows // BLOCK_ROWS)   # the rare block is a whole one
+            tables.append(_with_rare_word(t, (5 * k + 3) % full_blocks, seed=k))
+        fmt = db.formats["tlm"]
+        write_s: dict[str, float] = {}
+        for name, filters in (("logs", True), ("logs_before", False)):
+            info = db.catalog.load_table(name)
+            fmt.block_filters = filters
+            t0 = time.perf_counter()
+            for k, t in enumerate(tables):
+                entry = db.coordinator.write_extent(info, t.to_batches(), block_rows=BLOCK_ROWS)
+                db.coordinator.append(name, [entry])
+            write_s[name] = time.perf_counter() - t0
+        fmt.block_filters = True
+        for k, t in enumerate(tables):
+            pq.write_table(as_parquet(t), pq_dir / f"part-{k}.parquet", row_group_size=BLOCK_ROWS,
+                           compression="zstd")
+        db.close()
+
+        # the writer's statistics alone, with and without token filters, interleaved
+        stats_s: dict[bool, list[float]] = {True: [], False: []}
+        batches = tables[0].to_batches(max_chunksize=BLOCK_ROWS)
+        for _ in range(args.repeat):
+            for on in (False, True):
+                t0 = time.process_time()
+                b = ExtentStatsBuilder(tables[0].schema, token_filters=on)
+                for x in batches:
+                    b.add_block(x)
+                b.finish()
+                stats_s[on].append(time.process_time() - t0)
+
+        duck = duckdb.connect()
+        duck.execute(f"SET threads = {os.cpu_count() or 2}")
+        duck.execute(f"CREATE VIEW pq_logs AS SELECT * FROM read_parquet('{pq_dir}/*.parquet')")
+        lines = []
+        extents_bytes = {}
+        block_bytes = 0.0       # one block's `_timestamp, message`, as read warm
+        for word in (RARE_WORD, COMMON_WORD):
+            pattern = has_pattern(word).replace("'", "''")
+            duck_sql = (f"SELECT _timestamp, message FROM pq_logs "
+                        f"WHERE regexp_matches(message, '{pattern}')")
+            duck_s, duck_rows = _median_run(lambda q=duck_sql: duck.sql(q).to_arrow_table(),
+                                            args.repeat)
+            for name in ("logs", "logs_before"):
+                sql = f"SELECT _timestamp, message FROM {name} WHERE has(message, '{word}')"
+
+                def cold(sql: str = sql) -> Any:
+                    fresh = shoal.connect(data_dir=str(data_dir), query_engine="local")
+                    try:
+                        t0 = time.perf_counter()
+                        res = fresh.sql(sql)
+                        return time.perf_counter() - t0, res
+                    finally:
+                        fresh.close()
+
+                colds = [cold() for _ in range(args.repeat)]
+                cold_s = statistics.median(c[0] for c in colds)
+                cold_stats = colds[-1][1].stats.to_json()
+                warm_db = shoal.connect(data_dir=str(data_dir), query_engine="local")
+                warm_db.sql(sql)
+                warm_s, res = _median_run(lambda d=warm_db, q=sql: d.sql(q), args.repeat)
+                warm_stats = res.stats.to_json()
+                if name == "logs_before" and word == RARE_WORD:
+                    block_bytes = warm_stats["bytes_read"] / max(1, warm_stats["blocks_read"])
+                if name not in extents_bytes:
+                    extents_bytes[name] = sum(e.byte_size
+                                              for e in warm_db.catalog.manifests(name))
+                warm_db.close()
+                assert res.table.num_rows == duck_rows.num_rows, (name, word)
+                lines.append(
+                    f"| `{word}` | {name} | {res.table.num_rows} | "
+                    f"{warm_stats['blocks_read']} of {warm_stats['blocks_considered']} | "
+                    f"{cold_s * 1e3:.0f} ms / {cold_stats['bytes_read'] / 1e6:.2f} MB | "
+                    f"{warm_s * 1e3:.0f} ms / {warm_stats['bytes_read'] / 1e6:.2f} MB | "
+                    f"{duck_s * 1e3:.0f} ms | {cold_s / duck_s:.2f}x / {warm_s / duck_s:.2f}x |")
+        duck.close()
+
+        # false positives against size, on the first extent's blocks
+        rng = np.random.default_rng(99)
+        letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+        present = set(tokenize_array(tables[0].column("message")).to_pylist())
+        words = [w for w in ("".join(rng.choice(letters, int(rng.integers(5, 11))))
+                             for _ in range(400)) if w not in present]
+        sweep = []
+        for rate in FP_RATES:
+            b = ExtentStatsBuilder(tables[0].schema, token_fp_rate=rate)
+            for x in batches:
+                b.add_block(x)
+            blobs = [e["message"][1] for e in b.finish().block_filters
+                     if e.get("message", ("", b""))[0] == TOKEN_KIND]
+            filters = [BloomFilter.from_bytes(x) for x in blobs]
+            admitted = sum(f.might_contain(w) for f in filters for w in words)
+            share = admitted / (len(filters) * len(words))
+            sweep.append((rate, sum(map(len, blobs)) / len(blobs), share))
+
+        load1 = os.getloadavg()
+        print(f"\n## token filters: a rare word in 2 extents of {args.rows:,} rows "
+              f"({-(-args.rows // BLOCK_ROWS)} blocks of {BLOCK_ROWS:,} each)\n")
+        print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, load "
+              f"{load0[0]:.2f}/{load0[1]:.2f} at start, {load1[0]:.2f}/{load1[1]:.2f} at the "
+              f"end; medians of {args.repeat}; token filters at {TOKEN_FP_RATE:.1%}. "
+              f"`{RARE_WORD}` in {RARE_ROWS} rows of one block of each extent; DuckDB: "
+              f"`regexp_matches(message, '{has_pattern(RARE_WORD)}')` over the same rows in "
+              f"Parquet.\n")
+        print("| word | table | rows | blocks read | shoal cold: time / bytes | shoal warm: "
+              "time / bytes | DuckDB over Parquet | shoal / DuckDB (cold / warm) |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for line in lines:
+            print(line)
+        print(f"\nExtents: {extents_bytes['logs'] / 1e6:.2f} MB with token filters, "
+              f"{extents_bytes['logs_before'] / 1e6:.2f} MB without "
+              f"(+{extents_bytes['logs'] / extents_bytes['logs_before'] - 1:.1%}). Writing "
+              f"both extents: {write_s['logs']:.2f} s with, {write_s['logs_before']:.2f} s "
+              f"without block filters. The writer's statistics alone over one extent (CPU, "
+              f"median): {statistics.median(stats_s[True]):.2f} s with token filters, "
+              f"{statistics.median(stats_s[False]):.2f} s without.\n")
+        print(f"False positives against size (the first extent's {len(batches)} blocks, "
+              f"{len(words)} absent words; a block read of `_timestamp, message`: "
+              f"{block_bytes / 1e6:.2f} MB):\n")
+        print("| rate | message filter a block | admitted (measured) | rare word, cold: filters "
+              "+ false blocks, per 16 blocks | warm: false blocks, per 16 blocks |")
+        print("|---:|---:|---:|---:|---:|")
+        for rate, per_block, share in sweep:
+            cold_b = 16 * per_block + 15 * share * block_bytes
+            warm_b = 15 * share * block_bytes
+            print(f"| {rate:.1%} | {per_block / 1e3:.1f} kB | {share:.2%} | "
+                  f"{cold_b / 1e6:.2f} MB | {warm_b / 1e6:.3f} MB |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

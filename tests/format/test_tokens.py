@@ -123,3 +123,38 @@ def test_a_cap_stops_the_kernel_early() -> None:
     capped = tokenize_array(pa.array(values), cap=100)
     assert len(capped) > 100
     assert set(capped.to_pylist()) <= _reference(values)
+
+
+# ---- the membership hashes of the tokens (token filters) -----------------------------------
+
+def _pairs(h: tuple[np.ndarray, np.ndarray]) -> list[tuple[int, int]]:
+    return sorted(zip(h[0].tolist(), h[1].tolist(), strict=True))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), TEXT, WORDY, EDGES), max_size=25), st.integers(0, 7))
+def test_token_hashes_are_the_hashes_of_the_tokens(values: list[str | None], cut: int) -> None:
+    """The C kernel's hashes of the distinct tokens, without the tokens, are those of the
+    tokens themselves, at every alignment against its eight-byte words."""
+    from shoal.format.membership import hash_array, token_hashes
+
+    for vals in (values, ["x" * cut + v if v is not None else None for v in values]):
+        arr = pa.array(vals, pa.string())
+        got = token_hashes(arr)
+        assert len(set(_pairs(got))) == len(got[0])
+        assert _pairs(got) == _pairs(hash_array(tokenize_array(arr)))
+
+
+def test_token_hashes_of_many_tokens_and_without_the_kernel(monkeypatch) -> None:
+    from shoal.format import membership
+    from shoal.format.membership import hash_array, token_hashes
+
+    values = pa.array([f"w{i} W{i} x{i % 7}" for i in range(50_000)]
+                      + ["a" * 5000 + " " + "B" * 300, None])
+    expected = _pairs(hash_array(tokenize_array(values)))
+    assert len(expected) == 50_000 + 7 + 2
+    assert _pairs(token_hashes(values)) == expected
+    assert _pairs(token_hashes(pa.chunked_array([values.slice(0, 7), values.slice(7)]))) == \
+        expected
+    monkeypatch.setattr(membership, "_kernels", None)
+    assert _pairs(token_hashes(values)) == expected

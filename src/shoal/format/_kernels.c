@@ -37,6 +37,15 @@
  *   (stats.py's STRING_MINMAX_CAP rule: such a block has no string bounds). The GIL
  *   released. stats.py's Arrow path (`pc.min_max`) stays the reference.
  *
+ * token_hashes(offsets, data, pos, len_key, k1, k2) -> (h1 bytes, h2 bytes) or None
+ *   The membership hashes (string_hashes' h1 and h2) of the distinct tokens (the tokens of
+ *   `tokens`) of the string values, as n uint64 each, in no order: what string_hashes of
+ *   `tokens`' output gives, without keeping the tokens: one pass, a set of each token's
+ *   64-bit `base` (two tokens with one base have the same hashes, so one entry sets the same
+ *   filter bits as both), the GIL released. For the per-block token filters of a column
+ *   whose token set has overflowed (stats.py). None when bases collide past MAX_PROBES
+ *   slots (the caller then tokenizes and hashes with `tokens` and string_hashes).
+ *
  * bloom_insert(bits, m, k, h1, h2, scaled) -> None
  *   Sets the k probes of each (h1, h2) in `bits` (a writable buffer of ceil(m/8) bytes, bit j
  *   in byte j >> 3, mask 1 << (j & 7)): g_i = h1 + i*h2 (mod 2^64), bit ((g_i >> 32) * m)
@@ -684,6 +693,173 @@ done:
     return result;
 }
 
+/* -- membership hashes of tokens ---------------------------------------------------------- */
+
+/* The distinct membership `base`s (membership.py: of a string, before its final mixes) of the
+ * tokens met, in an open-addressing set of uint64 (0: empty; a base of 0 is kept aside). */
+typedef struct {
+    uint64_t *slots;
+    size_t mask, n;
+    int has_zero;
+} BaseSet;
+
+static int bases_init(BaseSet *bs) {
+    bs->mask = 4095;
+    bs->n = 0;
+    bs->has_zero = 0;
+    bs->slots = calloc(bs->mask + 1, sizeof(uint64_t));
+    return bs->slots ? 0 : -1;
+}
+
+static int bases_grow(BaseSet *bs) {
+    size_t size = (bs->mask + 1) * 2;
+    uint64_t *slots = calloc(size, sizeof(uint64_t));
+    if (!slots) return -1;
+    for (size_t i = 0; i <= bs->mask; i++) {
+        uint64_t b = bs->slots[i];
+        if (!b) continue;
+        size_t j = (b ^ (b >> 31)) & (size - 1);
+        while (slots[j]) j = (j + 1) & (size - 1);
+        slots[j] = b;
+    }
+    free(bs->slots);
+    bs->slots = slots;
+    bs->mask = size - 1;
+    return 0;
+}
+
+/* 0 ok, -1 no memory, -4 past MAX_PROBES slots (bases can be chosen to collide). */
+static inline int bases_add(BaseSet *bs, uint64_t b) {
+    if (!b) {
+        bs->n += !bs->has_zero;
+        bs->has_zero = 1;
+        return 0;
+    }
+    size_t j = (b ^ (b >> 31)) & bs->mask;
+    for (int probes = 0; bs->slots[j]; probes++) {
+        if (bs->slots[j] == b) return 0;
+        if (probes >= MAX_PROBES) return -4;
+        j = (j + 1) & bs->mask;
+    }
+    bs->slots[j] = b;
+    bs->n++;
+    return 2 * bs->n > bs->mask + 1 ? bases_grow(bs) : 0;
+}
+
+/* The base of the token data[s:s + len] (letters and digits): string_hashes' words of its
+ * lower-cased bytes (a letter or digit lower-cases by setting bit 0x20). */
+static inline uint64_t token_base(const unsigned char *data, int64_t s, int64_t len,
+                                  const unsigned char *end, uint64_t pos, uint64_t len_key) {
+    uint64_t acc = 0;
+    for (int64_t at = 0, j = 1; at < len; at += 8, j++) {
+        int64_t k = len - at < 8 ? len - at : 8;
+        uint64_t w = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        w = load_bytes(data + s + at, k, end) | 0x2020202020202020ULL;
+        if (k < 8) w &= (1ULL << (8 * k)) - 1;
+#else
+        (void)end;
+        for (int64_t b = 0; b < k; b++) w |= (uint64_t)(data[s + at + b] | 0x20) << (8 * b);
+#endif
+        acc += mix64(w ^ (pos * (uint64_t)j));
+    }
+    return acc + (uint64_t)len * len_key;
+}
+
+/* run_tokens' scan (the same tokens), each token's base into `bs`. */
+static int run_token_bases(BaseSet *bs, const int64_t *offsets, Py_ssize_t n,
+                           const unsigned char *data, uint64_t pos, uint64_t len_key) {
+    int rc = 0;
+    const unsigned char *end = data + offsets[n];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        int64_t p = offsets[i], e = offsets[i + 1], start = p;
+        uint64_t before = 0;
+        for (; p < e && !rc; p += 8) {
+            int64_t k = e - p < 8 ? e - p : 8;
+            uint64_t m = token_bits(load_bytes(data + p, k, end));
+            uint64_t prev = (m << 8) | before;
+            uint64_t starts = m & ~prev, ends = prev & ~m;
+            while (ends && !rc) {
+                int b = __builtin_ctzll(ends);
+                uint64_t below = starts & ((1ULL << b) - 1);
+                if (below) start = p + ((63 - __builtin_clzll(below)) >> 3);
+                starts &= ~below;
+                int64_t at = p + (b >> 3);
+                if (at - start >= 2)
+                    rc = bases_add(bs, token_base(data, start, at - start, end, pos, len_key));
+                ends &= ends - 1;
+            }
+            if (starts) start = p + ((63 - __builtin_clzll(starts)) >> 3);
+            before = (m >> 56) & 0x80;
+        }
+        if (before && e - start >= 2 && !rc)
+            rc = bases_add(bs, token_base(data, start, e - start, end, pos, len_key));
+    }
+#else
+    for (Py_ssize_t i = 0; i < n && !rc; i++) {
+        int64_t p = offsets[i], e = offsets[i + 1];
+        while (p < e && !rc) {
+            while (p < e && !TOKEN_LOWER[data[p]]) p++;
+            int64_t q = p;
+            while (q < e && TOKEN_LOWER[data[q]]) q++;
+            if (q - p >= 2) rc = bases_add(bs, token_base(data, p, q - p, end, pos, len_key));
+            p = q;
+        }
+    }
+#endif
+    return rc;
+}
+
+static PyObject *token_hashes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer offsets, data;
+    unsigned long long pos, len_key, k1, k2;
+    if (!PyArg_ParseTuple(args, "y*y*KKKK", &offsets, &data, &pos, &len_key, &k1, &k2))
+        return NULL;
+    PyObject *result = NULL;
+    BaseSet bs;
+    Py_ssize_t n = strings_ok(&offsets, &data, "token_hashes");
+    if (n < 0) goto done;
+    if (bases_init(&bs) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int rc;
+    uint64_t *h = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = run_token_bases(&bs, offsets.buf, n, data.buf, pos, len_key);
+    if (!rc) {
+        h = malloc(2 * sizeof(uint64_t) * (bs.n ? bs.n : 1));
+        if (!h) rc = -1;
+    }
+    if (!rc) {
+        size_t at = 0;
+        if (bs.has_zero) {
+            h[at] = mix64(k1);
+            h[bs.n + at++] = mix64(k2) | 1;
+        }
+        for (size_t i = 0; i <= bs.mask; i++) {
+            uint64_t b = bs.slots[i];
+            if (!b) continue;
+            h[at] = mix64(b ^ k1);
+            h[bs.n + at++] = mix64(b ^ k2) | 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (rc)
+        result = failed_run(rc, "token_hashes: too many tokens");
+    else
+        result = Py_BuildValue("(y#y#)", (const char *)h, (Py_ssize_t)(8 * bs.n),
+                               (const char *)(h + bs.n), (Py_ssize_t)(8 * bs.n));
+    free(h);
+    free(bs.slots);
+done:
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"tokens", tokens, METH_VARARGS, "The distinct tokens of string values (see _kernels.c)."},
     {"string_hashes", string_hashes, METH_VARARGS,
@@ -694,6 +870,8 @@ static PyMethodDef methods[] = {
      "Indexes of the smallest and the largest string value (see _kernels.c)."},
     {"bloom_insert", bloom_insert, METH_VARARGS,
      "Set the probes of hashed values in a bloom filter's bits (see _kernels.c)."},
+    {"token_hashes", token_hashes, METH_VARARGS,
+     "Membership hashes (version 2) of the distinct tokens of string values (see _kernels.c)."},
     {NULL, NULL, 0, NULL},
 };
 

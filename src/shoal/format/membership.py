@@ -41,6 +41,7 @@ as 8 bytes little-endian two's complement with seed 1, a string as its UTF-8 byt
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import struct
 from collections.abc import Iterable, Sequence
@@ -52,6 +53,7 @@ import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
 from shoal.format._ext import kernels as _kernels
+from shoal.format.tokens import tokenize_array
 
 # Needle cost grows with extents x fp_rate; 0.1% costs ~14.4 bits a value (1%: ~9.6).
 DEFAULT_FP_RATE = 0.001
@@ -66,6 +68,8 @@ _CHUNK = 1 << 16                    # values per vectorised step (bounds tempora
 # Version 2 constants (hex digits of pi).
 INT_K1 = 0x243F6A8885A308D3
 INT_K2 = 0x13198A2E03707344
+_log = logging.getLogger("shoal.format")
+
 STR_K1 = 0xA4093822299F31D0
 STR_K2 = 0x082EFA98EC4E6C89
 STR_POS = 0x452821E638D01377
@@ -175,6 +179,26 @@ def hash_array(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
         a, b = int(offsets[lo]), int(offsets[hi])
         bases[lo:hi] = _string_bases(offsets[lo:hi + 1] - a, data[a:b])
     return _finish(bases, STR_K1, STR_K2)
+
+
+def token_hashes(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(h1, h2) of the distinct tokens of a string array's non-null values (hash version 2):
+    `hash_array(tokenize_array(arr))` in another order. The C kernel keeps only each token's
+    hash, not the token (what a token filter needs once the token set has overflowed)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.null_count:
+        arr = pc.drop_null(arr)
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+    if _kernels is not None and hasattr(_kernels, "token_hashes"):
+        offsets, data = _string_buffers(arr)
+        found = _kernels.token_hashes(offsets, data, STR_POS, STR_LEN, STR_K1, STR_K2)
+        if found is not None:
+            return (np.frombuffer(found[0], dtype=np.uint64),
+                    np.frombuffer(found[1], dtype=np.uint64))
+        _log.info("token hashes collide in the C kernel's set: tokens are hashed as strings")
+    return hash_array(tokenize_array(arr))
 
 
 @functools.lru_cache(maxsize=1 << 14, typed=True)

@@ -10,13 +10,17 @@ keeps the block. The rules:
   has the stats' type (int vs int/timestamp stats, str vs str stats; never bool) -- a column
   widened from int to string keeps int stats in old extents, so a str value keeps them.
   Bounds are inclusive; an empty `InSet` and a `TimeRange` with lo > hi match nothing.
-- `StringHas`, `DynamicPathExists`, `DynamicPathEquals`: keep (no block-level index in v2;
-  the exec layer applies them).
+- `StringHas`: a block whose column is all null holds no match; otherwise keep, unless
+  `has_token(column, token)` (the block's token filter, see `shoal.format.blockfilters`)
+  rules out a token of the looked-up word (`tokens.tokenize`, lower-cased, so the test is
+  as case-insensitive as `has`). A word without tokens keeps the block.
+- `DynamicPathExists`, `DynamicPathEquals`: keep (no block-level index; the exec layer
+  applies them).
 - `And`: all children may match (empty: True); `Or`: any (empty: False); `Not`: keep.
 - With `might_contain(column, value)` (the block's membership filters, see
   `shoal.format.blockfilters`), an `Equals` and an `InSet` of at most `MAX_FILTER_VALUES`
-  values also need the filter to admit a looked-up value. It must answer True whenever it
-  cannot decide.
+  values also need the filter to admit a looked-up value. It, and `has_token`, must answer
+  True whenever they cannot decide.
 
 The caller (Spark, the exec layer) still applies every filter: pruning only skips.
 """
@@ -28,6 +32,7 @@ from typing import Any
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
+from shoal.format.tokens import tokenize
 
 
 MAX_FILTER_VALUES = 256      # longer IN lists are not looked up in membership filters
@@ -35,9 +40,11 @@ MightContain = Callable[[str, Any], bool]
 
 
 def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any],
-             might_contain: MightContain | None = None) -> bool:
+             might_contain: MightContain | None = None,
+             has_token: MightContain | None = None) -> bool:
     """True if the block described by `block_stat` (and, when given, its membership
-    filters `might_contain`) may hold a row matching `predicate`."""
+    filters `might_contain` and token filters `has_token`) may hold a row matching
+    `predicate`."""
     if predicate is None:
         return True
     if isinstance(predicate, TimeRange):
@@ -53,11 +60,19 @@ def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any],
             might_contain = None
         return any(_may_hold_value(block_stat, predicate.column, v)
                    and _admits(might_contain, predicate.column, v) for v in predicate.values)
+    if isinstance(predicate, StringHas):
+        entry = _column(block_stat, predicate.column)
+        if entry is not None and _all_null(entry, block_stat):
+            return False
+        return has_token is None or all(has_token(predicate.column, t)
+                                        for t in tokenize(predicate.token))
     if isinstance(predicate, And):
-        return all(evaluate(c, block_stat, might_contain) for c in predicate.children)
+        return all(evaluate(c, block_stat, might_contain, has_token)
+                   for c in predicate.children)
     if isinstance(predicate, Or):
-        return any(evaluate(c, block_stat, might_contain) for c in predicate.children)
-    if isinstance(predicate, (Not, StringHas, DynamicPathExists, DynamicPathEquals)):
+        return any(evaluate(c, block_stat, might_contain, has_token)
+                   for c in predicate.children)
+    if isinstance(predicate, (Not, DynamicPathExists, DynamicPathEquals)):
         return True
     return True     # an unknown predicate type: keep
 

@@ -23,11 +23,16 @@ Extent stats (`ExtentStatsBuilder`, handed to the catalog through `ExtentWriteRe
 - `present_paths`: for each dynamic column the sorted dotted paths of object keys present
   anywhere (exact; see `shoal.format.jsonpaths`).
 - `block_filters`: for every column that gets a membership filter, one more per block over
-  that block's values (`shoal.format.blockfilters`; the writer stores them in the extent).
+  that block's values; for every other string column, a token filter per block over the
+  distinct tokens of that block's values, unless every block holds every token of the
+  column (`shoal.format.blockfilters`; the writer stores them in the extent).
 
 Everything is vectorised per block over distinct values (`pc.unique` first) where that
 pays; sets stop being tracked once they overflow (tokens are found in growing chunks, so
-free text overflows cheaply), so high-cardinality columns cost only their filter. The
+free text overflows cheaply), so high-cardinality columns cost only their filter. With
+token filters (the default), a string column is tokenized once per block instead, whole
+(its distinct values where they were found, else its values): those tokens make the
+block's filter and feed the extent's token set, which comes out the same. The
 writer takes block stats from `ExtentStatsBuilder.add_block`, which reads the min/max of a
 column from its distinct values when it has them (same result as `block_stats`).
 """
@@ -50,10 +55,10 @@ import pyarrow.compute as pc
 
 from shoal.format._buffers import string_buffers as _string_buffers
 from shoal.format._ext import kernels as _kernels
-from shoal.format.blockfilters import BLOCK_FP_RATE
+from shoal.format.blockfilters import BLOCK_FP_RATE, TOKEN_FP_RATE, TOKEN_KIND
 from shoal.format.jsonpaths import DynamicColumn
 from shoal.format.membership import (DEFAULT_FP_RATE, BloomFilter, DistinctCounter,
-                                     count_distinct_hashes, hash_array)
+                                     count_distinct_hashes, hash_array, token_hashes)
 from shoal.format.tokens import tokenize_array
 from shoal.types.columns import FIELD_TYPE_KEY
 from shoal.types.schema import TIMESTAMP_COLUMN
@@ -130,8 +135,9 @@ class ExtentStats:
     present_paths: dict[str, list[str]]
     column_stats: dict[str, dict[str, Any]]
     membership_filters: dict[str, bytes]
-    # per block: column -> (kind "int" | "str", BloomFilter bytes), for the columns that have
-    # a membership filter (see `shoal.format.blockfilters`); [] when block filters are off
+    # per block: column -> (kind "int" | "str" | "tok", BloomFilter bytes), for the columns
+    # that have a membership filter and the string columns with token filters (see
+    # `shoal.format.blockfilters`); [] when block filters are off or none were made
     block_filters: list[dict[str, tuple[str, bytes]]] = field(default_factory=list)
 
 
@@ -170,6 +176,10 @@ class _IndexedColumn:
     anyway, so only blocks seen before the distinct set overflowed are hashed twice. Each
     comes with the number of values its filter is sized for: the block's distinct values
     where they were counted, else its values.
+    `token_filters` (string columns): tokenize each block whole in `add` (not in `_add`),
+    for the block's token filter (`token_blocks`: its bytes and distinct tokens, None for a
+    block without one) and the token set alike. A block of a column that has (or will
+    have, its distinct set having overflowed) a membership filter gets none.
     """
 
     name: str
@@ -186,11 +196,15 @@ class _IndexedColumn:
     blocks: list[tuple[np.ndarray, np.ndarray, int] | None] = field(default_factory=list)
     _block: tuple[np.ndarray, np.ndarray, int] | None = field(default=None, repr=False)
     ranges: list[tuple[Any, Any]] = field(default_factory=list)   # (min, max) per block
+    token_filters: bool = False
+    token_fp_rate: float = TOKEN_FP_RATE
+    token_blocks: list[tuple[bytes, int] | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.is_str:
             self.tokens = set()
         self.auto = self.auto and self.is_str
+        self.token_filters = self.token_filters and self.is_str
 
     def add(self, arr: pa.Array) -> pa.Array | None:
         """Fold in one block's values; returns their distinct non-null values when it had
@@ -201,7 +215,33 @@ class _IndexedColumn:
             if self.filters and self._block is None and uniq is not None and len(uniq):
                 self._block = (*hash_array(uniq), len(uniq))
             self.blocks.append(self._block if self.filters else None)
+        if self.token_filters:
+            self.token_blocks.append(self._block_tokens(arr, uniq))
         return uniq
+
+    def _block_tokens(self, arr: pa.Array, uniq: pa.Array | None) -> tuple[bytes, int] | None:
+        """The block's token filter (bytes, distinct tokens), tokenizing its distinct values
+        (`uniq`) when `_add` found them, else its values; its tokens feed the token set."""
+        values = uniq if uniq is not None else arr
+        if self.filters and self.distinct is None:
+            # an identifier column, membership-filtered: only the token set wants its tokens
+            self._add_tokens(values, whole_blocks=False)
+            return None
+        if len(values) == values.null_count:
+            return None     # all null: the block's stats already rule `has` out
+        if self.tokens is None:     # the set overflowed: only the tokens' hashes are needed
+            h1, h2 = token_hashes(values)
+        else:
+            toks = tokenize_array(values)
+            if len(toks) > TOKEN_SET_CAP:
+                self.tokens = None
+            else:
+                self.tokens.update(toks.to_pylist())
+                if len(self.tokens) > TOKEN_SET_CAP:
+                    self.tokens = None
+            h1, h2 = hash_array(toks)
+        bloom = BloomFilter.from_hashes(h1, h2, n_distinct=len(h1), fp_rate=self.token_fp_rate)
+        return bloom.to_bytes(), len(h1)
 
     def _add(self, arr: pa.Array) -> pa.Array | None:
         values = len(arr) - arr.null_count
@@ -247,12 +287,15 @@ class _IndexedColumn:
             self._add_tokens(untokenized)
         return uniq
 
-    def _add_tokens(self, values: pa.Array) -> None:
+    def _add_tokens(self, values: pa.Array, *, whole_blocks: bool = True) -> None:
         """Tokenize so that a column of free text overflows the token cap after a few
         thousand values rather than after a whole block: the C kernel stops by itself once
         its tokens pass the cap, so it takes the values in one call; the numpy form in
         growing chunks (they keep growing across blocks: a column whose tokens fit the cap
-        so far is tokenized in few calls)."""
+        so far is tokenized in few calls). Nothing when `token_filters` tokenize whole
+        blocks in `add` (`whole_blocks`), which feeds the token set itself."""
+        if whole_blocks and self.token_filters:
+            return
         start, step = 0, self.token_step if _kernels is None else max(1, len(values))
         while start < len(values) and self.tokens is not None:
             toks = tokenize_array(values.slice(start, step), cap=TOKEN_SET_CAP)
@@ -328,6 +371,18 @@ class _IndexedColumn:
             return None
         return BloomFilter.from_hash_parts(self.hashes, n_distinct=self.counter.estimate(),
                                            fp_rate=fp_rate).to_bytes()
+
+    def token_filters_worth_keeping(self, blocks: int) -> bool:
+        """Whether the token filters may rule a block out: some block has one, and unless
+        the token set overflowed or a block has none, some block lacks a token of the set."""
+        if not self.token_filters or len(self.token_blocks) != blocks:
+            return False
+        made = [b for b in self.token_blocks if b is not None]
+        if not made:
+            return False
+        if self.tokens is None or len(made) < blocks:
+            return True
+        return any(n < len(self.tokens) for _, n in made)
 
     def block_filters(self, fp_rate: float) -> list[bytes | None]:
         """One filter per block (None for a block without values), each sized to the
@@ -413,12 +468,15 @@ class ExtentStatsBuilder:
     def __init__(self, schema: pa.Schema, *,
                  membership_filters: bool | Collection[str] = True,
                  fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
-                 block_fp_rate: float = BLOCK_FP_RATE) -> None:
+                 block_fp_rate: float = BLOCK_FP_RATE, token_filters: bool = True,
+                 token_fp_rate: float = TOKEN_FP_RATE) -> None:
         """`membership_filters`: True for the automatic rule (every int/long column, and every
         string column without whitespace in its values, whose distinct set overflows), False
         for none, or the names of the int/string columns that get one when their distinct
         set overflows (whatever their values look like). `block_filters`: every column
-        with a membership filter also gets one per block (`block_fp_rate`)."""
+        with a membership filter also gets one per block (`block_fp_rate`), and with
+        `token_filters` every other string column a token filter per block
+        (`token_fp_rate`)."""
         self._fp_rate = fp_rate
         self._block_fp_rate = block_fp_rate
         self._blocks = 0
@@ -433,7 +491,9 @@ class ExtentStatsBuilder:
                 filters = (membership_filters if isinstance(membership_filters, bool)
                            else f.name in membership_filters)
                 self._indexed[i] = _IndexedColumn(f.name, kind == "str", filters, auto,
-                                                  per_block=block_filters and bool(filters))
+                                                  per_block=block_filters and bool(filters),
+                                                  token_filters=block_filters and token_filters,
+                                                  token_fp_rate=token_fp_rate)
             elif is_dynamic(f):
                 self._dynamic[i] = DynamicColumn()
         self._names = schema.names
@@ -495,6 +555,12 @@ class ExtentStatsBuilder:
                 for entry, blob in zip(per_block, blobs, strict=True):
                     if blob is not None:
                         entry[c.name] = (kind, blob)
+        for c in self._indexed.values():
+            # one filter per column and block: a membership-filtered column gets no tokens
+            if c.name not in filters and c.token_filters_worth_keeping(self._blocks):
+                for entry, made in zip(per_block, c.token_blocks, strict=True):
+                    if made is not None:
+                        entry[c.name] = (TOKEN_KIND, made[0])
         return ExtentStats(
             min_ts=self._min_ts, max_ts=self._max_ts,
             present_paths={self._names[i]: sorted(d.paths) for i, d in self._dynamic.items()
