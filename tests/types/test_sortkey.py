@@ -73,6 +73,41 @@ def test_rows_sort_ascending_nulls_last_and_stable(rows):
     assert sort_rows(table, []) is table
 
 
+typed_rows = st.lists(
+    st.tuples(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+              st.one_of(st.none(), st.booleans()),
+              st.one_of(st.none(), st.integers(0, 5)),     # timestamps, many ties
+              st.one_of(st.none(), st.text("ab", max_size=2))),
+    max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(typed_rows, st.integers(1, 4), st.booleans())
+def test_every_sortable_type_orders_as_arrow_sorts_it(rows, width, chunked):
+    """Arrow's own stable sort, nulls last (NaN after numbers, before nulls), is the
+    reference; the key columns come in every order and width."""
+    table = pa.table({
+        "r": pa.array([r[0] for r in rows], pa.float64()),
+        "b": pa.array([r[1] for r in rows], pa.bool_()),
+        "t": pa.array([r[2] for r in rows], pa.timestamp("ns", tz="UTC")),
+        "s": pa.array([r[3] for r in rows], pa.string()),
+        "arrival": pa.array(range(len(rows)), pa.int64())})
+    if chunked and len(rows) > 2:
+        table = pa.concat_tables([table.slice(0, len(rows) // 2), table.slice(len(rows) // 2)])
+    key = ["t", "s", "r", "b"][:width] if width % 2 else ["s", "b", "t", "r"][:width]
+    expected = pa.compute.sort_indices(table, sort_keys=[(c, "ascending", "at_end")
+                                                         for c in key])
+    assert sort_rows(table, key)["arrival"].to_pylist() == expected.to_pylist()
+
+
+def test_an_already_ordered_last_key_keeps_arrival_order_among_ties():
+    table = pa.table({"svc": ["b", "a", "b", "a", "a"],
+                      "ts": pa.array([1, 1, 2, 3, 3], pa.timestamp("ns")),
+                      "arrival": [0, 1, 2, 3, 4]})
+    assert sort_rows(table, ["svc", "ts"])["arrival"].to_pylist() == [1, 3, 4, 0, 2]
+    assert sort_rows(table, ["ts"]) is table      # nothing to do
+
+
 def test_sort_rows_takes_a_long_key_over_many_chunks():
     parts = [pa.table({"k": pa.array([3, 1, 2], LONG.arrow())}) for _ in range(3)]
     table = pa.concat_tables(parts)

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -99,8 +100,59 @@ def sort_key_of(properties: Mapping[str, Any], schema: Schema) -> tuple[str, ...
 
 def sort_rows(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     """`rows` sorted by `key` (ascending, nulls last, stable); unchanged when `key` is
-    empty or there is at most one row."""
+    empty or there is at most one row.
+
+    Two shortcuts keep the sort cheap: a string column is sorted as the rank of its value
+    among the column's distinct values (a hash and a sort of the distinct values, then
+    integers), and a last key column that is already in order (arrival order is mostly
+    time order, so `_timestamp` often is) is dropped, since the stable sort by the columns
+    before it keeps it in order among their ties."""
     if not key or rows.num_rows < 2:
         return rows
-    order = pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_end") for c in key])
-    return rows.take(order)
+    arrays = [_rank(rows[c]) for c in key]
+    if _ascending(arrays[-1]):
+        arrays.pop()
+    if not arrays:
+        return rows
+    # numpy's lexsort is stable; its last key is the primary one, and each column's null
+    # flag ranks above its values (nulls last)
+    planes: list[np.ndarray] = []
+    for column in reversed(arrays):
+        values, nulls = _plane(column)
+        planes.append(values)
+        if nulls is not None:
+            planes.append(nulls)
+    return rows.take(pa.array(np.lexsort(planes)))
+
+
+def _plane(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
+    """A key column as numpy values (nulls filled) and its null flags (None: no nulls)."""
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.int64())
+    nulls = None
+    if column.null_count:
+        nulls = column.is_null().to_numpy()
+        column = column.fill_null(False if pa.types.is_boolean(column.type) else 0)
+    return column.to_numpy(), nulls
+
+
+def _rank(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A string column as each value's rank among its distinct values (nulls stay null);
+    other columns as they are."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return column
+    encoded = pc.dictionary_encode(column).unify_dictionaries()
+    if encoded.num_chunks == 0:
+        return column
+    rank_of_value = pc.sort_indices(pc.sort_indices(encoded.chunk(0).dictionary))
+    return pa.chunked_array([pc.take(rank_of_value, c.indices) for c in encoded.chunks],
+                            type=rank_of_value.type)
+
+
+def _ascending(column: pa.ChunkedArray) -> bool:
+    """No nulls and every value >= the one before (NaN is never in order)."""
+    if column.null_count or len(column) < 2:
+        return column.null_count == 0
+    later = column.slice(1)
+    earlier = column.slice(0, len(column) - 1)
+    return bool(pc.all(pc.greater_equal(later, earlier)).as_py())
