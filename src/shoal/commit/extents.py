@@ -32,7 +32,7 @@ from shoal.errors import CommitStateUnknownError
 from shoal.format.base import ExtentWriter, SegmentFormat
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import Schema
-from shoal.types.sortkey import sort_rows
+from shoal.types.sortkey import sort_order
 
 DEFAULT_BLOCK_ROWS = 65536
 
@@ -136,9 +136,17 @@ class ExtentStager:
         """Write `batches` (shaped to `schema`) as one extent; nothing is left on failure.
 
         With a sort key (`shoal.types.sortkey`) all the rows are gathered and sorted before
-        blocks are cut from them, so the extent's blocks are ranges of the key."""
+        blocks are cut from them, so the extent's blocks are ranges of the key. Rows are
+        taken into sorted order one block at a time, so the writer works on a block while
+        the next one is taken."""
         if sort_by:
-            batches = [sort_rows(_gathered(batches, schema.arrow()), sort_by)]
+            rows = _gathered(batches, schema.arrow())
+            order = sort_order(rows, sort_by)
+            if order is not None:
+                batches = (rows.take(order.slice(i, block_rows))
+                           for i in range(0, len(order), block_rows))
+            else:
+                batches = [rows]
         extent = self.open(prefix, schema, block_rows=block_rows)
         try:
             for b in batches:

@@ -100,7 +100,14 @@ def sort_key_of(properties: Mapping[str, Any], schema: Schema) -> tuple[str, ...
 
 def sort_rows(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     """`rows` sorted by `key` (ascending, nulls last, stable); unchanged when `key` is
-    empty or there is at most one row.
+    empty or the rows are already in order."""
+    order = sort_order(rows, key)
+    return rows if order is None else rows.take(order)
+
+
+def sort_order(rows: pa.Table, key: Sequence[str]) -> pa.Array | None:
+    """The row order that sorts `rows` by `key` (`sort_rows`), or None when they already
+    are in it (or `key` is empty).
 
     Two shortcuts keep the sort cheap: a string column is sorted as the rank of its value
     among the column's distinct values (a hash and a sort of the distinct values, then
@@ -108,12 +115,12 @@ def sort_rows(rows: pa.Table, key: Sequence[str]) -> pa.Table:
     time order, so `_timestamp` often is) is dropped, since the stable sort by the columns
     before it keeps it in order among their ties."""
     if not key or rows.num_rows < 2:
-        return rows
+        return None
     arrays = [_rank(rows[c]) for c in key]
     if _ascending(arrays[-1]):
         arrays.pop()
     if not arrays:
-        return rows
+        return None
     # numpy's lexsort is stable; its last key is the primary one, and each column's null
     # flag ranks above its values (nulls last)
     planes: list[np.ndarray] = []
@@ -122,7 +129,7 @@ def sort_rows(rows: pa.Table, key: Sequence[str]) -> pa.Table:
         planes.append(values)
         if nulls is not None:
             planes.append(nulls)
-    return rows.take(pa.array(np.lexsort(planes)))
+    return pa.array(np.lexsort(planes))
 
 
 def _plane(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
