@@ -11,7 +11,8 @@ the property is stored): every name must be a column of a sortable kind, once. N
 lower case, as unquoted identifiers do in DDL. `sort_key_of` is the lenient reading used at
 write time: a stored key whose column is missing or no longer sortable (a widening to
 `dynamic`) is shortened to its usable columns, with a log line, rather than failing a
-commit. `sort_rows` applies a key to Arrow rows.
+commit. `sort_order` gives the order that sorts Arrow rows by a key (None when they already
+are in it), `sort_rows` applies it.
 """
 
 from __future__ import annotations
