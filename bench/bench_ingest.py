@@ -21,6 +21,11 @@ trace id, status, duration, nested attributes into a `dynamic` column):
 `--repeat` rounds run every path in turn (a load spike from elsewhere hits them alike); each
 figure is its best round, and every round is printed.
 
+`--sort-by KEY` adds, to every round, `shoal ingest` of the same file into a table whose
+sort key is KEY (`sort_by`, docs/storage.md): each group commit sorts its rows before
+writing them; the table reports both and their ratio. `--only-cli` runs just the parse limit
+and the two `shoal ingest` paths (a short run for that comparison).
+
 Targets: shoal ingest >= 0.8x the parse limit and >= 0.8x delta-rs; REST >= 0.5x
 the parse limit; the typed file through the CLI, start-up included, >= 0.6x. The generated
 files are cached under bench/out/.
@@ -105,10 +110,13 @@ def shoal_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, check=True)
 
 
-def shoal_ingest(path: Path, work: Path) -> tuple[float, str]:
-    data = work / "cli-data"
+def shoal_ingest(path: Path, work: Path, sort_by: str | None = None) -> tuple[float, str]:
+    data = work / ("cli-data" if sort_by is None else "cli-data-sorted")
     shoal_cli("--data-dir", str(data), "create-table", "logs",
               *[a for c in COLUMNS for a in ("-c", f"{c['name']}:{c['type']}")])
+    if sort_by is not None:
+        shoal_cli("--data-dir", str(data), "sql",
+                  f"ALTER TABLE logs SET TBLPROPERTIES ('sort_by' = '{sort_by}')")
     t0 = time.perf_counter()
     out = shoal_cli("--data-dir", str(data), "ingest", str(path), "--table", "logs")
     return time.perf_counter() - t0, out.stdout.strip().splitlines()[-1]
@@ -133,6 +141,9 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--typed-mb", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sort-by", default=None, help="also ingest into a table with this "
+                    "sort key, e.g. 'service, _timestamp'")
+    ap.add_argument("--only-cli", action="store_true", help="parse limit and shoal ingest only")
     args = ap.parse_args()
     # The commands run from src/: its bytecode current, else with PYTHONDONTWRITEBYTECODE set
     # each run compiles what changed since setup (scripts/setup.sh) again.
@@ -149,6 +160,15 @@ def main() -> int:
         for rep in range(args.repeat):
             r: dict[str, float] = {"parse": parse_limit(path)}
             r["shoal"], summary = shoal_ingest(path, work / f"r{rep}")
+            if args.sort_by is not None:
+                r["sorted"], sorted_summary = shoal_ingest(path, work / f"r{rep}", args.sort_by)
+            if args.only_cli:
+                rounds.append(r)
+                print(f"round {rep + 1}: parse {size_mb / r['parse']:.1f}, shoal "
+                      f"{size_mb / r['shoal']:.1f}" + (
+                          f", shoal sorted {size_mb / r['sorted']:.1f}" if "sorted" in r
+                          else "") + f" MB/s; load {os.getloadavg()[0]:.2f}", flush=True)
+                continue
             r["delta"] = delta_rs(path, work)
             r["rest"], r["p50"], r["p99"], n = rest(path, work, args.rest_mb, args.clients)
             typed_mb, r["typed_read"], r["typed_fresh"], r["typed_cli"] = typed_case(
@@ -162,6 +182,21 @@ def main() -> int:
                   flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.only_cli:
+        t_parse, t_shoal = (min(r[k] for r in rounds) for k in ("parse", "shoal"))
+        print(f"\n## shoal ingest of {size_mb:,.0f} MB of log NDJSON ({sys.platform}, 2 cores), "
+              f"best of {args.repeat}")
+        print("| path | MB/s | vs parse limit |\n|---|---|---|")
+        print(f"| pyarrow.json.read_json (parse limit) | {size_mb / t_parse:,.1f} | 1.00x |")
+        print(f"| shoal ingest (CLI) | {size_mb / t_shoal:,.1f} | {t_parse / t_shoal:.2f}x |")
+        if args.sort_by is not None:
+            t_sorted = min(r["sorted"] for r in rounds)
+            print(f"| shoal ingest (CLI), sort_by = '{args.sort_by}' | {size_mb / t_sorted:,.1f} "
+                  f"| {t_parse / t_sorted:.2f}x |")
+            print(f"\nsorted / unsorted ingest time: {t_sorted / t_shoal:.2f}x\n"
+                  f"shoal ingest said (sorted): {sorted_summary}")
+        print(f"shoal ingest said: {summary}")
+        return 0
     t_parse, t_shoal, t_delta, t_typed_read, t_typed_fresh, t_typed_cli = (
         min(r[k] for r in rounds)
         for k in ("parse", "shoal", "delta", "typed_read", "typed_fresh", "typed_cli"))
@@ -184,6 +219,10 @@ def main() -> int:
     print(f"| typed only: `shoal ingest`, start-up included | {typed_mb / t_typed_cli:,.1f} | "
           f"{t_typed_read / t_typed_cli:.2f}x of read_json in this process, "
           f"{t_typed_fresh / t_typed_cli:.2f}x of read_json in a fresh interpreter |")
+    if args.sort_by is not None:
+        t_sorted = min(r["sorted"] for r in rounds)
+        print(f"| shoal ingest (CLI), sort_by = '{args.sort_by}' | {size_mb / t_sorted:,.1f} | "
+              f"{t_parse / t_sorted:.2f}x |")
     print(f"\nshoal ingest vs delta-rs: {t_delta / t_shoal:.2f}x; REST latency p50 {p50:.0f} ms, "
           f"p99 {p99:.0f} ms\nshoal ingest said: {summary}")
     return 0

@@ -26,7 +26,9 @@ from shoal.format.base import BlockPredicate
 from shoal.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.storage import ObjectStore, open_store
+from shoal.errors import InvalidPropertyError
 from shoal.types import Column, Schema, SchemaMode
+from shoal.types.sortkey import SORT_BY, format_sort_key, parse_sort_key
 
 # Imported where used, to keep `shoal ingest`'s start-up to what ingest needs:
 # shoal.bindings' checkers, shoal.locations,
@@ -85,11 +87,36 @@ class Shoal:
             columns = check_bound(name, properties, columns)   # its form first, then hosts
             LocationPolicy.from_config(self.config).check_properties(properties)
             TablePolicy.from_properties(properties)
-        return self.catalog.create_table(name, Schema.create(columns), mode=mode,
-                                         properties=properties)
+        schema = Schema.create(columns)
+        if properties and properties.get(SORT_BY) is not None:
+            properties = {**properties, SORT_BY: format_sort_key(
+                parse_sort_key(properties[SORT_BY], schema, table=name))}
+        return self.catalog.create_table(name, schema, mode=mode, properties=properties)
 
     def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo:
         return self.coordinator.evolve_schema(name, columns)
+
+    def set_properties(self, name: str, properties: dict[str, Any]) -> TableInfo:
+        """Change properties of an existing table; a None value unsets one. Only the ones
+        `ALTER TABLE ... SET TBLPROPERTIES` may change (`shoal.query.ddl.ALTERABLE_PROPERTIES`:
+        the sort key and the maintenance policy); they are checked as `create_table` checks
+        them. Properties that bind a source or a location are fixed at creation."""
+        from shoal.maintenance.policy import TablePolicy
+        from shoal.query.ddl import ALTERABLE_PROPERTIES
+
+        for key in properties:
+            if key not in ALTERABLE_PROPERTIES:
+                raise InvalidPropertyError(
+                    f'table property "{key}" cannot be changed on an existing table (it can: '
+                    f"{', '.join(ALTERABLE_PROPERTIES)})")
+        info = self.catalog.load_table(name)
+        changes = dict(properties)
+        if changes.get(SORT_BY) is not None:
+            changes[SORT_BY] = format_sort_key(
+                parse_sort_key(changes[SORT_BY], info.schema, table=name))
+        merged = {k: v for k, v in {**info.properties, **changes}.items() if v is not None}
+        TablePolicy.from_properties(merged)
+        return self.catalog.set_properties(name, changes)
 
     def describe(self, name: str) -> dict[str, Any]:
         return describe_table(self.catalog, name)

@@ -128,3 +128,15 @@ def test_discard_on_failure_keeps_extents_on_success(store):
     with discard_on_failure(store, [entry]):
         pass
     assert objects(store) == {entry.object_path}
+
+
+def test_a_sort_key_orders_every_batch_of_the_extent_before_blocks_are_cut(store):
+    stager = ExtentStager(store, default_formats()["tlm"])
+    reordered = batch(9, 2).select(["n", "_timestamp", "props"])   # columns in another order
+    entry = stager.write(PREFIX, SCHEMA, [batch(5, 1, 7), reordered, pa.table(batch(3, 8))],
+                         block_rows=3, sort_by=("n",))
+    reader = default_formats()["tlm"].open_extent(store, entry.object_path)
+    blocks = [reader.read_block(b)["n"].to_pylist()
+              for b in range(reader.metadata().block_count)]
+    assert blocks == [[1, 2, 3], [5, 7, 8], [9]]
+    assert (entry.min_ts, entry.max_ts, entry.row_count) == (1, 9, 7)

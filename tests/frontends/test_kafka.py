@@ -483,3 +483,37 @@ def test_transactional_topic_ends_on_a_marker_and_still_goes_idle(broker, spark,
     assert second.progress.lag == 0
     assert sorted(db.read("tx")[0].column("i").to_pylist()) == list(range(30))
     db.close()
+
+
+def test_staged_and_driver_extents_follow_the_sort_key(tmp_path):
+    """The sort key reaches both Kafka write paths: a Spark task's staged extent (the key
+    travels in its StageSpec) and the driver's own write (without Spark or a broker)."""
+    from shoal.frontends.kafka import KafkaSink
+    from shoal.frontends.kafka.staged import StageSpec, stage_task
+
+    db = shoal.connect(data_dir=str(tmp_path))
+    values = [b'{"svc":"%s","v":%d}' % (s, i) for i, s in enumerate([b"c", b"a", b"b", b"a"])]
+    batch = _records([(0, i, v) for i, v in enumerate(values)])
+
+    def extent_rows(entry):
+        reader = db.formats[entry.format].open_extent(db.store, entry.object_path)
+        return pa.Table.from_batches([reader.read_block(b)
+                                      for b in range(reader.metadata().block_count)])
+
+    db.sql("CREATE TABLE staged (svc string, v long) WITH (sort_by = 'svc')")
+    info = db.catalog.load_table("staged")
+    spec = StageSpec.from_option(StageSpec(
+        table="staged", table_id=info.id, schema=info.schema.to_json(), mode="drop",
+        group="g", storage_url=db.config.resolved_storage_url, sort_by=("svc",)).to_option())
+    assert spec.sort_by == ("svc",)
+    staged = stage_task(spec, [iter(batch.to_batches())])
+    rows = extent_rows(staged.entry)
+    assert (rows["svc"].to_pylist(), rows["v"].to_pylist()) == (["a", "a", "b", "c"],
+                                                                [1, 3, 2, 0])
+
+    db.sql("CREATE TABLE driver (svc string, v long) WITH (sort_by = 'svc')")
+    sink = KafkaSink(db.catalog, db.coordinator, table="driver", group="g", topics=["t"])
+    assert sink.write(batch).rows == 4
+    (entry,) = db.catalog.manifests("driver")
+    assert extent_rows(entry)["v"].to_pylist() == [1, 3, 2, 0]
+    db.close()

@@ -9,8 +9,8 @@ import pytest
 import shoal
 from shoal.errors import (DdlSyntaxError, IncompatibleSchemaChangeError, InvalidSchemaError,
                           TableAlreadyExistsError, TableNotFoundError)
-from shoal.query.ddl import (AlterTableAddColumns, CreateTable, DescribeTable, ShowTables,
-                             column_ddl, execute_ddl, parse_ddl)
+from shoal.query.ddl import (AlterTableAddColumns, AlterTableSetProperties, CreateTable,
+                             DescribeTable, ShowTables, column_ddl, execute_ddl, parse_ddl)
 from shoal.types import BYTES, HEADERS, INT, LONG, REAL, STRING, TIMESTAMP, Column, vector
 
 HEADERS_TYPE = "ARRAY<STRUCT<key STRING, value BYTES>>"
@@ -61,6 +61,15 @@ def test_parse_create_with_every_clause():
                  Column("emb", vector(3)), Column("hs", HEADERS, header="*")),
         if_not_exists=True, mode="drop",
         properties={"retention": "7d", "kafka_topic": "events", "target_rows": 500})
+
+
+def test_parse_set_and_unset_tblproperties():
+    assert parse_ddl("alter table T set TBLPROPERTIES ('sort_by' = ' Service, _timestamp ', "
+                     "target_extent_size = 1048576, 'RETENTION' = '7d')") == \
+        AlterTableSetProperties("t", {"sort_by": "Service, _timestamp",
+                                      "target_extent_size": 1048576, "retention": "7d"})
+    assert parse_ddl("ALTER TABLE t UNSET TBLPROPERTIES IF EXISTS ('sort_by', retention);") == \
+        AlterTableSetProperties("t", {"sort_by": None, "retention": None})
 
 
 def test_parse_other_statements():
@@ -118,7 +127,24 @@ def test_column_ddl_reads_back():
     ("CREATE TABLE t (a int) WITH (x 1)", 'line 1, col 32: expected "=", found "1"'),
     ("CREATE TABLE t (a int) WITH (x=1", 'line 1, col 33: expected "," or ")", '
      "found end of input"),
-    ("ALTER TABLE t DROP COLUMN a", 'line 1, col 15: expected ADD, found "DROP"'),
+    ("ALTER TABLE t DROP COLUMN a", 'line 1, col 15: expected ADD, SET TBLPROPERTIES or '
+     'UNSET TBLPROPERTIES, found "DROP"'),
+    ("ALTER TABLE t SET TBLPROPERTIES ('kafka_topic' = 'x')",
+     "line 1, col 34: expected a property ALTER TABLE can change (sort_by, retention, "
+     "snapshot_retention, target_extent_size or compact_min_extents), found \"'kafka_topic'\""),
+    ("ALTER TABLE t SET TBLPROPERTIES (\n  'sort_by' = service)",
+     'line 2, col 15: expected sort_by as a string literal, found "service"'),
+    ("ALTER TABLE t SET TBLPROPERTIES sort_by = 'a'",
+     'line 1, col 33: expected "(", found "sort_by"'),
+    ("ALTER TABLE t SET PROPERTIES ('sort_by' = 'a')",
+     'line 1, col 19: expected TBLPROPERTIES, found "PROPERTIES"'),
+    ("ALTER TABLE t SET TBLPROPERTIES ('sort_by' = 'a', sort_by = 'b')",
+     'line 1, col 51: expected a property other than "sort_by" (given twice), '
+     'found "sort_by"'),
+    ("ALTER TABLE t UNSET TBLPROPERTIES ('sort_by' = 'a')",
+     'line 1, col 46: expected "," or ")", found "="'),
+    ("CREATE TABLE t (a int) WITH (sort_by = a)",
+     'line 1, col 40: expected sort_by as a string literal, found "a"'),
     ("ALTER TABLE t ADD COLUMN a int)", 'line 1, col 31: expected NOT NULL, DEFAULT, HEADERS, '
      'HEADER(\'key\'), "," or end of statement, found ")"'),
     ("DESCRIBE t x", 'line 1, col 12: expected end of statement, found "x"'),

@@ -83,6 +83,8 @@ def test_statement_kinds_ignore_leading_comments():
     assert classify("/* c */ EXPLAIN SELECT 1").body == "SELECT 1"
     assert classify("-- c\nCREATE TABLE t (a int)").kind == "admin_ddl"
     assert classify("/**/ALTER TABLE t ADD COLUMN b int").kind == "admin_ddl"
+    assert classify("ALTER TABLE t SET TBLPROPERTIES ('sort_by' = 'a')").kind == "admin_ddl"
+    assert classify("ALTER TABLE t UNSET TBLPROPERTIES ('sort_by')").kind == "admin_ddl"
     assert classify("/* c */ DESCRIBE t").kind == "ddl"
     assert classify("SHOW TABLES").kind == "ddl"
     with pytest.raises(SqlSyntaxError, match="SELEC"):

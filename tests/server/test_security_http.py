@@ -202,15 +202,40 @@ def test_ddl_needs_admin_whatever_comes_first(servers, prefix):
     live = servers["auth"]
     name = "hidden_" + str(abs(hash(prefix)) % 10_000)
     for stmt in (f"{prefix}CREATE TABLE {name} (n int)",
-                 f"{prefix}ALTER TABLE logs ADD COLUMN {name} int"):
+                 f"{prefix}ALTER TABLE logs ADD COLUMN {name} int",
+                 f"{prefix}ALTER TABLE logs SET TBLPROPERTIES ('sort_by' = 'n')",
+                 f"{prefix}ALTER TABLE logs UNSET TBLPROPERTIES ('retention')"):
         with live.client(QUERY, timeout=60) as c:
             r = c.post("/v1/query", json={"sql": stmt})
             assert r.status_code == 403, (stmt, r.text)
     assert name not in [t.name for t in live.db.catalog.list_tables()]
     assert name not in live.db.catalog.load_table("logs").schema.names
+    assert "sort_by" not in live.db.catalog.load_table("logs").properties
     with live.client(QUERY, timeout=60) as c:   # DESCRIBE and SHOW TABLES stay query-scope
         assert c.post("/v1/query", json={"sql": f"{prefix}DESCRIBE logs"}).status_code == 200
         assert c.post("/v1/query", json={"sql": f"{prefix}SHOW TABLES"}).status_code == 200
+
+
+def test_an_admin_sets_a_sort_key_and_bad_keys_are_400(servers):
+    live = servers["auth"]
+    with live.client(ADMIN, timeout=60) as c:
+        r = c.post("/v1/query", json={
+            "sql": "ALTER TABLE logs SET TBLPROPERTIES ('sort_by' = 'n, nope')"})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["code"] == "invalid_schema"
+        assert 'sort key column "nope" is not a column' in r.json()["error"]["message"]
+        r = c.post("/v1/query", json={
+            "sql": "ALTER TABLE logs SET TBLPROPERTIES ('kafka_bootstrap' = 'evil:9092')"})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["code"] == "ddl_syntax"
+        assert "line 1, col 37" in r.json()["error"]["message"]
+        r = c.post("/v1/query", json={
+            "sql": "ALTER TABLE logs SET TBLPROPERTIES ('sort_by' = 'msg, n')"})
+        assert r.status_code == 200, r.text
+        assert c.get("/v1/tables/logs").json()["properties"]["sort_by"] == "msg, n"
+        r = c.post("/v1/query", json={"sql": "ALTER TABLE logs UNSET TBLPROPERTIES ('sort_by')"})
+        assert r.status_code == 200, r.text
+    assert "sort_by" not in live.db.catalog.load_table("logs").properties
 
 
 def test_bound_locations_must_be_allowed(servers, host_files):

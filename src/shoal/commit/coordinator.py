@@ -38,6 +38,7 @@ from shoal.errors import (CommitConflictError, CommitRetriesExhaustedError,
 from shoal.format.base import SegmentFormat
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import Column, Schema
+from shoal.types.sortkey import sort_key_of
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +94,12 @@ class CommitCoordinator:
                      schema: Schema | None = None,
                      block_rows: int = DEFAULT_BLOCK_ROWS) -> ManifestEntry:
         """Write one extent of `table` from `batches` (already shaped to `schema`, default
-        the table's current one); it is part of the table only once a commit adds it."""
-        return self.extents.write(extent_prefix(table.name, table.id), schema or table.schema,
-                                  batches, block_rows=block_rows)
+        the table's current one); it is part of the table only once a commit adds it.
+        The rows are sorted by the table's sort key (`sort_by`), if it has one."""
+        schema = schema or table.schema
+        return self.extents.write(extent_prefix(table.name, table.id), schema, batches,
+                                  block_rows=block_rows,
+                                  sort_by=sort_key_of(table.properties, schema))
 
     # ---- the retry loop ---------------------------------------------------------------------
     def run(self, table: str, build: Callable[[TableInfo], CommitSpec | None], *,

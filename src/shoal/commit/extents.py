@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+
 import pyarrow as pa
 
 from shoal.catalog.base import ManifestEntry
@@ -31,6 +32,7 @@ from shoal.errors import CommitStateUnknownError
 from shoal.format.base import ExtentWriter, SegmentFormat
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import Schema
+from shoal.types.sortkey import sort_order
 
 DEFAULT_BLOCK_ROWS = 65536
 
@@ -129,8 +131,22 @@ class ExtentStager:
 
     def write(self, prefix: str, schema: Schema,
               batches: Iterable[pa.RecordBatch | pa.Table], *,
-              block_rows: int = DEFAULT_BLOCK_ROWS) -> ManifestEntry:
-        """Write `batches` (shaped to `schema`) as one extent; nothing is left on failure."""
+              block_rows: int = DEFAULT_BLOCK_ROWS,
+              sort_by: Sequence[str] = ()) -> ManifestEntry:
+        """Write `batches` (shaped to `schema`) as one extent; nothing is left on failure.
+
+        With a sort key (`shoal.types.sortkey`) all the rows are gathered and sorted before
+        blocks are cut from them, so the extent's blocks are ranges of the key. Rows are
+        taken into sorted order one block at a time, so the writer works on a block while
+        the next one is taken."""
+        if sort_by:
+            rows = _gathered(batches, schema.arrow())
+            order = sort_order(rows, sort_by)
+            if order is not None:
+                batches = (rows.take(order.slice(i, block_rows))
+                           for i in range(0, len(order), block_rows))
+            else:
+                batches = [rows]
         extent = self.open(prefix, schema, block_rows=block_rows)
         try:
             for b in batches:
@@ -143,6 +159,20 @@ class ExtentStager:
     def _written(self, entry: ManifestEntry) -> None:
         if self._on_stage is not None:
             self._on_stage("extent_written", path=entry.object_path, extent_id=entry.extent_id)
+
+
+def _gathered(batches: Iterable[pa.RecordBatch | pa.Table], schema: pa.Schema) -> pa.Table:
+    """`batches` as one table of exactly `schema` (batches may list its columns in another
+    order or carry other field metadata, as the writer allows)."""
+    out = []
+    for part in batches:
+        for b in part.to_batches() if isinstance(part, pa.Table) else [part]:
+            if b.num_rows == 0:
+                continue
+            if b.schema.names != schema.names:
+                b = b.select(schema.names)
+            out.append(pa.RecordBatch.from_arrays(b.columns, schema=schema))
+    return pa.Table.from_batches(out, schema=schema)
 
 
 class StagedExtents:

@@ -9,13 +9,16 @@ is about to drop them).
 
 Write (Spark, one task per group): the task reads every block of its inputs through their
 `SegmentFormat`, upgrades each batch to the table's current schema version (this is the
-background row upgrade), sorts the group by `_timestamp` (groups up to `SORT_MAX_ROWS`;
-bigger ones keep input order, which is already by time) and writes one extent through an
-`ExtentStager` of the table's `SegmentFormat` and `ObjectStore`. It returns the new
-extent's `ManifestEntry`: its catalog stats come from the writer over the merged rows (time
-range, distinct and token sets, membership filters, present paths), so a merged extent is
-pruned whenever every one of its inputs would have been, subject to the sets' caps (an
-overflowing distinct set falls back to a membership filter where the writer builds one).
+background row upgrade), sorts the group by the table's current sort key (`sort_by`,
+`shoal.types.sortkey`), or by `_timestamp` when it has none (groups up to `SORT_MAX_ROWS`;
+bigger ones keep input order: inputs in time order, each sorted as it was written), and
+writes one extent through an `ExtentStager` of the table's `SegmentFormat` and `ObjectStore`.
+Extents written before the key was set (or under another key) come out sorted by the
+current one. It returns the new extent's `ManifestEntry`: its catalog stats come from the
+writer over the merged rows (time range, distinct and token sets, membership filters,
+present paths), so a merged extent is pruned whenever every one of its inputs would have
+been, subject to the sets' caps (an overflowing distinct set falls back to a membership
+filter where the writer builds one).
 
 Commit (driver): one snapshot `operation="compact"` removes the inputs and adds the outputs
 through the commit layer's `swap_extents`. On a conflict the rebase keeps only the groups
@@ -35,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
 from shoal.commit import (DEFAULT_BLOCK_ROWS, CommitCoordinator, ExtentStager, Replacement,
@@ -44,7 +46,8 @@ from shoal.errors import PipelineError
 from shoal.format.base import SegmentFormat
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
-from shoal.types.schema import Schema
+from shoal.types.schema import TIMESTAMP_COLUMN, Schema
+from shoal.types.sortkey import sort_key_of, sort_rows
 from shoal.types.upgrade import upgrade_batch
 
 SORT_MAX_ROWS = 4_000_000
@@ -127,6 +130,7 @@ class CompactionTask:
     target_schema: dict[str, Any]           # Schema JSON of the version written
     sources: tuple[tuple[str, str], ...]    # (object_path, format name), in time order
     block_rows: int = DEFAULT_BLOCK_ROWS
+    sort_by: tuple[str, ...] = ()           # the table's sort key; () sorts by _timestamp
 
 
 @dataclass(frozen=True)
@@ -154,8 +158,10 @@ def run_compaction_task(task: CompactionTask) -> CompactionTaskResult:
             batches.append(upgrade_batch(reader.read_block(b), target))
         bytes_in += meta.byte_size
     merged = pa.Table.from_batches(batches, schema=target.arrow())
-    if 0 < merged.num_rows <= SORT_MAX_ROWS and "_timestamp" in merged.column_names:
-        merged = merged.take(pc.sort_indices(merged, sort_keys=[("_timestamp", "ascending")]))
+    key = task.sort_by or ((TIMESTAMP_COLUMN,) if TIMESTAMP_COLUMN in merged.column_names
+                           else ())
+    if merged.num_rows <= SORT_MAX_ROWS:
+        merged = sort_rows(merged, key)
     entry = ExtentStager(store, task.writer_format).write(
         task.prefix, target, merged.to_batches(max_chunksize=task.block_rows),
         block_rows=task.block_rows)
@@ -288,5 +294,6 @@ def _task(index: int, group: CompactionGroup, info: TableInfo, writer: SegmentFo
                           formats=formats,
                           target_schema=info.schema.to_json(),
                           sources=tuple((e.object_path, e.format) for e in group.entries),
-                          block_rows=block_rows)
+                          block_rows=block_rows,
+                          sort_by=sort_key_of(info.properties, info.schema))
 

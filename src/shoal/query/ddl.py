@@ -8,6 +8,8 @@ Spark:
                                           [HEADERS | HEADER('key')], ...)]
         [WITH (mode = 'evolve', retention = '7d', kafka_topic = '...', key = literal, ...)]
     ALTER TABLE t ADD [COLUMN | COLUMNS] c TYPE [...], ...     (or a parenthesised list)
+    ALTER TABLE t SET TBLPROPERTIES ('sort_by' = 'service, _timestamp', ...)
+    ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('sort_by', ...)
     DESCRIBE | DESC [TABLE] t
     SHOW TABLES
 
@@ -22,6 +24,10 @@ The parser checks syntax only: names, header bindings, defaults and widening are
 `execute_ddl(stmt, db)` runs a statement against a `shoal.query.database.Database` and returns a
 pyarrow table: CREATE/ALTER one row describing the table, DESCRIBE one row per column,
 SHOW TABLES one row per table. WITH keys other than `mode` become table properties.
+SET/UNSET TBLPROPERTIES change only `ALTERABLE_PROPERTIES` (the sort key and the maintenance
+policy, checked as at CREATE); a property that binds a source or a location is fixed when the
+table is created, so its checks happen once. A key may be written as a string or a bare
+name; unsetting a property the table does not have changes nothing.
 """
 
 from __future__ import annotations
@@ -59,6 +65,12 @@ class AlterTableAddColumns:
 
 
 @dataclass(frozen=True)
+class AlterTableSetProperties:
+    name: str
+    properties: dict[str, Any]            # a None value unsets the property
+
+
+@dataclass(frozen=True)
 class DescribeTable:
     name: str
 
@@ -68,7 +80,14 @@ class ShowTables:
     pass
 
 
-DdlStatement = CreateTable | AlterTableAddColumns | DescribeTable | ShowTables
+DdlStatement = (CreateTable | AlterTableAddColumns | AlterTableSetProperties | DescribeTable
+                | ShowTables)
+
+# What ALTER TABLE ... SET TBLPROPERTIES may change: each is checked where it is stored
+# (`Shoal.set_properties`) and needs no allowed-locations check.
+ALTERABLE_PROPERTIES = ("sort_by", "retention", "snapshot_retention", "target_extent_size",
+                        "compact_min_extents")
+_STRING_PROPERTIES = ("mode", "retention", "sort_by")
 
 TABLE_RESULT_SCHEMA = pa.schema([
     ("name", pa.string()), ("status", pa.string()), ("schema_version", pa.int64()),
@@ -275,10 +294,19 @@ class _Parser:
             raise self.error(_either(followers))
         return CreateTable(name, tuple(columns), if_not_exists, mode, properties)
 
-    def alter_table(self) -> AlterTableAddColumns:
+    def alter_table(self) -> AlterTableAddColumns | AlterTableSetProperties:
         self.expect("TABLE")
         name = self.name("a table name")
-        self.expect("ADD")
+        if self.accept("SET"):
+            self.expect("TBLPROPERTIES")
+            return AlterTableSetProperties(name, self.set_properties())
+        if self.accept("UNSET"):
+            self.expect("TBLPROPERTIES")
+            if self.accept("IF"):
+                self.expect("EXISTS")
+            return AlterTableSetProperties(name, self.unset_properties())
+        if not self.accept("ADD"):
+            raise self.error("ADD, SET TBLPROPERTIES or UNSET TBLPROPERTIES")
         if not self.accept("COLUMN"):
             self.accept("COLUMNS")
         if self.at_type(TokenType.L_PAREN):
@@ -393,11 +421,11 @@ class _Parser:
                 raise self.error_at(key_tok, f'a property other than "{key}" (given twice)')
             seen.add(key)
             self.expect_type(TokenType.EQ, '"="')
-            if key in ("mode", "retention"):
+            if key in _STRING_PROPERTIES:
                 value = self.expect_type(TokenType.STRING, f"{key} as a string literal").text
                 if key == "mode":
                     mode = value
-                elif not value.strip():
+                elif key == "retention" and not value.strip():
                     raise InvalidSchemaError("retention must not be empty")
                 else:
                     properties[key] = value.strip()
@@ -408,6 +436,52 @@ class _Parser:
             self.advance()
         self.expect_type(TokenType.R_PAREN, '"," or ")"')
         return mode, properties
+
+    # -- SET / UNSET TBLPROPERTIES ------------------------------------------------------------
+    def property_key(self, seen: set[str]) -> str:
+        """A property ALTER TABLE may change, as a string or a bare name, once per list."""
+        tok = self.peek()
+        if tok is not None and tok.token_type == TokenType.STRING:
+            key = self.advance().text.lower()
+        else:
+            key = self.name("a property name")
+        if key not in ALTERABLE_PROPERTIES:
+            raise self.error_at(tok, "a property ALTER TABLE can change ("
+                                + _either(ALTERABLE_PROPERTIES) + ")")
+        if key in seen:
+            raise self.error_at(tok, f'a property other than "{key}" (given twice)')
+        seen.add(key)
+        return key
+
+    def set_properties(self) -> dict[str, Any]:
+        self.expect_type(TokenType.L_PAREN, '"("')
+        properties: dict[str, Any] = {}
+        seen: set[str] = set()
+        while True:
+            key = self.property_key(seen)
+            self.expect_type(TokenType.EQ, '"="')
+            if key in _STRING_PROPERTIES:
+                properties[key] = self.expect_type(
+                    TokenType.STRING, f"{key} as a string literal").text.strip()
+            else:
+                properties[key] = self.literal()
+            if not self.at_type(TokenType.COMMA):
+                break
+            self.advance()
+        self.expect_type(TokenType.R_PAREN, '"," or ")"')
+        return properties
+
+    def unset_properties(self) -> dict[str, Any]:
+        self.expect_type(TokenType.L_PAREN, '"("')
+        properties: dict[str, Any] = {}
+        seen: set[str] = set()
+        while True:
+            properties[self.property_key(seen)] = None
+            if not self.at_type(TokenType.COMMA):
+                break
+            self.advance()
+        self.expect_type(TokenType.R_PAREN, '"," or ")"')
+        return properties
 
 
 # -- execution ------------------------------------------------------------------------------
@@ -428,6 +502,11 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
         db.add_columns(stmt.name, stmt.columns)
         doc = db.describe(stmt.name)
         return _table_result(doc, "altered" if doc["schema_version"] != before else "unchanged")
+    if isinstance(stmt, AlterTableSetProperties):
+        before = db.describe(stmt.name)["properties"]
+        db.set_properties(stmt.name, dict(stmt.properties))
+        doc = db.describe(stmt.name)
+        return _table_result(doc, "altered" if doc["properties"] != before else "unchanged")
     if isinstance(stmt, DescribeTable):
         columns = [Column.from_json(c) for c in db.describe(stmt.name)["columns"]]
         return pa.Table.from_pylist(

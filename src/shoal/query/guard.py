@@ -272,9 +272,11 @@ def classify(sql: str) -> Statement:
     """The kind of `sql`; refuses (400) what is neither a query nor shoal's DDL.
 
     DDL is recognised by `shoal.query.ddl.parse_ddl` (token based, so a leading comment
-    cannot hide a CREATE); `admin_ddl` is CREATE/ALTER, `ddl` DESCRIBE/SHOW TABLES.
+    cannot hide a CREATE); `admin_ddl` is CREATE/ALTER (properties included), `ddl`
+    DESCRIBE/SHOW TABLES.
     """
-    from shoal.query.ddl import AlterTableAddColumns, CreateTable, parse_ddl
+    from shoal.query.ddl import (AlterTableAddColumns, AlterTableSetProperties, CreateTable,
+                                 parse_ddl)
 
     tokens = _tokens(sql)
     if not tokens:
@@ -284,7 +286,7 @@ def classify(sql: str) -> Statement:
     word = first.text.upper()
     ddl = parse_ddl(sql) if word in _DDL_WORDS else None
     if ddl is not None:
-        admin = isinstance(ddl, (CreateTable, AlterTableAddColumns))
+        admin = isinstance(ddl, (CreateTable, AlterTableAddColumns, AlterTableSetProperties))
         return Statement("admin_ddl" if admin else "ddl", sql)
     if word == "EXPLAIN":
         if len(tokens) < 2:

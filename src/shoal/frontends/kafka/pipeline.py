@@ -50,6 +50,7 @@ from shoal.frontends.kafka.staged import StageSpec
 from shoal.frontends.kafka.source import (DEFAULT_MAX_RECORDS_PER_PARTITION, KafkaAdmin,
                                           KafkaStreamSource, partition_key)
 from shoal.types.schema import SchemaMode
+from shoal.types.sortkey import sort_key_of
 
 if TYPE_CHECKING:
     from shoal.catalog.base import Catalog
@@ -290,7 +291,8 @@ class KafkaPipeline:
             spec = StageSpec(table=b.table, table_id=info.id, schema=info.schema.to_json(),
                              mode=b.mode, group=b.group,
                              storage_url=self.db.config.resolved_storage_url,
-                             s3_endpoint=self.db.config.s3_endpoint)
+                             s3_endpoint=self.db.config.s3_endpoint,
+                             sort_by=sort_key_of(info.properties, info.schema))
             df = df.option("stage", spec.to_option())
         df = df.load()
         query = (df.writeStream.foreachBatch(self._batch)

@@ -37,13 +37,16 @@ class StageSpec:
     group: str
     storage_url: str
     s3_endpoint: str | None = None
+    sort_by: tuple[str, ...] = ()   # the table's sort key when the pipeline started
 
     def to_option(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def from_option(cls, text: str) -> StageSpec:
-        return cls(**json.loads(text))
+        doc = json.loads(text)
+        doc["sort_by"] = tuple(doc.get("sort_by", ()))
+        return cls(**doc)
 
 
 def stage_task(spec: StageSpec, ranges: Iterable[Iterator[pa.RecordBatch]]) -> StagedBatch:
@@ -76,7 +79,7 @@ def stage_task(spec: StageSpec, ranges: Iterable[Iterator[pa.RecordBatch]]) -> S
                 yield from prep.rows.to_batches()
 
     batches = list(rows())
-    entry = (stager.write(extent_prefix(spec.table, spec.table_id), schema, batches)
-             if batches else None)
+    entry = (stager.write(extent_prefix(spec.table, spec.table_id), schema, batches,
+                          sort_by=spec.sort_by) if batches else None)
     return StagedBatch(entry, rejects, first, last, counts["records"], counts["rows"],
                        counts["bytes"])
