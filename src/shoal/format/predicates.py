@@ -10,8 +10,10 @@ keeps the block. The rules:
   has the stats' type (int vs int/timestamp stats, str vs str stats; never bool) -- a column
   widened from int to string keeps int stats in old extents, so a str value keeps them.
   Bounds are inclusive; an empty `InSet` and a `TimeRange` with lo > hi match nothing.
-- `StringHas`, `DynamicPathExists`, `DynamicPathEquals`: keep (no block-level index in v2;
-  the exec layer applies them).
+- `DynamicPathEquals` with a string value: where the block holds a valid shredded
+  sub-column of the path (`shoal.format.shred`), like `Equals` on it; else keep.
+- `StringHas`, `DynamicPathExists`: keep (no block-level index in v2; the exec layer
+  applies them).
 - `And`: all children may match (empty: True); `Or`: any (empty: False); `Not`: keep.
 - With `might_contain(column, value)` (the block's membership filters, see
   `shoal.format.blockfilters`), an `Equals` and an `InSet` of at most `MAX_FILTER_VALUES`
@@ -28,6 +30,7 @@ from typing import Any
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
+from shoal.format.shred import block_has, hidden_name
 
 
 MAX_FILTER_VALUES = 256      # longer IN lists are not looked up in membership filters
@@ -57,7 +60,12 @@ def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any],
         return all(evaluate(c, block_stat, might_contain) for c in predicate.children)
     if isinstance(predicate, Or):
         return any(evaluate(c, block_stat, might_contain) for c in predicate.children)
-    if isinstance(predicate, (Not, StringHas, DynamicPathExists, DynamicPathEquals)):
+    if isinstance(predicate, DynamicPathEquals):
+        name = hidden_name(predicate.column, predicate.path)
+        if isinstance(predicate.value, str) and block_has(block_stat, name):
+            return _may_hold_value(block_stat, name, predicate.value)
+        return True
+    if isinstance(predicate, (Not, StringHas, DynamicPathExists)):
         return True
     return True     # an unknown predicate type: keep
 
