@@ -20,9 +20,10 @@ not-identical signal comes up there as it always did.
 Choice (`Shredder`, per extent, from its first block): the leaf paths (keys `[A-Za-z_]\\w*`)
 present in at least `min_share` of the first `sample_rows` rows with no double, object or
 array among their sampled values, the most common first, at most `max_paths` per column.
-Sub-columns get block stats like any column, so an equality on a path prunes blocks by the
-sub-column's min/max. They are not the table's columns: the extent's write result leaves
-them out, and every reader of table columns skips them (`is_hidden`).
+Sub-columns get block stats (min, max, nulls; no distinct sets or membership filters), so
+an equality on a path prunes blocks by the sub-column's min/max. They are not the table's
+columns: extent stats and the write result know nothing of them, and every reader of table
+columns skips them (`is_hidden`).
 
 `extract_paths` runs DuckDB's own JSON functions over the Arrow array (the very functions
 the transpiled `get_json_object` calls), so the stored answer is the engine's by
@@ -109,7 +110,7 @@ def _connection() -> Any:
 
         con = duckdb.connect(config={"enable_external_access": False,
                                      "autoinstall_known_extensions": False,
-                                     "autoload_known_extensions": False, "threads": 1})
+                                     "autoload_known_extensions": False, "threads": 2})
         _local.con = con
     return con
 
@@ -123,37 +124,62 @@ def _as_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values
 
 
-def extract_paths(values: pa.Array | pa.ChunkedArray, paths: Sequence[str]
-                  ) -> tuple[list[pa.Array], list[bool]]:
-    """For each dotted path: the embedded engine's `get_json_object(values, '$.path')` of
-    every row (utf8), and whether any row holds a double, object or array there (a row the
-    engine hands to Spark). Values that are not UTF-8 JSON raise `NotIdenticalError`."""
-    if not paths:
-        return [], []
+# An answer a double, object or array can render as: it opens an object or array, or looks
+# like a number other than a plain integer of at most 18 digits (a double's text holds `.`,
+# `e` or `E`, or is an integer beyond 64 bits, or `-0`, `nan`, `inf`). Only rows whose answer
+# matches are given to `json_type`; every other row's value is a string, integer, boolean or
+# null. That this admits every double, object and array is checked against `json_type` on
+# every row by the property test in tests/format/test_shred.py.
+_MAYBE_RISKY = r"^[\[{]|^[-+.iInN]|^[0-9](?:.*[^0-9]|[0-9]{17})|^-0|^0[0-9]"
+
+
+def _run(sql: str, source: pa.Table) -> pa.Table:
     import duckdb
 
-    literal = "[" + ", ".join(f"'$.{p}'" for p in paths) + "]"
-    kinds = ", ".join(f"'{k}'" for k in RISKY_JSON_TYPES)
-    items = ", ".join(f"v[{i + 1}] AS v{i}, t[{i + 1}] IN ({kinds}) AS r{i}"
-                      for i in range(len(paths)))
-    sql = (f"SELECT {items} FROM (SELECT json_extract_string(j, {literal}) AS v, "
-           f"json_type(j, {literal}) AS t FROM src)")
     con = _connection()
     try:
-        con.register("src", pa.table({"j": _as_text(values)}))
+        con.register("src", source)
         try:
-            answer = con.execute(sql).to_arrow_table()
+            return con.execute(sql).to_arrow_table()
         finally:
             con.unregister("src")
     except (duckdb.Error, pa.ArrowInvalid) as e:      # not UTF-8, or malformed JSON
         raise NotIdenticalError(f"a dynamic value that is not JSON ({e})") from None
-    out = []
+
+
+def _one(col: pa.ChunkedArray) -> pa.Array:
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return arr.cast(pa.string()) if not arr.type.equals(pa.string()) else arr
+
+
+def extract_paths(values: pa.Array | pa.ChunkedArray, paths: Sequence[str]
+                  ) -> tuple[list[pa.Array], list[bool]]:
+    """For each dotted path: the embedded engine's `get_json_object(values, '$.path')` of
+    every row (utf8), and whether any row holds a double, object or array there (a row the
+    engine hands to Spark). Values that are not UTF-8 JSON raise `NotIdenticalError`.
+
+    The answers are DuckDB's `json_extract_string` (what `->>` calls) of all paths in one
+    parse; `json_type` reads again only the rows whose answer could be a double, object or
+    array's rendering (`_MAYBE_RISKY`), usually none."""
+    if not paths:
+        return [], []
+    text = _as_text(values)
+    literal = "[" + ", ".join(f"'$.{p}'" for p in paths) + "]"
+    items = ", ".join(f"v[{i + 1}] AS v{i}" for i in range(len(paths)))
+    answer = _run(f"SELECT {items} FROM (SELECT json_extract_string(j, {literal}) AS v "
+                  "FROM src)", pa.table({"j": text}))
+    out = [_one(answer.column(f"v{i}")) for i in range(len(paths))]
     risky = []
-    for i in range(len(paths)):
-        col = answer.column(f"v{i}")
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        out.append(col.cast(pa.string()) if not col.type.equals(pa.string()) else col)
-        risky.append(bool(pc.any(answer.column(f"r{i}")).as_py()))
+    kinds = ", ".join(f"'{k}'" for k in RISKY_JSON_TYPES)
+    for path, arr in zip(paths, out, strict=True):
+        suspect = pc.fill_null(pc.match_substring_regex(arr, _MAYBE_RISKY), False)
+        if not pc.any(suspect).as_py():
+            risky.append(False)
+            continue
+        rows = pc.filter(text, suspect)
+        found = _run(f"SELECT bool_or(json_type(j, '$.{path}') IN ({kinds})) AS r FROM src",
+                     pa.table({"j": rows}))
+        risky.append(bool(found.column("r")[0].as_py()))
     return out, risky
 
 
@@ -227,6 +253,8 @@ class Shredder:
         self._options = options
         self._dynamic = [f.name for f in schema if is_dynamic(f)]
         self._paths: dict[str, list[str]] | None = None
+        # the first block's answers, found while choosing the paths
+        self._first: dict[str, tuple[list[pa.Array], list[bool]]] = {}
 
     @property
     def active(self) -> bool:
@@ -241,8 +269,10 @@ class Shredder:
                 chosen = candidate_paths(col.slice(0, opts.sample_rows),
                                          min_share=opts.min_share, max_paths=opts.max_paths)
                 if chosen:
-                    _, risky = extract_paths(col, chosen)
-                    chosen = [p for p, r in zip(chosen, risky, strict=True) if not r]
+                    values, risky = extract_paths(col, chosen)
+                    kept = [i for i, r in enumerate(risky) if not r]
+                    chosen = [chosen[i] for i in kept]
+                    self._first[name] = ([values[i] for i in kept], [False] * len(kept))
             except NotIdenticalError as e:
                 log.info("column %s is not shredded in this extent: %s", name, e)
                 chosen = []
@@ -250,24 +280,30 @@ class Shredder:
                 paths[name] = chosen
         self._paths = paths
 
-    def extend(self, block: pa.RecordBatch) -> tuple[pa.RecordBatch, list[str]]:
-        """`block` with its sub-columns appended, and the sub-columns that do not hold the
-        engine's answer in this block (a path holding a double, object or array here)."""
+    def extend(self, block: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, Any]]:
+        """`block` with its sub-columns appended, and what the block's stats entry gets for
+        them: their `"columns"` stats (min, max, nulls) and, under `UNSHREDDED_KEY`, those
+        that do not hold the engine's answer in this block (a path holding a double, object
+        or array here)."""
+        from shoal.format.stats import column_block_stat   # (stats imports this module)
+
         if self._paths is None:
             self._plan(block)
         assert self._paths is not None
         if not self._paths:
-            return block, []
+            return block, {}
         arrays = list(block.columns)
         fields = list(block.schema)
+        stats: dict[str, Any] = {}
         unshredded: list[str] = []
         for name, paths in self._paths.items():
             try:
-                values, risky = extract_paths(block.column(name), paths)
+                first = self._first.pop(name, None)
+                values, risky = first or extract_paths(block.column(name), paths)
             except NotIdenticalError as e:
                 log.info("column %s is not shredded in one block: %s", name, e)
-                values, risky = [pa.nulls(block.num_rows, pa.string())] * len(paths), \
-                    [True] * len(paths)
+                values = [pa.nulls(block.num_rows, pa.string())] * len(paths)
+                risky = [True] * len(paths)
             for path, arr, bad in zip(paths, values, risky, strict=True):
                 sub = hidden_name(name, path)
                 if bad:
@@ -275,12 +311,11 @@ class Shredder:
                     unshredded.append(sub)
                 arrays.append(arr)
                 fields.append(pa.field(sub, pa.string()))
-        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), unshredded
-
-
-def visible(mapping: dict[str, Any]) -> dict[str, Any]:
-    """`mapping` (by column name) without the hidden sub-columns."""
-    return {k: v for k, v in mapping.items() if not is_hidden(k)}
+                stats[sub] = column_block_stat(arr, "str")
+        entry: dict[str, Any] = {"columns": stats}
+        if unshredded:
+            entry[UNSHREDDED_KEY] = unshredded
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), entry
 
 
 def block_has(block_stat: dict[str, Any] | None, name: str) -> bool:

@@ -55,7 +55,7 @@ from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
 from shoal.format.blockfilters import (FILTERS_KEY, BlockFilter, column_span, decode_column,
                                        layout_section, prune_blocks)
 from shoal.format.membership import DEFAULT_FP_RATE
-from shoal.format.shred import DEFAULT_SHRED, UNSHREDDED_KEY, Shredder, ShredOptions, visible
+from shoal.format.shred import DEFAULT_SHRED, Shredder, ShredOptions
 from shoal.format.stats import ExtentStatsBuilder
 from shoal.storage.base import ObjectStore
 
@@ -232,8 +232,7 @@ class TlmWriter:
             extent_id=self.extent_id, object_path=self.object_path, byte_size=len(data),
             row_count=self._rows, block_count=len(self._block_stats),
             min_ts=stats.min_ts, max_ts=stats.max_ts, present_paths=stats.present_paths,
-            column_stats=visible(stats.column_stats),
-            membership_filters=visible(stats.membership_filters))
+            column_stats=stats.column_stats, membership_filters=stats.membership_filters)
 
     def abort(self) -> None:
         if self._state == "finished":
@@ -302,9 +301,9 @@ class TlmWriter:
         return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
     def _start(self, schema: pa.Schema) -> None:
-        """The stats builder and the IPC file, for the blocks' schema (the extent schema, and
-        with shredding its hidden sub-columns, known from the first block)."""
-        self._stats = ExtentStatsBuilder(schema, **self._stats_options)
+        """The stats builder (of the extent schema) and the IPC file, for the blocks' schema
+        (with shredding, the hidden sub-columns too: known from the first block)."""
+        self._stats = ExtentStatsBuilder(self._schema, **self._stats_options)
         # Arrow writes the IPC file into a stream of its own (native: no Python call per
         # buffer, so the serialising thread never waits for the GIL); `finish` frames it.
         self._ipc = pa.ipc.new_file(self._sink, schema, options=pa.ipc.IpcWriteOptions(
@@ -315,9 +314,9 @@ class TlmWriter:
         """Serialise one block (in the background) and fold in its stats (here)."""
         # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns go into the
         # block before it is serialised; a block where one is not valid says so in its stats.
-        unshredded: list[str] = []
+        table_block, shredded = block, None
         if self._shredder is not None:
-            block, unshredded = self._shredder.extend(block)
+            block, shredded = self._shredder.extend(block)
         if not self._started:
             self._start(block.schema)
         # -- end of shredding
@@ -331,9 +330,10 @@ class TlmWriter:
             self._ipc.write_batch(block)
 
         self._last_write = self._pool.submit(write)
-        entry = self._stats.add_block(block)
-        if unshredded:
-            entry[UNSHREDDED_KEY] = unshredded
+        entry = self._stats.add_block(table_block)
+        if shredded:                    # the sub-columns' stats, and where they are not valid
+            entry["columns"].update(shredded.pop("columns"))
+            entry.update(shredded)
         self._block_stats.append(entry)
         self._rows += block.num_rows
 
