@@ -10,8 +10,10 @@ then timed (median of `--repeat`, warm) on shoal's embedded engine over each tab
 for the unshredded table, also in the form the engine used before (the statement over a
 CTE keeps the old CASE that parses every value twice) -- against DuckDB over the Parquet
 file (`attrs->>'$.http.method'`) and, when `chdb` imports, ClickHouse's engine over the same
-file (`JSONExtractString`). Ingest cost: the write time of both tables (extents written
-through the same writer, in-process, local store). Output is Markdown.
+file (`JSONExtractString`). Ingest cost: the extent write time of both tables (the same
+writer, in process, local store), and the NDJSON ingest (`db.ingest_ndjson`: parse, coerce,
+write, commit) of the first `--ingest-rows` rows with and without shredding. Output is
+Markdown.
 """
 
 from __future__ import annotations
@@ -88,11 +90,37 @@ def write_table(db: Any, name: str, rows: pa.Table, shred: ShredOptions | None,
     return spent
 
 
+def ndjson_ingest(db: Any, rows: pa.Table, shred: ShredOptions | None, label: str) -> float:
+    """Median seconds of three `ingest_ndjson` calls of `rows` into a fresh table each."""
+    ts = rows.column("_timestamp").to_pylist()
+    lines = [json.dumps({"_timestamp": t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "service": s,
+                         "level": lv, "attrs": json.loads(a)})
+             for t, s, lv, a in zip(ts, rows.column("service").to_pylist(),
+                                    rows.column("level").to_pylist(),
+                                    rows.column("attrs").to_pylist(), strict=True)]
+    body = ("\n".join(lines) + "\n").encode()
+    before = db.coordinator.extents.format
+    db.coordinator.extents.format = TlmFormat(shred=shred)
+    spent = []
+    try:
+        for i in range(3):
+            name = f"ingest_{label}_{i}"
+            db.create_table(name, [Column("service", STRING), Column("level", STRING),
+                                   Column("attrs", DYNAMIC)])
+            t0 = time.perf_counter()
+            db.ingest_ndjson(name, body)
+            spent.append(time.perf_counter() - t0)
+    finally:
+        db.coordinator.extents.format = before
+    return statistics.median(spent)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--extent-rows", type=int, default=500_000)
+    ap.add_argument("--ingest-rows", type=int, default=500_000)
     args = ap.parse_args()
     rows = make_rows(args.rows)
     work = Path(tempfile.mkdtemp(prefix="bench-shred-"))
@@ -137,6 +165,8 @@ def main() -> int:
         seconds, out = timed(lambda: chdb.query(ch_sql, "CSV"), args.repeat)
         results["chdb (ClickHouse) over Parquet"] = (seconds, int(str(out).strip()), None)
 
+    ingest = {label: ndjson_ingest(db, rows.slice(0, args.ingest_rows), shred, label)
+              for label, shred in (("unshredded", None), ("shredded", ShredOptions()))}
     counts = {r[1] for r in results.values()}
     load = os.getloadavg()[0]
     duck = results["DuckDB over Parquet (attrs JSON text)"][0]
@@ -154,8 +184,15 @@ def main() -> int:
     print("|---|---:|---:|---:|")
     for label, spent, t in (("unshredded", t_plain, "plain"), ("shredded", t_shred, "shredded")):
         print(f"| {label} | {spent:.2f} | {args.rows / spent:,.0f} | {size[t]:,} |")
-    print(f"\nshredding costs {t_shred / t_plain:.2f}x the write time and "
-          f"{size['shredded'] / size['plain']:.2f}x the bytes")
+    print(f"\nshredding costs {t_shred / t_plain:.2f}x the extent write time and "
+          f"{size['shredded'] / size['plain']:.2f}x the bytes\n")
+    n = min(args.ingest_rows, args.rows)
+    print(f"NDJSON ingest of {n:,} rows (`db.ingest_ndjson`, median of 3):\n")
+    print("| table | s | rows/s |")
+    print("|---|---:|---:|")
+    for label, spent in ingest.items():
+        print(f"| {label} | {spent:.2f} | {n / spent:,.0f} |")
+    print(f"\nshredding costs {ingest['shredded'] / ingest['unshredded']:.2f}x the ingest time")
     db.close()
     return 0
 
