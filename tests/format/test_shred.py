@@ -107,12 +107,15 @@ def test_writer_chooses_common_scalar_paths(store):
                        {"m": "PUT", "f": 2, "o": 3}).encode() for i in range(100)]
     result, reader = _write(store, rows, block_rows=1000)
     meta = reader.metadata()
-    hidden = [n for n in meta.schema.names if is_hidden(n)]
+    hidden = sorted(n for n in meta.block_stats[0]["columns"] if is_hidden(n))
     # "rare" is present (as null) in 90% of rows: kept; floats, objects, arrays are not
     assert hidden == ["attrs.$m", "attrs.$n.x", "attrs.$rare"]
+    # not the extent's columns: its schema, a whole block and its stats leave them out
+    assert meta.schema.names == ["_timestamp", "props", "attrs"]
+    assert reader.read_block(0).schema.names == ["_timestamp", "props", "attrs"]
     assert not any(is_hidden(c) for c in result.column_stats)
     assert result.present_paths["attrs"] == ["f", "m", "n", "n.x", "o", "o.p", "rare"]
-    block = reader.read_block(0)
+    block = reader.read_block(0, ["attrs", *hidden])
     assert block.column("attrs.$m").to_pylist()[:3] == ["PUT", "GET", "POST"]
     assert meta.block_stats[0]["columns"]["attrs.$m"] == {"min": "GET", "max": "PUT",
                                                            "nulls": 0}
@@ -135,4 +138,5 @@ def test_a_later_block_with_a_risky_value_is_marked(store):
 def test_shredding_can_be_turned_off(store):
     rows = [json.dumps({"m": "GET"}).encode()] * 4
     _, reader = _write(store, rows, block_rows=4, shred=None)
-    assert not any(is_hidden(n) for n in reader.metadata().schema.names)
+    assert not any(is_hidden(n) for n in reader.metadata().block_stats[0]["columns"])
+    assert reader.read_block(0, ["attrs.$m"]).num_columns == 0

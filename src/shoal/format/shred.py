@@ -22,8 +22,9 @@ present in at least `min_share` of the first `sample_rows` rows with no double, 
 array among their sampled values, the most common first, at most `max_paths` per column.
 Sub-columns get block stats (min, max, nulls; no distinct sets or membership filters), so
 an equality on a path prunes blocks by the sub-column's min/max. They are not the table's
-columns: extent stats and the write result know nothing of them, and every reader of table
-columns skips them (`is_hidden`).
+columns: extent stats and the write result know nothing of them, and the extent reader
+leaves them out of the extent's schema and of a whole block; a projection naming one reads
+it, and a block's stats say whether it holds a valid one (`block_has`).
 
 `extract_paths` runs DuckDB's own JSON functions over the Arrow array (the very functions
 the transpiled `get_json_object` calls), so the stored answer is the engine's by
@@ -315,7 +316,8 @@ class Shredder:
         entry: dict[str, Any] = {"columns": stats}
         if unshredded:
             entry[UNSHREDDED_KEY] = unshredded
-        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), entry
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
+            fields, metadata=block.schema.metadata)), entry
 
 
 def block_has(block_stat: dict[str, Any] | None, name: str) -> bool:

@@ -55,7 +55,7 @@ from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
 from shoal.format.blockfilters import (FILTERS_KEY, BlockFilter, column_span, decode_column,
                                        layout_section, prune_blocks)
 from shoal.format.membership import DEFAULT_FP_RATE
-from shoal.format.shred import DEFAULT_SHRED, Shredder, ShredOptions
+from shoal.format.shred import DEFAULT_SHRED, Shredder, ShredOptions, is_hidden
 from shoal.format.stats import ExtentStatsBuilder
 from shoal.storage.base import ObjectStore
 
@@ -467,9 +467,14 @@ class TlmReader:
             first = self._ipc_reader(None)
         except _ARROW_ERRORS as e:
             raise ExtentFormatError(self._path, f"the Arrow IPC body is invalid: {e}") from e
-        self._schema = first.schema
+        full = first.schema
+        # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns are not in
+        # the extent's schema; a projection naming one reads it
+        self._schema = pa.schema([f for f in full if not is_hidden(f.name)],
+                                 metadata=full.metadata)
+        self._width = len(full)
         self._block_count = first.num_record_batches
-        self._index = {name: i for i, name in reversed(list(enumerate(self._schema.names)))}
+        self._index = {name: i for i, name in reversed(list(enumerate(full.names)))}
         if self._stats is not None and len(self._stats) != self._block_count:
             raise ExtentFormatError(self._path, f"the footer describes {len(self._stats)} "
                                                 f"blocks, the body has {self._block_count}")
@@ -550,11 +555,13 @@ class TlmReader:
             raise IndexError(f"block {block} out of range (extent has {self._block_count})")
         names = None
         fields: tuple[int, ...] | None = None
+        if projection is None and len(self._schema) < self._width:
+            projection = self._schema.names         # not the hidden sub-columns
         if projection is not None:
             names = list(dict.fromkeys(n for n in projection if n in self._index))
             if names:
                 fields = tuple(sorted(self._index[n] for n in names))
-                if len(fields) == len(self._schema):
+                if len(fields) == self._width:
                     fields = None
             else:
                 # Arrow reads every field for an empty selection; read the narrowest one.

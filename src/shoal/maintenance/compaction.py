@@ -42,7 +42,6 @@ from shoal.commit import (DEFAULT_BLOCK_ROWS, CommitCoordinator, ExtentStager, R
                           SwapRowCountError, extent_prefix, swap_extents)
 from shoal.errors import PipelineError
 from shoal.format.base import SegmentFormat
-from shoal.format.shred import is_hidden
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
 from shoal.types.schema import Schema
@@ -151,9 +150,8 @@ def run_compaction_task(task: CompactionTask) -> CompactionTaskResult:
     for path, fmt_name in task.sources:
         reader = task.formats[fmt_name].open_extent(store, path)
         meta = reader.metadata()
-        columns = [n for n in meta.schema.names if not is_hidden(n)]   # sub-columns: anew
         for b in range(meta.block_count):
-            batches.append(upgrade_batch(reader.read_block(b, columns), target))
+            batches.append(upgrade_batch(reader.read_block(b), target))
         bytes_in += meta.byte_size
     merged = pa.Table.from_batches(batches, schema=target.arrow())
     if 0 < merged.num_rows <= SORT_MAX_ROWS and "_timestamp" in merged.column_names:

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from shoal.catalog.base import Catalog
 from shoal.format.base import BlockPredicate, SegmentFormat
-from shoal.format.shred import UNSHREDDED_KEY, engine_answer, hidden_name, parse_hidden
+from shoal.format.shred import block_has, engine_answer, hidden_name, parse_hidden
 from shoal.query.scan_plan import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats, ScanTask,
                                    build_scan_spec)
 from shoal.storage.base import ObjectStore
@@ -124,8 +124,7 @@ def read_native(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
 def _read_with_paths(reader: Any, block: int, stat: dict[str, Any] | None, present: set[str],
                      schema: Schema, real: list[str], paths: list[str]) -> pa.RecordBatch:
     """One block's `real` columns and its `paths` (see the module docstring)."""
-    invalid = set((stat or {}).get(UNSHREDDED_KEY) or ())
-    stored = [p for p in paths if p in present and p not in invalid]
+    stored = [p for p in paths if block_has(stat, p)]
     computed: dict[str, list[str]] = {}
     for p in paths:
         if p not in stored:
