@@ -220,3 +220,60 @@ def test_spark_agrees_on_a_shredded_table(fdb):  # noqa: F811
               f"FROM {name} ORDER BY k")
     both(fdb, f"SELECT get_json_object(attrs, '$.http.code') AS c, count(*) AS n FROM {name} "
               "WHERE get_json_object(attrs, '$.http.method') = 'POST' GROUP BY 1 ORDER BY 1")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_compaction_shreds_the_merged_extent(fdb):  # noqa: F811
+    from shoal.maintenance.service import build_worker
+
+    name = f"sh{next(_names)}"
+    fdb.create_table(name, [Column("k", LONG), Column("attrs", DYNAMIC)],
+                     properties={"compact_min_extents": "4", "target_extent_size": "1MB"})
+    info = fdb.catalog.load_table(name)
+    for i in range(6):
+        docs = [{"m": ("GET", "POST")[(i + j) % 2], "n": i * 10 + j} for j in range(10)]
+        t = pa.table({
+            "_timestamp": pa.array(range(i * 10, i * 10 + 10), pa.int64()).cast(
+                pa.timestamp("ns", tz="UTC")),
+            "props": pa.nulls(10, pa.binary()), "k": pa.array(range(i * 10, i * 10 + 10)),
+            "attrs": pa.array([json.dumps(d).encode() for d in docs], pa.binary())}
+        ).cast(info.schema.arrow())
+        with writing_with(fdb, ShredOptions() if i % 2 else None):
+            fdb.coordinator.append(name, [fdb.coordinator.write_extent(info, t.to_batches())])
+    queries = [f"SELECT count(*) AS c FROM {name} WHERE get_json_object(attrs, '$.m') = 'POST'",
+               f"SELECT k, get_json_object(attrs, '$.n') AS n FROM {name} ORDER BY k"]
+    before = [fdb.sql(q, engine="local").table for q in queries]
+    fdb.catalog.enqueue_work("compact", table=name, payload={"table": name})
+    outcome = build_worker(fdb).run_one()
+    assert outcome is not None and outcome.ok, outcome
+    [entry] = fdb.catalog.manifests(name)
+    reader = fdb.formats["tlm"].open_extent(fdb.store, entry.object_path)
+    stats = reader.metadata().block_stats
+    assert {"attrs.$m", "attrs.$n"} <= set(stats[0]["columns"])
+    assert reader.metadata().schema.names == ["_timestamp", "props", "k", "attrs"]
+    for q, want in zip(queries, before, strict=True):
+        assert fdb.sql(q, engine="local").table.equals(want), q
+
+
+def test_only_a_dynamic_column_straight_from_a_scan_becomes_a_scan_column():
+    from shoal.query.embedded.transpile import to_local
+    from shoal.query.planner import parse
+
+    views = {"v0": {"k": "BIGINT", "attrs": "STRING", "s": "STRING"}}
+    dynamic = {"v0": ["attrs"]}
+
+    def local(sql: str):
+        return to_local(parse(sql), views, sql, dynamic)
+
+    plain = local("SELECT count(*) AS n FROM v0 WHERE get_json_object(attrs, '$.a.b') = 'x'")
+    assert plain.scan_paths == {"v0": (["attrs.$a.b"], ["attrs"])}
+    assert '"attrs.$a.b"' in plain.sql and "json_type" not in plain.sql.lower()
+    kept = local("SELECT attrs, get_json_object(t.attrs, '$.a') AS a FROM v0 t")
+    assert kept.scan_paths == {"v0": (["attrs.$a"], [])}      # the JSON is still read
+    for sql in ("WITH c AS (SELECT attrs FROM v0) SELECT get_json_object(attrs, '$.a') AS a "
+                "FROM c",
+                "SELECT get_json_object(s, '$.a') AS a FROM v0",
+                "SELECT get_json_object(x.attrs, '$.a') AS a FROM (SELECT attrs FROM v0) x"):
+        old = local(sql)
+        assert old.scan_paths == {} and "json_type" in old.sql.lower(), sql
