@@ -277,3 +277,6 @@ def test_only_a_dynamic_column_straight_from_a_scan_becomes_a_scan_column():
                 "SELECT get_json_object(x.attrs, '$.a') AS a FROM (SELECT attrs FROM v0) x"):
         old = local(sql)
         assert old.scan_paths == {} and "json_type" in old.sql.lower(), sql
+    both_cases = local("SELECT get_json_object(attrs, '$.a') AS x, "
+                       "get_json_object(attrs, '$.A') AS y FROM v0")
+    assert both_cases.scan_paths == {"v0": (["attrs.$a"], [])}     # names ignore case

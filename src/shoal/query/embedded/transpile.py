@@ -203,6 +203,9 @@ def _path_columns(tree: exp.Expr, views: Mapping[str, object],
             continue
         keys = [str(k.this) for k in node.expression.expressions[1:]]   # vetted: $.k.k
         name = hidden_name(col.name, ".".join(keys))
+        taken = {n.lower(): n for n in added.get(view, [])}
+        if taken.get(name.lower(), name) != name:
+            continue        # DuckDB's names ignore case: `$.a` and `$.A` cannot both be one
         node.replace(exp.Column(this=exp.to_identifier(name, quoted=True),
                                 table=exp.to_identifier(col.table)))
         if name not in added.setdefault(view, []):
