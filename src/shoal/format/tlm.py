@@ -26,6 +26,11 @@ its own), and the JSON footer, its length and the trailing magic follow. With bl
 what Arrow writes when the IPC file is closed is held back, and the filter section goes in
 before Arrow's footer (whose length and magic end the IPC file).
 
+Shredded paths: a `dynamic` column's common JSON paths may be stored beside it as hidden
+utf8 columns of the IPC file (`shoal.format.shred`): the writer appends them to each block
+(their schema fixed by the first block), and the reader keeps them out of the extent schema
+and of whole blocks, reading one only when a projection names it.
+
 Reader: reads the 5-byte head and one speculative tail range (the last `tail_prefetch`
 bytes: trailing magic, stats_len, the JSON and normally Arrow's own footer), checks the
 framing, then opens the IPC slice through a range-reading file view, so `read_block` fetches
