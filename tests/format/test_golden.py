@@ -1,7 +1,8 @@
 """Golden v2 extent: framing and footer are pinned byte for byte, so format drift is caught.
 
-`golden/v2_small.tlm` was written by `TlmFormat(compression=None)` from `golden_table()` with
-`block_rows=4`; `golden/expected_stats.json` is its footer, byte for byte. The Arrow IPC body
+`golden/v2_small.tlm` was written by `TlmFormat(compression=None, shred=None)` (no hidden
+sub-columns) from `golden_table()` with `block_rows=4`; `golden/expected_stats.json` is its
+footer, byte for byte. The Arrow IPC body
 is not compared byte for byte (pyarrow may lay it out differently across versions), only
 checked to be a valid IPC file holding the same data. Regenerate deliberately with
 `SHOAL_REGEN_GOLDEN=1 pytest tests/format/test_golden.py` -- and only for a new format version.
@@ -48,7 +49,7 @@ def _split(data: bytes) -> tuple[bytes, bytes, bytes, int, bytes]:
 
 
 def _write(store) -> bytes:
-    w = TlmFormat(compression=None).start_extent(store, "golden", SCHEMA, block_rows=4)
+    w = TlmFormat(compression=None, shred=None).start_extent(store, "golden", SCHEMA, block_rows=4)
     w.append(golden_table())
     r = w.finish()
     return store.objects[r.object_path]

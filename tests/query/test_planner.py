@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from shoal.errors import QueryError
-from shoal.format.base import (And, DynamicPathExists, Equals, InSet, Or, StringHas,
-                               TimeRange)
+from shoal.format.base import (And, DynamicPathEquals, DynamicPathExists, Equals, InSet, Or,
+                               StringHas, TimeRange)
 from shoal.format.tokens import tokenize
 from shoal.query.planner import analyze, has_pattern
 from shoal.types import DYNAMIC, INT, LONG, STRING, TIMESTAMP
@@ -135,7 +135,9 @@ def test_has_pattern_agrees_with_the_tokenizer(text):
 def test_json_paths_push_path_presence():
     [(_, _, _, p)] = scans("SELECT * FROM logs WHERE get_json_object(attrs, '$.http.method') "
                            "= 'GET'")
-    assert p == DynamicPathExists("attrs", "http.method")
+    assert p == DynamicPathEquals("attrs", "http.method", "GET")
+    [(_, _, _, p)] = scans("SELECT * FROM logs WHERE get_json_object(attrs, '$.code') > '5'")
+    assert p == DynamicPathExists("attrs", "code")
     [(_, _, _, p)] = scans("SELECT * FROM logs WHERE get_json_object(attrs, '$.a') IS NOT NULL")
     assert p == DynamicPathExists("attrs", "a")
 

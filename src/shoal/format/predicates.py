@@ -14,7 +14,9 @@ keeps the block. The rules:
   `has_token(column, token)` (the block's token filter, see `shoal.format.blockfilters`)
   rules out a token of the looked-up word (`tokens.tokenize`, lower-cased, so the test is
   as case-insensitive as `has`). A word without tokens keeps the block.
-- `DynamicPathExists`, `DynamicPathEquals`: keep (no block-level index; the exec layer
+- `DynamicPathEquals` with a string value: where the block holds a valid shredded
+  sub-column of the path (`shoal.format.shred`), like `Equals` on it; else keep.
+- `DynamicPathExists`: keep (no block-level index; the exec layer
   applies them).
 - `And`: all children may match (empty: True); `Or`: any (empty: False); `Not`: keep.
 - With `might_contain(column, value)` (the block's membership filters, see
@@ -32,6 +34,7 @@ from typing import Any
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
+from shoal.format.shred import block_has, hidden_name
 from shoal.format.tokens import tokenize
 
 
@@ -72,7 +75,12 @@ def evaluate(predicate: BlockPredicate | None, block_stat: dict[str, Any],
     if isinstance(predicate, Or):
         return any(evaluate(c, block_stat, might_contain, has_token)
                    for c in predicate.children)
-    if isinstance(predicate, (Not, DynamicPathExists, DynamicPathEquals)):
+    if isinstance(predicate, DynamicPathEquals):
+        name = hidden_name(predicate.column, predicate.path)
+        if isinstance(predicate.value, str) and block_has(block_stat, name):
+            return _may_hold_value(block_stat, name, predicate.value)
+        return True
+    if isinstance(predicate, (Not, DynamicPathExists)):
         return True
     return True     # an unknown predicate type: keep
 

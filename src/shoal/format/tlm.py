@@ -26,6 +26,11 @@ its own), and the JSON footer, its length and the trailing magic follow. With bl
 what Arrow writes when the IPC file is closed is held back, and the filter section goes in
 before Arrow's footer (whose length and magic end the IPC file).
 
+Shredded paths: a `dynamic` column's common JSON paths may be stored beside it as hidden
+utf8 columns of the IPC file (`shoal.format.shred`): the writer appends them to each block
+(their schema fixed by the first block), and the reader keeps them out of the extent schema
+and of whole blocks, reading one only when a projection names it.
+
 Reader: reads the 5-byte head and one speculative tail range (the last `tail_prefetch`
 bytes: trailing magic, stats_len, the JSON and normally Arrow's own footer), checks the
 framing, then opens the IPC slice through a range-reading file view, so `read_block` fetches
@@ -55,6 +60,7 @@ from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
 from shoal.format.blockfilters import (FILTERS_KEY, BlockFilter, column_span, decode_column,
                                        layout_section, prune_blocks)
 from shoal.format.membership import DEFAULT_FP_RATE
+from shoal.format.shred import DEFAULT_SHRED, Shredder, ShredOptions, is_hidden
 from shoal.format.stats import ExtentStatsBuilder
 from shoal.storage.base import ObjectStore
 
@@ -83,6 +89,8 @@ class TlmFormat:
     columns whatever their values look like. `fp_rate` is the filters' false-positive rate.
     `block_filters`: those columns also get a filter per block (see
     `shoal.format.blockfilters`).
+    `shred`: dynamic columns get hidden sub-columns of their common paths
+    (`shoal.format.shred`); None writes none.
     """
 
     name = "tlm"
@@ -90,7 +98,8 @@ class TlmFormat:
     def __init__(self, *, compression: Compression = "zstd",
                  membership_filters: bool | Collection[str] = True,
                  fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
-                 tail_prefetch: int = DEFAULT_TAIL_PREFETCH) -> None:
+                 tail_prefetch: int = DEFAULT_TAIL_PREFETCH,
+                 shred: ShredOptions | None = DEFAULT_SHRED) -> None:
         if compression not in _COMPRESSIONS:
             raise ValueError(f"compression must be one of {_COMPRESSIONS}, got {compression!r}")
         if tail_prefetch < TAIL_LEN:
@@ -101,6 +110,7 @@ class TlmFormat:
         self.fp_rate = fp_rate
         self.block_filters = block_filters
         self.tail_prefetch = tail_prefetch
+        self.shred = shred
 
     def open_extent(self, store: ObjectStore, path: str) -> TlmReader:
         return TlmReader(store, path, tail_prefetch=self.tail_prefetch)
@@ -110,7 +120,7 @@ class TlmFormat:
         return TlmWriter(store, prefix, schema, block_rows=block_rows,
                          compression=self.compression,
                          membership_filters=self.membership_filters, fp_rate=self.fp_rate,
-                         block_filters=self.block_filters)
+                         block_filters=self.block_filters, shred=self.shred)
 
     def read_block_filters(self, store: ObjectStore, path: str,
                            block_stats: Sequence[dict[str, Any]], column: str
@@ -165,7 +175,8 @@ class TlmWriter:
     def __init__(self, store: ObjectStore, prefix: str, schema: pa.Schema, *,
                  block_rows: int = DEFAULT_BLOCK_ROWS, compression: Compression = "zstd",
                  membership_filters: bool | Collection[str] = True,
-                 fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True) -> None:
+                 fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
+                 shred: ShredOptions | None = None) -> None:
         if block_rows < 1:
             raise ValueError("block_rows must be at least 1")
         if compression not in _COMPRESSIONS:
@@ -179,13 +190,16 @@ class TlmWriter:
         self._pending_rows = 0
         self._rows = 0
         self._block_stats: list[dict[str, Any]] = []
-        self._stats = ExtentStatsBuilder(schema, membership_filters=membership_filters,
-                                         fp_rate=fp_rate, block_filters=block_filters)
-        # Arrow writes the IPC file into a stream of its own (native: no Python call per
-        # buffer, so the serialising thread never waits for the GIL); `finish` frames it.
+        self._stats_options: dict[str, Any] = dict(
+            membership_filters=membership_filters, fp_rate=fp_rate, block_filters=block_filters)
+        self._compression = compression
         self._sink = pa.BufferOutputStream()
-        self._ipc = pa.ipc.new_file(self._sink, schema,
-                                    options=pa.ipc.IpcWriteOptions(compression=compression))
+        self._started = False
+        self._shredder = Shredder(schema, shred) if shred is not None else None
+        if self._shredder is not None and not self._shredder.active:
+            self._shredder = None
+        if self._shredder is None:
+            self._start(schema)
         self._pool: ThreadPoolExecutor | None = None
         self._last_write: Future[None] | None = None
         self._state: Literal["open", "finished", "aborted"] = "open"
@@ -206,6 +220,8 @@ class TlmWriter:
         try:
             if self._pending_rows:
                 self._emit(self._take(self._pending_rows))
+            if not self._started:
+                self._start(self._schema)
             stats = self._stats.finish()        # overlaps the last blocks' serialisation
             if self._last_write is not None:
                 self._last_write.result()
@@ -289,8 +305,26 @@ class TlmWriter:
         self._pending_rows -= n
         return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
+    def _start(self, schema: pa.Schema) -> None:
+        """The stats builder (of the extent schema) and the IPC file, for the blocks' schema
+        (with shredding, the hidden sub-columns too: known from the first block)."""
+        self._stats = ExtentStatsBuilder(self._schema, **self._stats_options)
+        # Arrow writes the IPC file into a stream of its own (native: no Python call per
+        # buffer, so the serialising thread never waits for the GIL); `finish` frames it.
+        self._ipc = pa.ipc.new_file(self._sink, schema, options=pa.ipc.IpcWriteOptions(
+            compression=self._compression))
+        self._started = True
+
     def _emit(self, block: pa.RecordBatch) -> None:
         """Serialise one block (in the background) and fold in its stats (here)."""
+        # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns go into the
+        # block before it is serialised; a block where one is not valid says so in its stats.
+        table_block, shredded = block, None
+        if self._shredder is not None:
+            block, shredded = self._shredder.extend(block)
+        if not self._started:
+            self._start(block.schema)
+        # -- end of shredding
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlm-ipc")
         previous = self._last_write
@@ -301,7 +335,11 @@ class TlmWriter:
             self._ipc.write_batch(block)
 
         self._last_write = self._pool.submit(write)
-        self._block_stats.append(self._stats.add_block(block))
+        entry = self._stats.add_block(table_block)
+        if shredded:                    # the sub-columns' stats, and where they are not valid
+            entry["columns"].update(shredded.pop("columns"))
+            entry.update(shredded)
+        self._block_stats.append(entry)
         self._rows += block.num_rows
 
     def _shutdown(self) -> None:
@@ -434,9 +472,14 @@ class TlmReader:
             first = self._ipc_reader(None)
         except _ARROW_ERRORS as e:
             raise ExtentFormatError(self._path, f"the Arrow IPC body is invalid: {e}") from e
-        self._schema = first.schema
+        full = first.schema
+        # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns are not in
+        # the extent's schema; a projection naming one reads it
+        self._schema = pa.schema([f for f in full if not is_hidden(f.name)],
+                                 metadata=full.metadata)
+        self._width = len(full)
         self._block_count = first.num_record_batches
-        self._index = {name: i for i, name in reversed(list(enumerate(self._schema.names)))}
+        self._index = {name: i for i, name in reversed(list(enumerate(full.names)))}
         if self._stats is not None and len(self._stats) != self._block_count:
             raise ExtentFormatError(self._path, f"the footer describes {len(self._stats)} "
                                                 f"blocks, the body has {self._block_count}")
@@ -517,11 +560,13 @@ class TlmReader:
             raise IndexError(f"block {block} out of range (extent has {self._block_count})")
         names = None
         fields: tuple[int, ...] | None = None
+        if projection is None and len(self._schema) < self._width:
+            projection = self._schema.names         # not the hidden sub-columns
         if projection is not None:
             names = list(dict.fromkeys(n for n in projection if n in self._index))
             if names:
                 fields = tuple(sorted(self._index[n] for n in names))
-                if len(fields) == len(self._schema):
+                if len(fields) == self._width:
                     fields = None
             else:
                 # Arrow reads every field for an empty selection; read the narrowest one.

@@ -194,9 +194,9 @@ class QueryStream:
     def _local(self, run: _Run) -> Generator[pa.RecordBatch, None, None]:
         engine, plan = self._engine, self._plan
         local = engine.local
-        inputs = read_local_inputs(local, plan.planned)
-        run.check()
         assert plan.route.statement is not None
+        inputs = read_local_inputs(local, plan.planned, plan.route.statement)
+        run.check()
         yield from local.stream(plan.route.statement, inputs, on_cancel=run.on_cancel,
                                 batch_rows=BATCH_ROWS)
 

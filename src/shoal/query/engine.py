@@ -50,6 +50,7 @@ Where the parts live: the session's start, discard and generation in
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
     from shoal.format.base import BlockPredicate
     from shoal.query.database import Database
     from shoal.query.embedded.local_engine import LocalEngine
+    from shoal.query.embedded.transpile import LocalStatement
 
 
 log = logging.getLogger("shoal.query")
@@ -365,16 +367,20 @@ class QueryEngine:
             # transpiled statement is cached by the statement and its scans' columns.
             views = _local_views(len(planned.specs))
             types = {}
+            dynamic = {}
             for view, spec in zip(views, planned.specs, strict=True):
                 schema = spec.read_schema()
                 types[view] = {c: "BIGINT" if c == TIMESTAMP_NS
                                else spark_sql_type(schema.column(c).type.kind)
                                for c in spec.columns}
-            key = (planned.sql, repr(types))
+                dynamic[view] = sorted(c for c in spec.columns if c != TIMESTAMP_NS
+                                       and schema.column(c).type.kind == "dynamic")
+            key = (planned.sql, repr(types), repr(dynamic))
             cached = self._statements.get(key)
             if cached is MISSING:
                 try:
-                    cached = to_local(planned.analysis.tree_for(views), types, planned.sql)
+                    cached = to_local(planned.analysis.tree_for(views), types, planned.sql,
+                                      dynamic)
                 except NotLocal as e:
                     cached = e.reason
                 self._statements.put(key, cached, 1)
@@ -409,7 +415,7 @@ class QueryEngine:
 
         assert route.statement is not None
         local = self.local
-        inputs = read_local_inputs(local, planned)
+        inputs = read_local_inputs(local, planned, route.statement)
         run.check()
         batches = local.stream(route.statement, inputs, on_cancel=run.on_cancel,
                                batch_rows=LOCAL_BATCH_ROWS)
@@ -503,15 +509,25 @@ class QueryEngine:
         return cap_table(table, max_rows=limits.max_rows, max_bytes=limits.max_bytes)
 
 
-def read_local_inputs(local: LocalEngine, planned: Planned) -> dict[str, Any]:
+def read_local_inputs(local: LocalEngine, planned: Planned,
+                      statement: LocalStatement | None = None) -> dict[str, Any]:
     """The planned scans as the embedded engine's input streams, by view name; each scan's
-    stats count the bytes it reads (as the engine reads them)."""
+    stats count the bytes it reads (as the engine reads them). The `statement`'s paths of
+    dynamic columns join their scans' columns, and columns it no longer reads leave them."""
     counters = []
     for scan in planned.stats.scans:
         def count(n: int, s: ScanStats = scan["stats"]) -> None:
             s.bytes_read += n
         counters.append(count)
-    return local.read_inputs(_local_views(len(planned.specs)), planned.specs, counters)
+    views = _local_views(len(planned.specs))
+    specs = list(planned.specs)
+    if statement is not None and statement.scan_paths:
+        for i, view in enumerate(views):
+            paths, unread = statement.scan_paths.get(view, ([], []))
+            if paths:
+                columns = [c for c in specs[i].columns if c not in unread] + paths
+                specs[i] = dataclasses.replace(specs[i], columns=columns)
+    return local.read_inputs(views, specs, counters)
 
 
 def _local_views(n: int) -> list[str]:

@@ -38,8 +38,8 @@ from sqlglot.errors import ParseError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from shoal.errors import QueryError
-from shoal.format.base import (And, BlockPredicate, DynamicPathExists, Equals, InSet, Or,
-                               StringHas, TimeRange)
+from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists,
+                               Equals, InSet, Or, StringHas, TimeRange)
 from shoal.format.tokens import MIN_TOKEN_LEN
 from shoal.query.guard import MAX_SQL_DEPTH, SqlSyntaxError, SqlTooDeepError, check_query
 from shoal.query.scan_plan import TIMESTAMP_NS
@@ -281,7 +281,12 @@ def _lower(e: exp.Expr, alias: str, types: Mapping[str, ColumnType],
             left, right, op = right, left, _FLIP.get(op, op)
         jp = _json_path(left, alias, types, sole)
         if jp is not None:
-            return DynamicPathExists(*jp) if isinstance(right, exp.Literal) else None
+            if not isinstance(right, exp.Literal):
+                return None
+            if op is exp.EQ and right.is_string:
+                # blocks whose shredded sub-column of the path cannot hold the value skip
+                return DynamicPathEquals(jp[0], jp[1], right.name)
+            return DynamicPathExists(*jp)
         col = _column_of(left, alias, types, sole)
         if col is None:
             return None

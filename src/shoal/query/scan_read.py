@@ -7,6 +7,13 @@ the schema version it was written under to the version being read, then shaped i
 Spark's Arrow path accepts: timestamps in µs UTC (truncated from ns; `_timestamp_ns` keeps
 the nanoseconds as a BIGINT), vectors as `list<float>`, `dynamic` as JSON text.
 
+A spec column may be a path of a dynamic column (`attrs.$http.method`, see
+`shoal.format.shred`): utf8, the embedded engine's `get_json_object(attrs, '$.http.method')`.
+A block that holds the path's shredded sub-column gives it as stored, without the JSON; any
+other block computes it from the JSON column (`shoal.format.shred.engine_answer`, the
+function the writer used), raising `NotIdenticalError` where a row holds a value the engine
+hands to Spark. Only the embedded engine's scans ask for such columns.
+
 `read_table` is one table's scan planned and read in one call, with shoal's own types (not
 Spark's shapes): `db.read()`, the tests' ground truth and the demo. It plans exactly as a
 `db.sql()` reference does (`shoal.query.scan_plan.build_scan_spec`: stages 1 and 2) and reads
@@ -20,11 +27,13 @@ Nothing here imports pyspark or the client.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from shoal.catalog.base import Catalog
 from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.format.shred import block_has, engine_answer, hidden_name, parse_hidden
 from shoal.query.scan_plan import (TIMESTAMP_NS, FooterCache, ScanSpec, ScanStats, ScanTask,
                                    build_scan_spec)
 from shoal.storage.base import ObjectStore
@@ -42,6 +51,9 @@ def to_spark_batch(batch: pa.RecordBatch, schema: Schema, columns: list[str]) ->
         if name == TIMESTAMP_NS:
             arrays.append(batch.column("_timestamp").cast(pa.int64()))
             continue
+        if parse_hidden(name) is not None:
+            arrays.append(batch.column(name))
+            continue
         arr = batch.column(name)
         kind = schema.column(name).type.kind
         if kind == "timestamp":
@@ -57,7 +69,7 @@ def to_spark_batch(batch: pa.RecordBatch, schema: Schema, columns: list[str]) ->
 def stored_columns(columns: Sequence[str]) -> list[str]:
     """The stored columns a scan of `columns` reads (`_timestamp_ns` comes from
     `_timestamp`)."""
-    real = [c for c in columns if c != TIMESTAMP_NS]
+    real = [c for c in columns if c != TIMESTAMP_NS and parse_hidden(c) is None]
     if TIMESTAMP_NS in columns and "_timestamp" not in real:
         real.append("_timestamp")
     return real
@@ -67,8 +79,10 @@ def spec_arrow_schema(spec: ScanSpec) -> pa.Schema:
     """The Arrow schema `read_tasks` yields for `spec` (also for a scan with no rows)."""
     schema = spec.read_schema()
     real = stored_columns(spec.columns)
+    paths = [c for c in spec.columns if parse_hidden(c) is not None]
     empty = pa.RecordBatch.from_arrays(
-        [pa.nulls(0, schema.column(c).type.arrow()) for c in real], names=real)
+        [pa.nulls(0, schema.column(c).type.arrow()) for c in real]
+        + [pa.nulls(0, pa.string()) for _ in paths], names=real + paths)
     return to_spark_batch(empty, schema, spec.columns).schema
 
 
@@ -81,6 +95,7 @@ def read_native(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
     consumer at any batch)."""
     schema = spec.read_schema()
     real = stored_columns(spec.columns)
+    paths = [c for c in spec.columns if parse_hidden(c) is not None]
     for task in tasks:
         reader = formats[task.format].open_extent(store, task.path)
         counted = 0
@@ -89,8 +104,13 @@ def read_native(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
             present = set(meta.schema.names)
             blocks = task.blocks if task.blocks is not None else range(meta.block_count)
             for b in blocks:
-                raw = reader.read_block(b, [c for c in real if c in present])
-                batch = upgrade_batch(raw, schema, real)
+                stat = meta.block_stats[b] if meta.block_stats is not None else None
+                if not paths:
+                    batch = upgrade_batch(reader.read_block(b, [c for c in real
+                                                                if c in present]),
+                                          schema, real)
+                else:
+                    batch = _read_with_paths(reader, b, stat, present, schema, real, paths)
                 if on_bytes is not None:
                     on_bytes(reader.bytes_read - counted)
                 counted = reader.bytes_read
@@ -99,6 +119,29 @@ def read_native(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
+
+
+def _read_with_paths(reader: Any, block: int, stat: dict[str, Any] | None, present: set[str],
+                     schema: Schema, real: list[str], paths: list[str]) -> pa.RecordBatch:
+    """One block's `real` columns and its `paths` (see the module docstring)."""
+    stored = [p for p in paths if block_has(stat, p)]
+    computed: dict[str, list[str]] = {}
+    for p in paths:
+        if p not in stored:
+            column, path = parse_hidden(p) or ("", "")
+            computed.setdefault(column, []).append(path)
+    sources = [c for c in computed if c not in real]
+    raw = reader.read_block(block, [c for c in real + sources if c in present] + stored)
+    batch = upgrade_batch(raw, schema, real + sources)
+    arrays = {c: batch.column(c) for c in real}
+    for column, wanted in computed.items():
+        answers = engine_answer(batch.column(column), wanted)
+        for path, arr in zip(wanted, answers, strict=True):
+            arrays[hidden_name(column, path)] = arr
+    for p in stored:
+        arrays[p] = raw.column(p)
+    names = real + paths
+    return pa.RecordBatch.from_arrays([arrays[n] for n in names], names=names)
 
 
 def read_tasks(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,

@@ -39,8 +39,8 @@ goes to Spark, which names it. Every output column carries the Spark type the st
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC
 
 import pyarrow as pa
@@ -49,6 +49,7 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
+from shoal.format.shred import hidden_name
 from shoal.query.embedded.functions import (FUNCTIONS, SPARK_ONLY, SPELLINGS,
                                            function_table_markdown)
 from shoal.query.embedded.functions.collections import array_arrow_type
@@ -89,6 +90,9 @@ class LocalStatement:
     names: list[str]                # Spark's names of the answer's columns, in order
     spark_types: list[pa.DataType]  # and their Arrow types as Spark's answer has them
     functions: frozenset[str] = frozenset()     # shoal's functions the SQL calls
+    # view -> (paths of its dynamic columns it reads as columns, `attrs.$a.b`; its columns
+    # it no longer reads at all): what the view's scan must add and may leave out
+    scan_paths: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
 
 
 def spark_sql_type(kind: str) -> str:
@@ -101,18 +105,21 @@ def spark_sql_type(kind: str) -> str:
 
 
 def to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
-             sql_text: str) -> LocalStatement:
+             sql_text: str, dynamic: Mapping[str, Collection[str]] | None = None
+             ) -> LocalStatement:
     """DuckDB SQL for the Spark statement `tree` over `views` (view -> column -> Spark SQL
-    type), or `NotLocal`. `sql_text` is what the user wrote (for lexical checks)."""
+    type), or `NotLocal`. `sql_text` is what the user wrote (for lexical checks).
+    `dynamic`: view -> its dynamic columns, whose `get_json_object(col, '$.a.b')` become
+    scan columns (`shoal.format.shred`; `LocalStatement.scan_paths`)."""
     token = STATEMENT_TEXT.set(sql_text)     # datetime patterns are read back from it
     try:
-        return _to_local(tree, views, sql_text)
+        return _to_local(tree, views, sql_text, dynamic or {})
     finally:
         STATEMENT_TEXT.reset(token)
 
 
 def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
-              sql_text: str) -> LocalStatement:
+              sql_text: str, dynamic: Mapping[str, Collection[str]]) -> LocalStatement:
     if "\\" in _BACKSLASH_PAIRS.sub("", sql_text):
         raise NotLocal("backslash escapes in the statement (Spark and DuckDB read them "
                        "differently)")
@@ -148,6 +155,7 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
                if (rule := rule_for(node)) is not None and rule.rewrite is not None]
     for node, rewrite, kinds in pending:
         node.replace(rewrite(node, kinds))
+    scan_paths = _path_columns(typed, views, dynamic)
     for node in list(typed.walk()):
         _rewrite(node)
     for plan in zero_plans:
@@ -156,7 +164,60 @@ def _to_local(tree: exp.Expr, views: Mapping[str, Mapping[str, str]],
         sql = typed.sql(dialect="duckdb", identify=True)
     except SqlglotError as e:
         raise NotLocal(f"no DuckDB form for the statement ({e})") from None
-    return LocalStatement(sql, names, types, functions)
+    return LocalStatement(sql, names, types, functions, scan_paths)
+
+
+# ---- paths of dynamic columns as scan columns -----------------------------------------------
+def _scan_aliases(tree: exp.Expr, views: Mapping[str, object]) -> dict[str, str]:
+    """Source alias -> scan view, for the aliases that name exactly one source in the whole
+    statement and that source is a scan view (any other alias may be shadowed or name a
+    subquery, a CTE or an unnested array)."""
+    sources: dict[str, set[str]] = {}
+    for t in tree.find_all(exp.Table):
+        plain = t.name in views and not t.args.get("db") and not t.args.get("catalog")
+        sources.setdefault(t.alias_or_name, set()).add(t.name if plain else "")
+    for a in tree.find_all(exp.TableAlias):
+        if not isinstance(a.parent, exp.Table):
+            sources.setdefault(a.name, set()).add("")
+    return {alias: next(iter(found)) for alias, found in sources.items()
+            if len(found) == 1 and "" not in found}
+
+
+def _path_columns(tree: exp.Expr, views: Mapping[str, object],
+                  dynamic: Mapping[str, Collection[str]]
+                  ) -> dict[str, tuple[list[str], list[str]]]:
+    """Rewrite `get_json_object(col, '$.a.b')` on a dynamic column straight from a scan
+    view into that view's column `col.$a.b` (the scan gives the engine's answer: the
+    shredded sub-column, or computed once from the JSON). Returns what each view's scan
+    must add and which of its columns nothing reads any more."""
+    if not any(dynamic.values()):
+        return {}
+    aliases = _scan_aliases(tree, views)
+    added: dict[str, list[str]] = {}
+    for node in list(tree.find_all(exp.JSONExtractScalar)):
+        col = node.this
+        if not isinstance(col, exp.Column) or not col.table:
+            continue
+        view = aliases.get(col.table)
+        if view is None or col.name not in dynamic.get(view, ()):
+            continue
+        keys = [str(k.this) for k in node.expression.expressions[1:]]   # vetted: $.k.k
+        name = hidden_name(col.name, ".".join(keys))
+        taken = {n.lower(): n for n in added.get(view, [])}
+        if taken.get(name.lower(), name) != name:
+            continue        # DuckDB's names ignore case: `$.a` and `$.A` cannot both be one
+        node.replace(exp.Column(this=exp.to_identifier(name, quoted=True),
+                                table=exp.to_identifier(col.table)))
+        if name not in added.setdefault(view, []):
+            added[view].append(name)
+    if not added:
+        return {}
+    read = {(aliases.get(c.table), c.name) for c in tree.find_all(exp.Column)}
+    out = {}
+    for view, names in added.items():
+        sources = dict.fromkeys(n.partition(".$")[0] for n in names)
+        out[view] = (names, [c for c in sources if (view, c) not in read])
+    return out
 
 
 # ---- the allow-list -------------------------------------------------------------------------

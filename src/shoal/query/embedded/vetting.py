@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from sqlglot import exp
 
+from shoal.format.shred import NOT_IDENTICAL_MARK
 from shoal.query.planner import _timestamp_us_as_ns
 
 T = exp.DataType.Type
@@ -36,9 +37,9 @@ ARROW_TYPES = {T.INT: pa.int32(), T.BIGINT: pa.int64(), T.DOUBLE: pa.float64(),
 WIDENING = [T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.FLOAT, T.DOUBLE]
 BYTE_TYPES = {"int_from_bytes": T.INT, "bigint_from_bytes": T.BIGINT,
                "double_from_bytes": T.DOUBLE}
-# DuckDB raises this (`error()`) where a value would not be rendered as Spark renders it;
-# the engine then hands the statement to Spark.
-NOT_IDENTICAL_MARK = "shoal:not-identical"
+# NOT_IDENTICAL_MARK: DuckDB raises it (`error()`) where a value would not be rendered as
+# Spark renders it, as the scan does for a JSON path (`shoal.format.shred`); the engine
+# then hands the statement to Spark.
 
 
 class NotLocal(Exception):
