@@ -1,0 +1,122 @@
+"""The Parquet body of a tlm v3 extent: how blocks are encoded, and how one is read back
+(docs/storage.md).
+
+A v3 body is one complete Parquet file with one row group per block, written by
+`pyarrow.parquet` with the Arrow schema stored in its footer, so field metadata (`shoal.type`),
+timestamp units and zones, int widths and fixed-size vector lists come back exactly as
+written. Encodings are chosen per column kind from measurements on log-like rows
+(BENCHMARKS.md, "Extent format v3"):
+
+- strings and ints: dictionary, falling back to plain encoding in a column chunk whose
+  dictionary outgrows `DICTIONARY_PAGE_LIMIT` -- a per-block choice: service names, levels
+  and status codes stay dictionary-coded, trace ids and durations fall back early instead
+  of building a large dictionary first;
+- timestamps: DELTA_BINARY_PACKED (rows arrive nearly in time order, so deltas are small);
+- floats, binary (`dynamic` JSON, `bytes`), bools and nested columns: plain. Byte-stream
+  split helped only noise-like floats and hurt rounded measurements; a dictionary over JSON
+  documents cost time for nothing;
+- zstd at level 1 (level 3 bought under 1% of size for about half more write time), data
+  page v2, no Parquet statistics (block stats live in the extent's JSON footer) and no page
+  index (a block is read whole or by column, never by page).
+
+Reading goes through `ParquetBlocks`, built over a file view whose position 0 is the
+body's first byte, with the footer metadata parsed from bytes the caller already holds
+(normally inside the extent's speculative tail read), so opening costs no further read.
+`read_block` fetches only the projected column chunks of one row group, coalesced into few
+range reads (`pre_buffer`).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PARQUET_MAGIC = b"PAR1"
+PARQUET_TRAILER = 8                      # u32 metadata length + PAR1
+DICTIONARY_PAGE_LIMIT = 256 * 1024
+ZSTD_LEVEL = 1
+_PARQUET_CODECS = {"zstd": "zstd", "lz4": "lz4", None: "none"}
+
+
+def write_options(schema: pa.Schema, compression: str | None) -> dict[str, Any]:
+    """`pq.ParquetWriter` keyword options for a v3 body of `schema` (see the module doc)."""
+    dictionary: list[str] = []
+    encodings: dict[str, str] = {}
+    for f in schema:
+        t = f.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t):
+            dictionary.append(f.name)
+        elif pa.types.is_timestamp(t):
+            encodings[f.name] = "DELTA_BINARY_PACKED"
+    options: dict[str, Any] = {
+        "compression": _PARQUET_CODECS[compression],
+        "use_dictionary": dictionary,
+        "column_encoding": encodings or None,
+        "dictionary_pagesize_limit": DICTIONARY_PAGE_LIMIT,
+        "data_page_version": "2.0",
+        "write_statistics": False,
+        "write_page_index": False,
+        "store_schema": True,
+        # Arrow's list child name ("item") is kept, so lists read back with the schema
+        # they were written with (the compliant name would come back as "element").
+        "use_compliant_nested_type": False,
+    }
+    if compression == "zstd":
+        options["compression_level"] = ZSTD_LEVEL
+    return options
+
+
+def new_writer(sink: pa.NativeFile, schema: pa.Schema, compression: str | None
+               ) -> pq.ParquetWriter:
+    return pq.ParquetWriter(sink, schema, **write_options(schema, compression))
+
+
+def write_block(writer: pq.ParquetWriter, block: pa.RecordBatch) -> None:
+    """Append `block` as exactly one row group."""
+    writer.write_batch(block, row_group_size=block.num_rows)
+
+
+def metadata_length(trailer: bytes) -> int:
+    """The footer metadata length from the body's last 8 bytes; ValueError if they are not
+    a Parquet trailer."""
+    if len(trailer) != PARQUET_TRAILER or trailer[4:] != PARQUET_MAGIC:
+        raise ValueError("the body does not end in Parquet's footer length and magic")
+    (n,) = struct.unpack("<I", trailer[:4])
+    return int(n)
+
+
+def parse_metadata(footer: bytes) -> pq.FileMetaData:
+    """Parquet `FileMetaData` from the footer's serialised bytes (without length and magic)."""
+    framed = b"".join([PARQUET_MAGIC, footer, struct.pack("<I", len(footer)), PARQUET_MAGIC])
+    return pq.read_metadata(pa.BufferReader(framed))
+
+
+class ParquetBlocks:
+    """The blocks of one v3 body: `source` is a file whose position 0 is the body's start,
+    `metadata` its parsed footer. Arrow errors propagate to the caller."""
+
+    def __init__(self, source: pa.NativeFile, metadata: pq.FileMetaData) -> None:
+        self._file = pq.ParquetFile(source, metadata=metadata, pre_buffer=True)
+        self.schema: pa.Schema = self._file.schema_arrow
+        self.block_count: int = metadata.num_row_groups
+        self.row_count: int = metadata.num_rows
+
+    def read(self, block: int, names: Sequence[str] | None) -> pa.RecordBatch:
+        """Block `block` with the columns `names` (all when None) in that order; no names
+        gives the block's row count and no columns."""
+        columns = None if names is None else list(names) or self.schema.names[:1]
+        table = self._file.read_row_group(block, columns=columns, use_threads=False)
+        batches = table.to_batches()
+        batch = (batches[0] if len(batches) == 1 else pa.concat_batches(batches) if batches
+                 else pa.RecordBatch.from_pylist([], schema=table.schema))
+        if names is not None and batch.schema.names != list(names):
+            batch = batch.select(list(names))
+        return batch
+
+    def close(self) -> None:
+        self._file.close()
+
