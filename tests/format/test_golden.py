@@ -1,10 +1,11 @@
 """Golden v2 extent: framing and footer are pinned byte for byte, so format drift is caught.
 
 `golden/v2_small.tlm` was written by `TlmFormat(compression=None, version=2)` from
-`golden_table()` with `block_rows=4`; `golden/expected_stats.json` is its footer, byte for byte. The Arrow IPC body
-is not compared byte for byte (pyarrow may lay it out differently across versions), only
-checked to be a valid IPC file holding the same data. Regenerate deliberately with
-`SHOAL_REGEN_GOLDEN=1 pytest tests/format/test_golden.py` -- and only for a new format version.
+`golden_table()` with `block_rows=4`; `golden/expected_stats.json` is its footer, byte for
+byte. The Arrow IPC body is not compared byte for byte (pyarrow may lay it out differently
+across versions), only checked to be a valid IPC file holding the same data. Regenerate
+deliberately with `SHOAL_REGEN_GOLDEN=1 pytest tests/format/test_golden.py` -- and only for a
+new format version.
 
 `golden/v3_small.tlm` is the same table written as v3 (`version=3`, compression None): its
 JSON footer is the very same bytes as v2's (the block stats do not depend on the body), and

@@ -493,6 +493,8 @@ class TlmReader:
             raise ExtentFormatError(self._path, f"bad leading magic {head!r}")
         self._readers: dict[tuple[int, ...] | None, pa.ipc.RecordBatchFileReader] = {}
         self._blocks: ParquetBlocks | None = None
+        self._schema: pa.Schema
+        self._block_count: int
         if self.version == 3:
             assert self._stats is not None
             self._open_parquet(ipc_end)
