@@ -421,3 +421,30 @@ def test_local_store_memory_map_round_trip(tmp_path) -> None:
     assert table.column("_timestamp").combine_chunks().view(pa.int64()).to_pylist() == list(
         range(100_000))
     reader.close()
+
+
+def test_v3_encodings_follow_the_first_block(store) -> None:
+    """Repeating strings and ints get a dictionary, distinct ints and timestamps delta
+    encoding, distinct strings plain; the Parquet body says so in its own metadata."""
+    schema = Schema.create([Column("level", STRING), Column("trace", STRING),
+                            Column("status", INT), Column("duration", LONG),
+                            Column("r", REAL)]).arrow()
+    n = 20_000
+    rng = np.random.default_rng(2)
+    w = TlmFormat().start_extent(store, "t", schema, block_rows=10_000)
+    w.append(pa.Table.from_pydict({
+        "_timestamp": np.arange(n) * 1000, "props": [None] * n,
+        "level": rng.choice(["info", "warn", "error"], n).tolist(),
+        "trace": [f"{x:016x}" for x in rng.integers(0, 2**62, n)],
+        "status": rng.choice([200, 404], n).astype(np.int32),
+        "duration": rng.integers(0, 2**40, n), "r": rng.random(n)}, schema=schema))
+    data = store.objects[w.finish().object_path]
+    n_json, _ = _footer(data)
+    meta = pq.ParquetFile(pa.py_buffer(data[5:-9 - n_json])).metadata
+    encodings = {meta.schema.column(i).name: set(meta.row_group(1).column(i).encodings)
+                 for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" in encodings["level"] and "RLE_DICTIONARY" in encodings["status"]
+    assert "DELTA_BINARY_PACKED" in encodings["duration"]
+    assert "DELTA_BINARY_PACKED" in encodings["_timestamp"]
+    assert "RLE_DICTIONARY" not in encodings["trace"] and "PLAIN" in encodings["trace"]
+    assert "RLE_DICTIONARY" not in encodings["r"]

@@ -4,17 +4,21 @@
 A v3 body is one complete Parquet file with one row group per block, written by
 `pyarrow.parquet` with the Arrow schema stored in its footer, so field metadata (`shoal.type`),
 timestamp units and zones, int widths and fixed-size vector lists come back exactly as
-written. Encodings are chosen per column kind from measurements on log-like rows
-(BENCHMARKS.md, "Extent format v3"):
+written. Encodings are chosen per column when the writer sees the extent's first block,
+from measurements on log-like rows (BENCHMARKS.md, "Extent format v3"):
 
-- strings and ints: dictionary, falling back to plain encoding in a column chunk whose
-  dictionary outgrows `DICTIONARY_PAGE_LIMIT` -- a per-block choice: service names, levels
-  and status codes stay dictionary-coded, trace ids and durations fall back early instead
-  of building a large dictionary first;
-- timestamps: DELTA_BINARY_PACKED (rows arrive nearly in time order, so deltas are small);
-- floats, binary (`dynamic` JSON, `bytes`), bools and nested columns: plain. Byte-stream
-  split helped only noise-like floats and hurt rounded measurements; a dictionary over JSON
-  documents cost time for nothing;
+- strings, binary and ints whose values repeat (at most a quarter of the block's first
+  `SAMPLE_ROWS` values distinct: levels, services, status codes, templated JSON):
+  dictionary, falling back to plain encoding in a later column chunk whose dictionary
+  outgrows `DICTIONARY_PAGE_LIMIT` -- so the choice still holds per block;
+- ints whose values do not repeat (durations, counters, ids): DELTA_BINARY_PACKED (smaller
+  than plain and than a dictionary that overflows, and faster to decode than either);
+- strings and binary whose values do not repeat (trace ids, messages, JSON documents):
+  plain. A dictionary attempt cost write time for nothing; delta-length encoding saved 1-2%
+  of bytes but did not decode faster;
+- timestamps: DELTA_BINARY_PACKED (rows arrive nearly in time order);
+- floats, bools and nested columns: plain. Byte-stream split helped only noise-like floats
+  and hurt rounded measurements;
 - zstd at level 1 (level 3 bought under 1% of size for about half more write time), data
   page v2, no Parquet statistics (block stats live in the extent's JSON footer) and no page
   index (a block is read whole or by column, never by page).
@@ -33,25 +37,40 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 PARQUET_MAGIC = b"PAR1"
 PARQUET_TRAILER = 8                      # u32 metadata length + PAR1
 DICTIONARY_PAGE_LIMIT = 256 * 1024
 ZSTD_LEVEL = 1
+SAMPLE_ROWS = 8192
 _PARQUET_CODECS = {"zstd": "zstd", "lz4": "lz4", None: "none"}
 
 
-def write_options(schema: pa.Schema, compression: str | None) -> dict[str, Any]:
-    """`pq.ParquetWriter` keyword options for a v3 body of `schema` (see the module doc)."""
+def repeats(values: pa.Array) -> bool:
+    """Whether a column's values repeat enough for a dictionary: at most a quarter of the
+    first `SAMPLE_ROWS` are distinct."""
+    sample = values.slice(0, SAMPLE_ROWS)
+    return len(sample) == 0 or pc.count_distinct(sample, mode="all").as_py() * 4 <= len(sample)
+
+
+def write_options(schema: pa.Schema, compression: str | None,
+                  first: pa.RecordBatch | None = None) -> dict[str, Any]:
+    """`pq.ParquetWriter` keyword options for a v3 body of `schema` (see the module doc);
+    `first` is the extent's first block, which picks dictionary or delta encoding for its
+    string, binary and int columns (without it: dictionary)."""
     dictionary: list[str] = []
     encodings: dict[str, str] = {}
-    for f in schema:
+    for i, f in enumerate(schema):
         t = f.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t):
-            dictionary.append(f.name)
-        elif pa.types.is_timestamp(t):
+        if pa.types.is_timestamp(t):
             encodings[f.name] = "DELTA_BINARY_PACKED"
+        elif pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_binary(t):
+            if first is None or repeats(first.column(i)):
+                dictionary.append(f.name)
+            elif pa.types.is_integer(t):
+                encodings[f.name] = "DELTA_BINARY_PACKED"
     options: dict[str, Any] = {
         "compression": _PARQUET_CODECS[compression],
         "use_dictionary": dictionary,
@@ -70,9 +89,9 @@ def write_options(schema: pa.Schema, compression: str | None) -> dict[str, Any]:
     return options
 
 
-def new_writer(sink: pa.NativeFile, schema: pa.Schema, compression: str | None
-               ) -> pq.ParquetWriter:
-    return pq.ParquetWriter(sink, schema, **write_options(schema, compression))
+def new_writer(sink: pa.NativeFile, schema: pa.Schema, compression: str | None,
+               first: pa.RecordBatch | None = None) -> pq.ParquetWriter:
+    return pq.ParquetWriter(sink, schema, **write_options(schema, compression, first))
 
 
 def write_block(writer: pq.ParquetWriter, block: pa.RecordBatch) -> None:
@@ -109,7 +128,7 @@ class ParquetBlocks:
         """Block `block` with the columns `names` (all when None) in that order; no names
         gives the block's row count and no columns."""
         columns = None if names is None else list(names) or self.schema.names[:1]
-        table = self._file.read_row_group(block, columns=columns, use_threads=False)
+        table = self._file.read_row_group(block, columns=columns, use_threads=True)
         batches = table.to_batches()
         batch = (batches[0] if len(batches) == 1 else pa.concat_batches(batches) if batches
                  else pa.RecordBatch.from_pylist([], schema=table.schema))

@@ -216,10 +216,10 @@ class TlmWriter:
         # buffer, so the serialising thread never waits for the GIL); `finish` frames it.
         self.version: Version = version
         self._sink = pa.BufferOutputStream()
-        self._body: pa.ipc.RecordBatchFileWriter | pq.ParquetWriter
-        if version == 3:
-            self._body = new_writer(self._sink, schema, compression)
-        else:
+        self._compression: Compression = compression
+        # v3's Parquet writer starts with the first block, whose values pick its encodings.
+        self._body: pa.ipc.RecordBatchFileWriter | pq.ParquetWriter | None = None
+        if version == 2:
             self._body = pa.ipc.new_file(self._sink, schema,
                                          options=pa.ipc.IpcWriteOptions(compression=compression))
         self._pool: ThreadPoolExecutor | None = None
@@ -245,7 +245,7 @@ class TlmWriter:
             stats = self._stats.finish()        # overlaps the last blocks' serialisation
             if self._last_write is not None:
                 self._last_write.result()
-            self._body.close()
+            self._started(None).close()
             body = self._sink.getvalue()
             data = (self._frame_v3(body, stats.block_filters) if self.version == 3
                     else self._frame(body, stats.block_filters))
@@ -353,7 +353,7 @@ class TlmWriter:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlm-body")
         previous = self._last_write
-        body = self._body
+        body = self._started(block)
 
         def write() -> None:
             if previous is not None:
@@ -366,6 +366,14 @@ class TlmWriter:
         self._last_write = self._pool.submit(write)
         self._block_stats.append(self._stats.add_block(block))
         self._rows += block.num_rows
+
+    def _started(self, first: pa.RecordBatch | None
+                 ) -> pa.ipc.RecordBatchFileWriter | pq.ParquetWriter:
+        """The body writer, started (v3) with `first`, the extent's first block, if none
+        is yet."""
+        if self._body is None:
+            self._body = new_writer(self._sink, self._schema, self._compression, first)
+        return self._body
 
     def _shutdown(self) -> None:
         if self._pool is not None:
