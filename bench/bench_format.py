@@ -225,6 +225,14 @@ def tlm_read_columns(store: MemoryStore, path: str, columns: list[str] | None) -
                for i in range(reader.metadata().block_count))
 
 
+def fetched(store: MemoryStore, path: str, columns: list[str] | None) -> int:
+    """Bytes a fresh reader fetches to open the extent and read `columns` of every block."""
+    reader = TlmFormat().open_extent(store, path)
+    for i in range(reader.metadata().block_count):
+        reader.read_block(i, columns)
+    return reader.bytes_read
+
+
 def versions(batches: list[pa.RecordBatch], schema: pa.Schema, compression: str | None,
              block_rows: int, repeat: int) -> None:
     """tlm v2 vs tlm v3 vs plain Parquet-zstd on the same batches (see the module doc)."""
@@ -256,6 +264,10 @@ def versions(batches: list[pa.RecordBatch], schema: pa.Schema, compression: str 
           f"| {sizes['v3'] / sizes['pq']:.2f}x |")
     print(f"| write rows/s (tlm: every stat) | {rows / w['v2']:,.0f} | {rows / w['v3']:,.0f} "
           f"| {rows / w['pq']:,.0f} | {w['v2'] / w['v3']:.2f}x | {w['pq'] / w['v3']:.2f}x |")
+    for label, cols in (("level", ["level"]), ("message", ["message"])):
+        kb = {v: fetched(store, paths[v], cols) / 1e3 for v in (2, 3)}
+        print(f"| bytes fetched: open + `{label}` of every block (KB) | {kb[2]:,.0f} "
+              f"| {kb[3]:,.0f} | | {kb[3] / kb[2]:.2f}x | |")
     for label, name in (("level", "read `level` of every block (ms)"),
                         ("message", "read `message` of every block (ms)"),
                         ("all", "read every block whole (ms)")):

@@ -432,13 +432,18 @@ def test_v3_encodings_follow_the_first_block(store) -> None:
     n = 20_000
     rng = np.random.default_rng(2)
     w = TlmFormat().start_extent(store, "t", schema, block_rows=10_000)
-    w.append(pa.Table.from_pydict({
+    table = pa.Table.from_pydict({
         "_timestamp": np.arange(n) * 1000, "props": [None] * n,
-        "level": rng.choice(["info", "warn", "error"], n).tolist(),
+        "level": [None if i % 17 == 0 else ("info", "warn", "error")[i % 3] for i in range(n)],
         "trace": [f"{x:016x}" for x in rng.integers(0, 2**62, n)],
         "status": rng.choice([200, 404], n).astype(np.int32),
-        "duration": rng.integers(0, 2**40, n), "r": rng.random(n)}, schema=schema))
-    data = store.objects[w.finish().object_path]
+        "duration": rng.integers(0, 2**40, n), "r": rng.random(n)}, schema=schema)
+    w.append(table)
+    path = w.finish().object_path
+    reader = TlmFormat().open_extent(store, path)
+    assert _read_all(reader).equals(table, check_metadata=True)   # dictionaries read back plain
+    assert _read_all(reader, ["level"]).column(0).type == pa.string()
+    data = store.objects[path]
     n_json, _ = _footer(data)
     meta = pq.ParquetFile(pa.py_buffer(data[5:-9 - n_json])).metadata
     encodings = {meta.schema.column(i).name: set(meta.row_group(1).column(i).encodings)

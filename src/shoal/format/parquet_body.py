@@ -121,6 +121,10 @@ class ParquetBlocks:
     def __init__(self, source: pa.NativeFile, metadata: pq.FileMetaData) -> None:
         self._file = pq.ParquetFile(source, metadata=metadata, pre_buffer=True)
         self.schema: pa.Schema = self._file.schema_arrow
+        self._coded = _dictionary_columns(self.schema, metadata)
+        if self._coded:     # the same file, its dictionary-coded columns read as such
+            self._file = pq.ParquetFile(source, metadata=metadata, pre_buffer=True,
+                                        read_dictionary=sorted(self._coded))
         self.block_count: int = metadata.num_row_groups
         self.row_count: int = metadata.num_rows
 
@@ -129,6 +133,8 @@ class ParquetBlocks:
         gives the block's row count and no columns."""
         columns = None if names is None else list(names) or self.schema.names[:1]
         table = self._file.read_row_group(block, columns=columns, use_threads=True)
+        if self._coded.intersection(table.schema.names):
+            table = self._decoded(table)
         batches = table.to_batches()
         batch = (batches[0] if len(batches) == 1 else pa.concat_batches(batches) if batches
                  else pa.RecordBatch.from_pylist([], schema=table.schema))
@@ -136,6 +142,35 @@ class ParquetBlocks:
             batch = batch.select(list(names))
         return batch
 
+    def _decoded(self, table: pa.Table) -> pa.Table:
+        """`table` with its dictionary-read columns cast back to the stored type."""
+        fields = [self.schema.field(n) for n in table.schema.names]
+        columns = [c.cast(f.type) if n in self._coded else c
+                   for n, c, f in zip(table.schema.names, table.columns, fields, strict=True)]
+        return pa.Table.from_arrays(columns, schema=pa.schema(fields,
+                                                              metadata=self.schema.metadata))
+
     def close(self) -> None:
         self._file.close()
+
+
+def _dictionary_columns(schema: pa.Schema, metadata: pq.FileMetaData) -> set[str]:
+    """Top-level string/binary columns dictionary-coded in every row group: read as
+    dictionaries, then cast to their type (about twice as fast as Parquet's own decoding
+    into plain strings). A chunk bigger than a full dictionary page plus 3 bytes of index a
+    value may have fallen back to plain pages, which a dictionary read would hash value by
+    value: such a column is read plain."""
+    if metadata.num_row_groups == 0:
+        return set()
+    leaves = {metadata.schema.column(j).path: j for j in range(metadata.num_columns)}
+    out = set()
+    for f in schema:
+        j = leaves.get(f.name)
+        if j is None or not (pa.types.is_string(f.type) or pa.types.is_binary(f.type)):
+            continue
+        chunks = [metadata.row_group(i).column(j) for i in range(metadata.num_row_groups)]
+        if all(c.has_dictionary_page and c.total_uncompressed_size
+               <= DICTIONARY_PAGE_LIMIT + 3 * c.num_values for c in chunks):
+            out.add(f.name)
+    return out
 
