@@ -27,7 +27,8 @@ Reading goes through `ParquetBlocks`, built over a file view whose position 0 is
 body's first byte, with the footer metadata parsed from bytes the caller already holds
 (normally inside the extent's speculative tail read), so opening costs no further read.
 `read_block` fetches only the projected column chunks of one row group, coalesced into few
-range reads (`pre_buffer`).
+range reads (`pre_buffer`), and returns the stored Arrow types (dictionary-coded strings are
+read as dictionaries and cast back: the cast is cheaper than the reader's dense decoding).
 """
 
 from __future__ import annotations

@@ -181,7 +181,7 @@ def warm_up(batch: pa.RecordBatch) -> None:
     with pa.ipc.new_file(pa.BufferOutputStream(), batch.schema,
                          options=pa.ipc.IpcWriteOptions(compression="zstd")) as ipc:
         ipc.write_batch(batch)
-    body = new_writer(pa.BufferOutputStream(), batch.schema, "zstd")
+    body = new_writer(pa.BufferOutputStream(), batch.schema, "zstd", batch)
     write_block(body, batch)
     body.close()
 
