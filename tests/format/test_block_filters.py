@@ -12,13 +12,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shoal.format.base import And, Equals, InSet, Not, Or, TimeRange
 from shoal.format.blockfilters import FILTERS_KEY, filter_ref, prune_blocks
 from shoal.format.predicates import evaluate
-from shoal.format.tlm import MAGIC_V2, TlmFormat
+from shoal.format.tlm import MAGIC_V2, MAGIC_V3, TlmFormat
 from shoal.types import INT, LONG, STRING, Column, Schema
 from tests.format.conftest import MemoryObjectStore
 
@@ -45,19 +47,22 @@ def _write(store, table: pa.Table, *, block_rows: int, **options: Any) -> str:
     return w.finish().object_path
 
 
-def _old_reader(data: bytes) -> tuple[pa.ipc.RecordBatchFileReader, list[dict[str, Any]]]:
-    """What a v2 reader that predates block filters does: the framing, the JSON footer, the
-    middle opened as an Arrow IPC file."""
-    assert data[:5] == data[-5:] == MAGIC_V2
+def _old_reader(data: bytes) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """What a reader that predates block filters does: the framing, the JSON footer, the
+    middle opened as an Arrow IPC file (v2) or as a Parquet file (v3), as it is."""
+    assert data[:5] == data[-5:] and data[:5] in (MAGIC_V2, MAGIC_V3)
     (n,) = struct.unpack("<I", data[-9:-5])
     stats = json.loads(data[-9 - n:-9])
     assert isinstance(stats, list) and all(isinstance(s["rows"], int) for s in stats)
-    return pa.ipc.open_file(pa.py_buffer(data[5:-9 - n])), stats
+    if data[:5] == MAGIC_V2:
+        return pa.ipc.open_file(pa.py_buffer(data[5:-9 - n])).read_all(), stats
+    return pq.read_table(pa.py_buffer(data[5:-9 - n])), stats
 
 
-def test_needle_keeps_one_block_and_old_readers_ignore_the_filters(store) -> None:
+@pytest.mark.parametrize("version", [2, 3])
+def test_needle_keeps_one_block_and_old_readers_ignore_the_filters(store, version) -> None:
     table = _table(200_000)
-    path = _write(store, table, block_rows=8192)
+    path = _write(store, table, block_rows=8192, version=version)
     reader = TlmFormat().open_extent(store, path)
     meta = reader.metadata()
     assert meta.block_count == 25
@@ -84,8 +89,8 @@ def test_needle_keeps_one_block_and_old_readers_ignore_the_filters(store) -> Non
     assert reader.pruned_blocks(Equals("seq", 100_000)) == [12]
 
     # A reader that predates block filters: same IPC file, same rows, footer it can use.
-    old_ipc, old_stats = _old_reader(store.get(path))
-    assert old_ipc.read_all().equals(table)
+    old_body, old_stats = _old_reader(store.get(path))
+    assert old_body.equals(table)
     assert [{k: v for k, v in s.items() if k != FILTERS_KEY} for s in stats] == \
         [{k: v for k, v in s.items() if k != FILTERS_KEY} for s in old_stats]
     assert [i for i, s in enumerate(old_stats)

@@ -29,7 +29,7 @@ def test_inspect_local_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["extent", "inspect", str(tmp_path / key)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert (doc["version"], doc["row_count"], doc["block_count"]) == (2, 3, 2)
+    assert (doc["version"], doc["row_count"], doc["block_count"]) == (3, 3, 2)
     assert doc["byte_size"] == (tmp_path / key).stat().st_size
     assert doc["schema"][2] == {"name": "a", "arrow_type": "int64", "type": "long"}
     assert doc["schema"][1]["type"] == "dynamic"

@@ -83,7 +83,7 @@ BlockPredicate = (TimeRange | Equals | InSet | StringHas | DynamicPathExists
 # ---- metadata and write result ------------------------------------------------------------
 @dataclass(frozen=True)
 class ExtentMetadata:
-    version: int                      # 1 or 2 for tlm
+    version: int                      # 1, 2 or 3 for tlm
     schema: pa.Schema                 # the Arrow schema the extent was written with
     block_count: int
     row_count: int

@@ -1,9 +1,20 @@
-"""The `tlm` extent format, v2 (written) and v1 (read only) (docs/storage.md).
+"""The `tlm` extent format: v3 (written by default), v2 (written on request) and v1 (read
+only) (docs/storage.md).
 
 Byte layout of one extent object:
 
+    v3:  b"KYMA\\x03" || Parquet file || [filter section] || block_stats_json || stats_len
+         (u32 LE) || b"KYMA\\x03"
     v2:  b"KYMA\\x02" || Arrow IPC file || block_stats_json || stats_len (u32 LE) || b"KYMA\\x02"
     v1:  b"KYMA\\x01" || Arrow IPC file
+
+v3 keeps v2's envelope and JSON block stats; its body is one complete Parquet file, one row
+group per block, encoded as `shoal.format.parquet_body` describes (dictionary strings, delta
+timestamps, zstd). Its filter section, if any, sits inside the Parquet file just before
+Parquet's footer metadata, as v2's sits before Arrow's footer: Parquet finds its footer from
+the end and its column chunks by absolute offsets, so any Parquet reader opens the body as
+it is and never reads the section. What is said below of the IPC file holds for the
+Parquet file alike.
 
 An extent whose columns have per-block membership filters holds them in a filter section
 inside the Arrow IPC file, just before Arrow's footer, located by the `"filters"` entries of
@@ -27,7 +38,7 @@ what Arrow writes when the IPC file is closed is held back, and the filter secti
 before Arrow's footer (whose length and magic end the IPC file).
 
 Shredded paths: a `dynamic` column's common JSON paths may be stored beside it as hidden
-utf8 columns of the IPC file (`shoal.format.shred`): the writer appends them to each block
+utf8 columns of the body (`shoal.format.shred`): the writer appends them to each block
 (their schema fixed by the first block), and the reader keeps them out of the extent schema
 and of whole blocks, reading one only when a projection names it.
 
@@ -54,12 +65,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from shoal.errors import ExtentFormatError
 from shoal.format.base import BlockPredicate, ExtentMetadata, ExtentWriteResult
 from shoal.format.blockfilters import (FILTERS_KEY, BlockFilter, column_span, decode_column,
                                        layout_section, prune_blocks)
 from shoal.format.membership import DEFAULT_FP_RATE
+from shoal.format.parquet_body import (PARQUET_TRAILER, ParquetBlocks, metadata_length,
+                                       new_writer, parse_metadata, write_block)
 from shoal.format.shred import DEFAULT_SHRED, Shredder, ShredOptions, is_hidden
 from shoal.format.stats import ExtentStatsBuilder
 from shoal.storage.base import ObjectStore
@@ -68,6 +82,7 @@ log = logging.getLogger("shoal.format")
 
 MAGIC_V1 = b"KYMA\x01"
 MAGIC_V2 = b"KYMA\x02"
+MAGIC_V3 = b"KYMA\x03"
 MAGIC_LEN = 5
 _STATS_LEN = struct.Struct("<I")
 TAIL_LEN = _STATS_LEN.size + MAGIC_LEN          # u32 stats_len + trailing magic
@@ -75,6 +90,9 @@ DEFAULT_BLOCK_ROWS = 65536
 DEFAULT_TAIL_PREFETCH = 64 * 1024
 Compression = Literal["zstd", "lz4"] | None
 _COMPRESSIONS = ("zstd", "lz4", None)
+Version = Literal[2, 3]
+_VERSIONS = (2, 3)
+DEFAULT_VERSION: Version = 3
 _ARROW_MAGIC = b"ARROW1"
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError,
                  pa.ArrowTypeError, pa.ArrowKeyError, pa.ArrowIndexError, OSError)
@@ -88,7 +106,8 @@ class TlmFormat:
     False builds none, and a collection of column names builds them for exactly those
     columns whatever their values look like. `fp_rate` is the filters' false-positive rate.
     `block_filters`: those columns also get a filter per block (see
-    `shoal.format.blockfilters`).
+    `shoal.format.blockfilters`). `version` is the layout new extents are written in (3, or
+    2); extents of every version are read.
     `shred`: dynamic columns get hidden sub-columns of their common paths
     (`shoal.format.shred`); None writes none.
     """
@@ -99,7 +118,10 @@ class TlmFormat:
                  membership_filters: bool | Collection[str] = True,
                  fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
                  tail_prefetch: int = DEFAULT_TAIL_PREFETCH,
+                 version: Version = DEFAULT_VERSION,
                  shred: ShredOptions | None = DEFAULT_SHRED) -> None:
+        if version not in _VERSIONS:
+            raise ValueError(f"version must be one of {_VERSIONS}, got {version!r}")
         if compression not in _COMPRESSIONS:
             raise ValueError(f"compression must be one of {_COMPRESSIONS}, got {compression!r}")
         if tail_prefetch < TAIL_LEN:
@@ -110,6 +132,7 @@ class TlmFormat:
         self.fp_rate = fp_rate
         self.block_filters = block_filters
         self.tail_prefetch = tail_prefetch
+        self.version: Version = version
         self.shred = shred
 
     def open_extent(self, store: ObjectStore, path: str) -> TlmReader:
@@ -120,7 +143,8 @@ class TlmFormat:
         return TlmWriter(store, prefix, schema, block_rows=block_rows,
                          compression=self.compression,
                          membership_filters=self.membership_filters, fp_rate=self.fp_rate,
-                         block_filters=self.block_filters, shred=self.shred)
+                         block_filters=self.block_filters, version=self.version,
+                         shred=self.shred)
 
     def read_block_filters(self, store: ObjectStore, path: str,
                            block_stats: Sequence[dict[str, Any]], column: str
@@ -139,12 +163,12 @@ def extent_key(prefix: str, extent_id: str) -> str:
     return f"{prefix}/{extent_id}.tlm" if prefix else f"{extent_id}.tlm"
 
 
-def encode_footer(stats: list[dict[str, Any]]) -> bytes:
-    """`block_stats_json || stats_len || MAGIC_V2`: what follows the IPC file in a v2 extent."""
+def encode_footer(stats: list[dict[str, Any]], magic: bytes = MAGIC_V2) -> bytes:
+    """`block_stats_json || stats_len || magic`: what ends a v2 (or v3) extent."""
     footer = json.dumps(stats, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     if len(footer) >= 1 << 32:
         raise ValueError("block stats footer exceeds 4 GiB")
-    return b"".join([footer, _STATS_LEN.pack(len(footer)), MAGIC_V2])
+    return b"".join([footer, _STATS_LEN.pack(len(footer)), magic])
 
 
 def encode_v2(ipc_file: bytes | pa.Buffer | Sequence[bytes | pa.Buffer],
@@ -158,25 +182,33 @@ def encode_v2(ipc_file: bytes | pa.Buffer | Sequence[bytes | pa.Buffer],
 # ---- writer -------------------------------------------------------------------------------
 
 def warm_up(batch: pa.RecordBatch) -> None:
-    """The statistics of `batch` and its compressed IPC, in memory and thrown away: the
-    kernels, Arrow's compute functions and the codec a process's first extent would
-    otherwise set up (`shoal serve` runs this before it listens)."""
+    """The statistics of `batch`, its compressed IPC and its Parquet body, in memory and
+    thrown away: the kernels, Arrow's compute functions, the encoders and the codec a
+    process's first extent would otherwise set up (`shoal serve` runs this before it
+    listens)."""
     builder = ExtentStatsBuilder(batch.schema)
     builder.add_block(batch)
     builder.finish()
     with pa.ipc.new_file(pa.BufferOutputStream(), batch.schema,
                          options=pa.ipc.IpcWriteOptions(compression="zstd")) as ipc:
         ipc.write_batch(batch)
+    body = new_writer(pa.BufferOutputStream(), batch.schema, "zstd", batch)
+    write_block(body, batch)
+    body.close()
 
 
 class TlmWriter:
-    """`ExtentWriter` for tlm v2. Not thread-safe: one caller appends, then finishes."""
+    """`ExtentWriter` for tlm v3 (or v2). Not thread-safe: one caller appends, then
+    finishes."""
 
     def __init__(self, store: ObjectStore, prefix: str, schema: pa.Schema, *,
                  block_rows: int = DEFAULT_BLOCK_ROWS, compression: Compression = "zstd",
                  membership_filters: bool | Collection[str] = True,
                  fp_rate: float = DEFAULT_FP_RATE, block_filters: bool = True,
+                 version: Version = DEFAULT_VERSION,
                  shred: ShredOptions | None = None) -> None:
+        if version not in _VERSIONS:
+            raise ValueError(f"version must be one of {_VERSIONS}, got {version!r}")
         if block_rows < 1:
             raise ValueError("block_rows must be at least 1")
         if compression not in _COMPRESSIONS:
@@ -190,16 +222,19 @@ class TlmWriter:
         self._pending_rows = 0
         self._rows = 0
         self._block_stats: list[dict[str, Any]] = []
-        self._stats_options: dict[str, Any] = dict(
-            membership_filters=membership_filters, fp_rate=fp_rate, block_filters=block_filters)
-        self._compression = compression
+        self._stats = ExtentStatsBuilder(schema, membership_filters=membership_filters,
+                                         fp_rate=fp_rate, block_filters=block_filters)
+        # Arrow writes the body into a stream of its own (native: no Python call per
+        # buffer, so the serialising thread never waits for the GIL); `finish` frames it.
+        self.version: Version = version
         self._sink = pa.BufferOutputStream()
-        self._started = False
+        self._compression: Compression = compression
+        # The body writer starts with the first block: its values pick v3's encodings, and
+        # with shredding its hidden sub-columns are part of the blocks' schema.
+        self._body: pa.ipc.RecordBatchFileWriter | pq.ParquetWriter | None = None
         self._shredder = Shredder(schema, shred) if shred is not None else None
         if self._shredder is not None and not self._shredder.active:
             self._shredder = None
-        if self._shredder is None:
-            self._start(schema)
         self._pool: ThreadPoolExecutor | None = None
         self._last_write: Future[None] | None = None
         self._state: Literal["open", "finished", "aborted"] = "open"
@@ -220,13 +255,13 @@ class TlmWriter:
         try:
             if self._pending_rows:
                 self._emit(self._take(self._pending_rows))
-            if not self._started:
-                self._start(self._schema)
             stats = self._stats.finish()        # overlaps the last blocks' serialisation
             if self._last_write is not None:
                 self._last_write.result()
-            self._ipc.close()
-            data = self._frame(self._sink.getvalue(), stats.block_filters)
+            self._started(None).close()
+            body = self._sink.getvalue()
+            data = (self._frame_v3(body, stats.block_filters) if self.version == 3
+                    else self._frame(body, stats.block_filters))
             self._store.put(self.object_path, data)
         except BaseException:
             self.abort()
@@ -289,6 +324,27 @@ class TlmWriter:
                 entry[FILTERS_KEY] = ref
         return encode_v2([ipc.slice(0, cut), section, ipc.slice(cut)], self._block_stats)
 
+    def _frame_v3(self, body: pa.Buffer,
+                  block_filters: list[dict[str, tuple[str, bytes]]]) -> bytes:
+        """The v3 extent (`encode_footer` after the Parquet file), with the filter section,
+        if any, before Parquet's footer metadata (v2's placement, for the same reason: the
+        metadata stays next to the JSON, inside the reader's tail read)."""
+        if not block_filters:
+            return b"".join([MAGIC_V3, body, encode_footer(self._block_stats, MAGIC_V3)])
+        meta_len = metadata_length(body.slice(body.size - PARQUET_TRAILER).to_pybytes())
+        cut = body.size - PARQUET_TRAILER - meta_len
+        if cut < 4:
+            raise ValueError("the Parquet footer length points before the file")
+        section, refs = layout_section(block_filters, MAGIC_LEN + cut)
+        if len(refs) != len(self._block_stats):
+            raise ValueError(f"{len(refs)} blocks of filters for {len(self._block_stats)} "
+                             "blocks")
+        for entry, ref in zip(self._block_stats, refs, strict=True):
+            if ref:
+                entry[FILTERS_KEY] = ref
+        return b"".join([MAGIC_V3, body.slice(0, cut), section, body.slice(cut),
+                         encode_footer(self._block_stats, MAGIC_V3)])
+
     def _take(self, n: int) -> pa.RecordBatch:
         """Remove the first n pending rows as one batch."""
         parts = []
@@ -305,16 +361,6 @@ class TlmWriter:
         self._pending_rows -= n
         return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
-    def _start(self, schema: pa.Schema) -> None:
-        """The stats builder (of the extent schema) and the IPC file, for the blocks' schema
-        (with shredding, the hidden sub-columns too: known from the first block)."""
-        self._stats = ExtentStatsBuilder(self._schema, **self._stats_options)
-        # Arrow writes the IPC file into a stream of its own (native: no Python call per
-        # buffer, so the serialising thread never waits for the GIL); `finish` frames it.
-        self._ipc = pa.ipc.new_file(self._sink, schema, options=pa.ipc.IpcWriteOptions(
-            compression=self._compression))
-        self._started = True
-
     def _emit(self, block: pa.RecordBatch) -> None:
         """Serialise one block (in the background) and fold in its stats (here)."""
         # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns go into the
@@ -322,17 +368,19 @@ class TlmWriter:
         table_block, shredded = block, None
         if self._shredder is not None:
             block, shredded = self._shredder.extend(block)
-        if not self._started:
-            self._start(block.schema)
         # -- end of shredding
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlm-ipc")
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlm-body")
         previous = self._last_write
+        body = self._started(block)
 
         def write() -> None:
             if previous is not None:
                 previous.result()       # keep blocks in order; surface an earlier failure
-            self._ipc.write_batch(block)
+            if isinstance(body, pq.ParquetWriter):
+                write_block(body, block)
+            else:
+                body.write_batch(block)
 
         self._last_write = self._pool.submit(write)
         entry = self._stats.add_block(table_block)
@@ -341,6 +389,19 @@ class TlmWriter:
             entry.update(shredded)
         self._block_stats.append(entry)
         self._rows += block.num_rows
+
+    def _started(self, first: pa.RecordBatch | None
+                 ) -> pa.ipc.RecordBatchFileWriter | pq.ParquetWriter:
+        """The body writer, started (v3) with `first`, the extent's first block, if none
+        is yet."""
+        if self._body is None:
+            schema = self._schema if first is None else first.schema
+            if self.version == 2:
+                self._body = pa.ipc.new_file(self._sink, schema, options=pa.ipc.IpcWriteOptions(
+                    compression=self._compression))
+            else:
+                self._body = new_writer(self._sink, schema, self._compression, first)
+        return self._body
 
     def _shutdown(self) -> None:
         if self._pool is not None:
@@ -416,7 +477,7 @@ class _RangeView:
 
 
 class TlmReader:
-    """`ExtentReader` over one tlm object (v1 or v2)."""
+    """`ExtentReader` over one tlm object (v1, v2 or v3)."""
 
     def __init__(self, store: ObjectStore, path: str, *,
                  tail_prefetch: int = DEFAULT_TAIL_PREFETCH) -> None:
@@ -449,14 +510,14 @@ class TlmReader:
             ipc_start, ipc_end = MAGIC_LEN, size
             self._prefetch_tail(size, tail_prefetch)
             self._stats: list[dict[str, Any]] | None = None
-        elif head == MAGIC_V2:
-            self.version = 2
+        elif head in (MAGIC_V2, MAGIC_V3):
+            self.version = 2 if head == MAGIC_V2 else 3
             if size < MAGIC_LEN + TAIL_LEN:
                 raise ExtentFormatError(self._path, f"truncated: {size} bytes leave no room "
                                                     "for the footer")
             self._prefetch_tail(size, tail_prefetch)
             tail = fetch.fetch(size - TAIL_LEN, TAIL_LEN).to_pybytes()
-            if tail[_STATS_LEN.size:] != MAGIC_V2:
+            if tail[_STATS_LEN.size:] != head:
                 raise ExtentFormatError(self._path, "bad trailing magic (truncated object?)")
             (stats_len,) = _STATS_LEN.unpack(tail[:_STATS_LEN.size])
             if stats_len > size - MAGIC_LEN - TAIL_LEN:
@@ -466,23 +527,53 @@ class TlmReader:
             self._stats = self._parse_stats(fetch.fetch(ipc_end, stats_len).to_pybytes())
         else:
             raise ExtentFormatError(self._path, f"bad leading magic {head!r}")
-        self._view = pa.PythonFile(_RangeView(fetch, ipc_start, ipc_end - ipc_start), mode="r")
         self._readers: dict[tuple[int, ...] | None, pa.ipc.RecordBatchFileReader] = {}
-        try:
-            first = self._ipc_reader(None)
-        except _ARROW_ERRORS as e:
-            raise ExtentFormatError(self._path, f"the Arrow IPC body is invalid: {e}") from e
-        full = first.schema
+        self._blocks: ParquetBlocks | None = None
+        self._schema: pa.Schema
+        self._block_count: int
+        if self.version == 3:
+            assert self._stats is not None
+            self._open_parquet(ipc_end)
+            assert self._blocks is not None
+            full = self._blocks.schema
+            self._block_count = self._blocks.block_count
+        else:
+            self._view = pa.PythonFile(_RangeView(fetch, ipc_start, ipc_end - ipc_start),
+                                       mode="r")
+            try:
+                first = self._ipc_reader(None)
+            except _ARROW_ERRORS as e:
+                raise ExtentFormatError(self._path,
+                                        f"the Arrow IPC body is invalid: {e}") from e
+            full = first.schema
+            self._block_count = first.num_record_batches
         # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns are not in
         # the extent's schema; a projection naming one reads it
         self._schema = pa.schema([f for f in full if not is_hidden(f.name)],
                                  metadata=full.metadata)
         self._width = len(full)
-        self._block_count = first.num_record_batches
         self._index = {name: i for i, name in reversed(list(enumerate(full.names)))}
         if self._stats is not None and len(self._stats) != self._block_count:
             raise ExtentFormatError(self._path, f"the footer describes {len(self._stats)} "
                                                 f"blocks, the body has {self._block_count}")
+
+    def _open_parquet(self, body_end: int) -> None:
+        """The v3 body [MAGIC_LEN, body_end): its footer from the bytes already fetched (the
+        tail read normally covers it), then the row groups through a range view."""
+        fetch = self._fetcher
+        try:
+            if body_end - MAGIC_LEN < 2 * PARQUET_TRAILER:
+                raise ValueError(f"{body_end - MAGIC_LEN} bytes are too short for Parquet")
+            meta_len = metadata_length(
+                fetch.fetch(body_end - PARQUET_TRAILER, PARQUET_TRAILER).to_pybytes())
+            meta_at = body_end - PARQUET_TRAILER - meta_len
+            if meta_at < MAGIC_LEN + 4:
+                raise ValueError(f"footer length {meta_len} points before the body")
+            metadata = parse_metadata(fetch.fetch(meta_at, meta_len).to_pybytes())
+            view = pa.PythonFile(_RangeView(fetch, MAGIC_LEN, body_end - MAGIC_LEN), mode="r")
+            self._blocks = ParquetBlocks(view, metadata)
+        except (ValueError, *_ARROW_ERRORS) as e:
+            raise ExtentFormatError(self._path, f"the Parquet body is invalid: {e}") from e
 
     def _prefetch_tail(self, size: int, tail_prefetch: int) -> None:
         if size > tail_prefetch:
@@ -558,10 +649,17 @@ class TlmReader:
     def read_block(self, block: int, projection: Sequence[str] | None = None) -> pa.RecordBatch:
         if not 0 <= block < self._block_count:
             raise IndexError(f"block {block} out of range (extent has {self._block_count})")
-        names = None
-        fields: tuple[int, ...] | None = None
         if projection is None and len(self._schema) < self._width:
             projection = self._schema.names         # not the hidden sub-columns
+        if self._blocks is not None:
+            wanted = (None if projection is None
+                      else list(dict.fromkeys(n for n in projection if n in self._index)))
+            try:
+                return self._blocks.read(block, wanted)
+            except _ARROW_ERRORS as e:
+                raise ExtentFormatError(self._path, f"block {block} is unreadable: {e}") from e
+        names = None
+        fields: tuple[int, ...] | None = None
         if projection is not None:
             names = list(dict.fromkeys(n for n in projection if n in self._index))
             if names:
@@ -579,6 +677,8 @@ class TlmReader:
 
     def close(self) -> None:
         self._readers.clear()
+        if self._blocks is not None:
+            self._blocks.close()
         self._fetcher.source.close()
 
     def __enter__(self) -> TlmReader:
