@@ -70,7 +70,7 @@ def test_extent_inspect(tmp_path):
     out = run("extent", "inspect", str(path), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert doc["version"] == 2 and doc["row_count"] == 1 and doc["block_count"] == 1
+    assert doc["version"] == 3 and doc["row_count"] == 1 and doc["block_count"] == 1
     out = run("extent", "inspect", str(tmp_path / "missing.tlm"), cwd=tmp_path)
     assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1
     assert TlmFormat  # the format the CLI reads is the package's own

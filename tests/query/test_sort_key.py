@@ -116,7 +116,8 @@ def test_one_service_fifteen_minutes_reads_only_that_services_blocks(db):
     assert keyed.table["sx"][0].as_py() == pytest.approx(plain.table["sx"][0].as_py())
     assert _scan(plain)["blocks_read"] == blocks
     assert _scan(keyed)["blocks_read"] <= 3
-    assert _scan(keyed)["bytes_read"] * 10 < _scan(plain)["bytes_read"]
+    # both pay the same tail read (64 KiB) to open the extent
+    assert _scan(keyed)["bytes_read"] * 5 < _scan(plain)["bytes_read"]
 
 
 def test_group_commits_through_the_write_path_are_sorted(db):

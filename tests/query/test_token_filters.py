@@ -123,8 +123,9 @@ def test_a_rare_word_reads_only_its_block(db, query, kql):
         (1, 64, 1 + false_hits), stats
     whole = full.stats.to_json()
     assert whole["blocks_read"] == 64
-    # cold or warm: footers and the token filters of 64 blocks, and the blocks read
-    assert 0 < stats["bytes_read"] < whole["bytes_read"] / 4, (stats, whole)
+    # cold or warm: the extent's tail, the token filters of 64 blocks and the blocks read
+    # (v3 bodies are small enough that the first two are a good part of it when cold)
+    assert 0 < stats["bytes_read"] < whole["bytes_read"] / 2, (stats, whole)
 
 
 def test_a_rare_word_in_one_block_of_each_extent(db):
