@@ -48,7 +48,7 @@ class Shoal:
         self.catalog: Catalog = open_catalog(config.resolved_catalog_url)
         self.store: ObjectStore = open_store(config.resolved_storage_url,
                                              s3_endpoint=config.s3_endpoint)
-        self.formats = default_formats()
+        self.formats = default_formats(shred_on_write=self.config.shred_on_write)
         self.coordinator = CommitCoordinator(self.catalog, self.store, self.formats["tlm"])
         self._write_path: WritePath | None = None
         self._query_engine = None

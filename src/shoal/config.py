@@ -108,6 +108,10 @@ class Config:
     # `local_query_max_bytes` / SHOAL_LOCAL_QUERY_MAX_BYTES, its former name, still sets it.
     query_engine: str = "auto"
     local_scan_max_bytes: int = 8 << 30
+    # Whether extents written by ingest get hidden sub-columns of their dynamic columns'
+    # common JSON paths (docs/storage.md): path queries read them instead of parsing JSON,
+    # at the cost of the writer parsing every value once more. Compaction always writes them.
+    shred_on_write: bool = False
     # The memory one embedded-engine query may take (DuckDB's `memory_limit` for its
     # database; its inputs stream through it). Past it, DuckDB spills to the data
     # directory's scratch area, up to `local_query_spill_bytes`; past that it is answered by
@@ -161,7 +165,7 @@ RENAMED = {"local_query_max_bytes": "local_scan_max_bytes"}
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s",
                            "flight_idle_timeout_s", "header_timeout_s",
                            "shutdown_timeout_s", "spark_start_timeout_s"})
-_BOOL_FIELDS = frozenset({"maintenance", "pipelines"})
+_BOOL_FIELDS = frozenset({"maintenance", "pipelines", "shred_on_write"})
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
@@ -353,6 +357,10 @@ SETTINGS: dict[str, str] = {
                             "`auto` runs in process (a bound on the work, not memory); "
                             "`SHOAL_LOCAL_QUERY_MAX_BYTES`, its former name, still sets it "
                             "([SQL](sql.md#two-engines-embedded-duckdb-and-spark)).",
+    "shred_on_write": "Ingest writes the common JSON paths of `dynamic` columns as hidden "
+                      "sub-columns too (path queries read them; ingest parses each value "
+                      "once more); compaction writes them whatever this says "
+                      "([storage](storage.md#shredded-paths-of-dynamic-columns)).",
     "local_query_memory": "Memory one embedded-engine query may take (DuckDB's working "
                           "memory; its inputs stream through it); past it the query spills "
                           "to disk.",

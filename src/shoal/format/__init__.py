@@ -12,6 +12,7 @@ from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPa
                                InSet, Not, Or, SegmentFormat, StringHas, TimeRange)
 from shoal.format.membership import BloomFilter
 from shoal.format.predicates import evaluate
+from shoal.format.shred import DEFAULT_SHRED
 from shoal.format.tlm import TlmFormat
 from shoal.format.tokens import tokenize
 
@@ -19,15 +20,24 @@ __all__ = [
     "And", "BlockPredicate", "BloomFilter", "DynamicPathEquals", "DynamicPathExists", "Equals",
     "ExtentMetadata", "ExtentReader", "ExtentWriteResult", "ExtentWriter", "InSet", "Not", "Or",
     "SegmentFormat", "StringHas", "TimeRange", "TlmFormat", "default_formats", "evaluate",
-    "get_format", "tokenize",
+    "get_format", "rewrite_format", "tokenize",
 ]
 
 
-def default_formats() -> dict[str, SegmentFormat]:
+def default_formats(*, shred_on_write: bool = False) -> dict[str, SegmentFormat]:
     """Every shipping format by the name manifest rows record: what a process (a Spark task
-    included) needs to read and write extents, with nothing of the client."""
-    tlm = TlmFormat()
+    included) needs to read and write extents, with nothing of the client. With
+    `shred_on_write`, the extents it writes carry shredded dynamic paths."""
+    tlm = TlmFormat(shred=DEFAULT_SHRED if shred_on_write else None)
     return {tlm.name: tlm}
+
+
+def rewrite_format(fmt: SegmentFormat) -> SegmentFormat:
+    """The format compaction writes with: `fmt`, plus the work ingest may skip to keep its
+    speed (shredded dynamic paths), since a rewrite runs in the background."""
+    if isinstance(fmt, TlmFormat) and fmt.shred is None:
+        return fmt.with_shred(DEFAULT_SHRED)
+    return fmt
 
 
 def get_format(name: str) -> SegmentFormat:

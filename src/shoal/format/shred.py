@@ -102,16 +102,23 @@ def is_shreddable_path(path: str) -> bool:
 
 # ---- the engine's answer --------------------------------------------------------------------
 _local = threading.local()
+_base_lock = threading.Lock()
+_base: list[Any] = []
 
 
 def _connection() -> Any:
+    """This thread's cursor on one in-memory DuckDB database shared by the process (writers
+    shred on short-lived threads: a cursor is cheap, a database is not)."""
     con = getattr(_local, "con", None)
     if con is None:
-        import duckdb       # the embedded engine's own JSON functions: identical answers
+        with _base_lock:
+            if not _base:
+                import duckdb   # the embedded engine's own JSON functions: identical answers
 
-        con = duckdb.connect(config={"enable_external_access": False,
-                                     "autoinstall_known_extensions": False,
-                                     "autoload_known_extensions": False, "threads": 2})
+                _base.append(duckdb.connect(config={
+                    "enable_external_access": False, "autoinstall_known_extensions": False,
+                    "autoload_known_extensions": False, "threads": 2}))
+            con = _base[0].cursor()
         _local.con = con
     return con
 

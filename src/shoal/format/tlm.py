@@ -135,6 +135,13 @@ class TlmFormat:
         self.version: Version = version
         self.shred = shred
 
+    def with_shred(self, shred: ShredOptions | None) -> TlmFormat:
+        """This format with other shredding options."""
+        return TlmFormat(compression=self.compression,
+                         membership_filters=self.membership_filters, fp_rate=self.fp_rate,
+                         block_filters=self.block_filters, tail_prefetch=self.tail_prefetch,
+                         version=self.version, shred=shred)
+
     def open_extent(self, store: ObjectStore, path: str) -> TlmReader:
         return TlmReader(store, path, tail_prefetch=self.tail_prefetch)
 
@@ -236,7 +243,8 @@ class TlmWriter:
         if self._shredder is not None and not self._shredder.active:
             self._shredder = None
         self._pool: ThreadPoolExecutor | None = None
-        self._last_write: Future[None] | None = None
+        self._last_write: Future[dict[str, Any] | None] | None = None
+        self._shredded: list[tuple[dict[str, Any], Future[dict[str, Any] | None]]] = []
         self._state: Literal["open", "finished", "aborted"] = "open"
 
     def append(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -258,6 +266,7 @@ class TlmWriter:
             stats = self._stats.finish()        # overlaps the last blocks' serialisation
             if self._last_write is not None:
                 self._last_write.result()
+            self._merge_shredded()
             self._started(None).close()
             body = self._sink.getvalue()
             data = (self._frame_v3(body, stats.block_filters) if self.version == 3
@@ -363,32 +372,45 @@ class TlmWriter:
 
     def _emit(self, block: pa.RecordBatch) -> None:
         """Serialise one block (in the background) and fold in its stats (here)."""
-        # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns go into the
-        # block before it is serialised; a block where one is not valid says so in its stats.
-        table_block, shredded = block, None
-        if self._shredder is not None:
-            block, shredded = self._shredder.extend(block)
-        # -- end of shredding
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlm-body")
         previous = self._last_write
-        body = self._started(block)
+        shredder = self._shredder
 
-        def write() -> None:
+        def write() -> dict[str, Any] | None:
             if previous is not None:
                 previous.result()       # keep blocks in order; surface an earlier failure
+            # -- shredded dynamic paths (shoal.format.shred): the hidden sub-columns go into
+            # the block before it is serialised, on this thread (off the caller's); a block
+            # where one is not valid says so in its stats.
+            shredded = None
+            full = block
+            if shredder is not None:
+                full, shredded = shredder.extend(block)
+            body = self._started(full)
             if isinstance(body, pq.ParquetWriter):
-                write_block(body, block)
+                write_block(body, full)
             else:
-                body.write_batch(block)
+                body.write_batch(full)
+            return shredded
 
-        self._last_write = self._pool.submit(write)
-        entry = self._stats.add_block(table_block)
-        if shredded:                    # the sub-columns' stats, and where they are not valid
-            entry["columns"].update(shredded.pop("columns"))
-            entry.update(shredded)
+        future = self._pool.submit(write)
+        self._last_write = future
+        entry = self._stats.add_block(block)
         self._block_stats.append(entry)
+        if shredder is not None:
+            self._shredded.append((entry, future))
         self._rows += block.num_rows
+
+    def _merge_shredded(self) -> None:
+        """The sub-columns' stats, and where they are not valid, into their blocks' entries
+        (every block is written by now)."""
+        for entry, future in self._shredded:
+            shredded = future.result()
+            if shredded:
+                entry["columns"].update(shredded.pop("columns"))
+                entry.update(shredded)
+        self._shredded = []
 
     def _started(self, first: pa.RecordBatch | None
                  ) -> pa.ipc.RecordBatchFileWriter | pq.ParquetWriter:

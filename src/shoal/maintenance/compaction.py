@@ -43,6 +43,7 @@ from shoal.catalog.base import Catalog, ManifestEntry, TableInfo
 from shoal.commit import (DEFAULT_BLOCK_ROWS, CommitCoordinator, ExtentStager, Replacement,
                           SwapRowCountError, extent_prefix, swap_extents)
 from shoal.errors import PipelineError
+from shoal.format import rewrite_format
 from shoal.format.base import SegmentFormat
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
@@ -290,7 +291,8 @@ def _task(index: int, group: CompactionGroup, info: TableInfo, writer: SegmentFo
           formats: dict[str, SegmentFormat], storage_url: str, s3_endpoint: str | None,
           block_rows: int) -> CompactionTask:
     return CompactionTask(index=index, storage_url=storage_url, s3_endpoint=s3_endpoint,
-                          prefix=extent_prefix(info.name, info.id), writer_format=writer,
+                          prefix=extent_prefix(info.name, info.id),
+                          writer_format=rewrite_format(writer),
                           formats=formats,
                           target_schema=info.schema.to_json(),
                           sources=tuple((e.object_path, e.format) for e in group.entries),
