@@ -3,7 +3,7 @@ Parquet), ClickHouse embedded (chdb) and delta-rs, side by side in one run.
 
     .venv/bin/pip install -c constraints.txt -e '.[bench]'      # chdb (not in `dev`)
     .venv/bin/python bench/bench_peers.py [--rows 2000000] [--repeat 5] [--work DIR]
-        [--keep] [--skip-chdb] [--skip-delta]
+        [--keep] [--skip-chdb] [--skip-delta] [--sort-by KEY] [--shred-on-write]
 
 Run at the default 2,000,000 rows and at `--rows 8000000`.
 
@@ -264,6 +264,8 @@ class Shoal(Engine):
     """shoal: `shoal ingest` into a fresh data directory, then `shoal serve`."""
     name = "shoal"
     dialect = "shoal"
+    sort_by: str | None = None          # the table's sort key (--sort-by)
+    shred_on_write = False              # --shred-on-write
 
     def __init__(self, work: Path, source: Path) -> None:
         import shoal
@@ -271,12 +273,15 @@ class Shoal(Engine):
 
         self.data_dir = work / "shoal"
         db = shoal.connect(data_dir=str(self.data_dir))
-        db.create_table(TABLE, LOG_COLUMNS)
+        db.create_table(TABLE, LOG_COLUMNS, properties=(
+            {"sort_by": self.sort_by} if self.sort_by else None))
         db.close()
         # this checkout's shoal, and none of the caller's SHOAL_* settings (as for the server)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
         env["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+        if self.shred_on_write:
+            env["SHOAL_SHRED_ON_WRITE"] = "1"
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "shoal", "--data-dir", str(self.data_dir),
                               "ingest", str(source), "--table", TABLE],
@@ -548,7 +553,14 @@ def main() -> int:
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument("--skip-chdb", action="store_true", help="leave ClickHouse (chdb) out")
     p.add_argument("--skip-delta", action="store_true", help="leave delta-rs out")
+    p.add_argument("--sort-by", default=None,
+                   help="shoal's table gets this sort key (e.g. 'service, _timestamp', "
+                        "chdb's ORDER BY)")
+    p.add_argument("--shred-on-write", action="store_true",
+                   help="shoal ingest writes shredded dynamic paths (SHOAL_SHRED_ON_WRITE)")
     args = p.parse_args()
+    Shoal.sort_by = args.sort_by
+    Shoal.shred_on_write = args.shred_on_write
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-peers-"))
     work.mkdir(parents=True, exist_ok=True)
     if any(work.iterdir()):

@@ -28,7 +28,8 @@ from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.storage import ObjectStore, open_store
 from shoal.errors import InvalidPropertyError
 from shoal.types import Column, Schema, SchemaMode
-from shoal.types.sortkey import SORT_BY, format_sort_key, parse_sort_key
+from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
+                                 parse_sort_key)
 
 # Imported where used, to keep `shoal ingest`'s start-up to what ingest needs:
 # shoal.bindings' checkers, shoal.locations,
@@ -91,6 +92,8 @@ class Shoal:
         if properties and properties.get(SORT_BY) is not None:
             properties = {**properties, SORT_BY: format_sort_key(
                 parse_sort_key(properties[SORT_BY], schema, table=name))}
+        if properties and properties.get(BLOCK_ROWS) is not None:
+            properties = {**properties, BLOCK_ROWS: parse_block_rows(properties[BLOCK_ROWS])}
         return self.catalog.create_table(name, schema, mode=mode, properties=properties)
 
     def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo:
@@ -114,6 +117,8 @@ class Shoal:
         if changes.get(SORT_BY) is not None:
             changes[SORT_BY] = format_sort_key(
                 parse_sort_key(changes[SORT_BY], info.schema, table=name))
+        if changes.get(BLOCK_ROWS) is not None:
+            changes[BLOCK_ROWS] = parse_block_rows(changes[BLOCK_ROWS])
         merged = {k: v for k, v in {**info.properties, **changes}.items() if v is not None}
         TablePolicy.from_properties(merged)
         return self.catalog.set_properties(name, changes)

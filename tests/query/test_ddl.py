@@ -130,8 +130,9 @@ def test_column_ddl_reads_back():
     ("ALTER TABLE t DROP COLUMN a", 'line 1, col 15: expected ADD, SET TBLPROPERTIES or '
      'UNSET TBLPROPERTIES, found "DROP"'),
     ("ALTER TABLE t SET TBLPROPERTIES ('kafka_topic' = 'x')",
-     "line 1, col 34: expected a property ALTER TABLE can change (sort_by, retention, "
-     "snapshot_retention, target_extent_size or compact_min_extents), found \"'kafka_topic'\""),
+     "line 1, col 34: expected a property ALTER TABLE can change (sort_by, block_rows, "
+     "retention, snapshot_retention, target_extent_size or compact_min_extents), found "
+     "\"'kafka_topic'\""),
     ("ALTER TABLE t SET TBLPROPERTIES (\n  'sort_by' = service)",
      'line 2, col 15: expected sort_by as a string literal, found "service"'),
     ("ALTER TABLE t SET TBLPROPERTIES sort_by = 'a'",

@@ -215,3 +215,49 @@ def test_only_the_alterable_properties_change_on_an_existing_table(db):
     db.sql("ALTER TABLE t SET TBLPROPERTIES ('retention' = '7d', target_extent_size = '64MB')")
     assert db.describe("t")["properties"] == {"retention": "7d", "target_extent_size": "64MB"}
     assert db.describe("t")["retention"] == "7d"
+
+
+def _block_rows(db, table: str) -> list[list[int]]:
+    """Rows per block of each of the table's extents, in commit order."""
+    out = []
+    for m in sorted(db.catalog.manifests(table), key=lambda m: m.added_snapshot_id or 0):
+        meta = db.formats[m.format].open_extent(db.store, m.object_path).metadata()
+        out.append([b["rows"] for b in meta.block_stats])
+    return out
+
+
+def test_block_rows_cuts_the_tables_blocks_and_can_change(db):
+    db.sql("CREATE TABLE small (service string, n long) "
+           "WITH (sort_by = 'service', block_rows = 2048)")
+    schema = db.catalog.load_table("small").schema.arrow()
+    ts = int(DAY0.timestamp() * 1e9) + np.arange(10_000, dtype=np.int64) * 1_000_000_000
+    rows = pa.table({"_timestamp": pa.array(ts, pa.timestamp("ns", tz="UTC")),
+                     "props": pa.nulls(10_000, schema.field("props").type),
+                     "service": [f"s{i % 7}" for i in range(10_000)],
+                     "n": list(range(10_000))}, schema=schema)
+    db.append("small", rows)
+    db.sql("ALTER TABLE small SET TBLPROPERTIES ('block_rows' = '4096')")
+    db.append("small", rows)
+    assert _block_rows(db, "small") == [[2048] * 4 + [1808], [4096] * 2 + [1808]]
+    assert db.describe("small")["properties"]["block_rows"] == 4096
+    got = db.sql("SELECT count(*) AS c, sum(n) AS s FROM small WHERE service = 's3'",
+                 engine="local").table.to_pylist()
+    want = sum(n for n in range(10_000) if n % 7 == 3)
+    assert got == [{"c": 2 * len(range(3, 10_000, 7)), "s": 2 * want}]
+    db.sql("ALTER TABLE small UNSET TBLPROPERTIES ('block_rows')")
+    db.append("small", rows)
+    assert _block_rows(db, "small")[-1] == [10_000]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("'many'", "is not a whole number of rows"),
+    ("100", "must lie between 1,024 and 1,048,576"),
+    ("'4194304'", "must lie between 1,024 and 1,048,576"),
+])
+def test_bad_block_rows_are_refused(db, value, message):
+    with pytest.raises(InvalidPropertyError, match=message):
+        db.sql(f"CREATE TABLE bad (n long) WITH (block_rows = {value})")
+    db.sql("CREATE TABLE good (n long)")
+    with pytest.raises(InvalidPropertyError, match=message):
+        db.sql(f"ALTER TABLE good SET TBLPROPERTIES ('block_rows' = {value})")
+    assert db.describe("good")["properties"] == {}

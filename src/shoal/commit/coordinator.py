@@ -31,14 +31,13 @@ import pyarrow as pa
 
 from shoal.catalog.base import (Catalog, LedgerEntry, LedgerKeyExistsError, LedgerRecord,
                                 ManifestEntry, Snapshot, SourceOffset, TableInfo)
-from shoal.commit.extents import (DEFAULT_BLOCK_ROWS, ExtentStager, StageHook,
-                                  discard_extents, discard_on_failure, extent_prefix)
+from shoal.commit.extents import (ExtentStager, StageHook, discard_extents, discard_on_failure, extent_prefix)
 from shoal.errors import (CommitConflictError, CommitRetriesExhaustedError,
                           CommitStateUnknownError)
 from shoal.format.base import SegmentFormat
 from shoal.storage.base import ObjectStore
 from shoal.types.schema import Column, Schema
-from shoal.types.sortkey import sort_key_of
+from shoal.types.sortkey import block_rows_of, sort_key_of
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +91,15 @@ class CommitCoordinator:
     # ---- extents ----------------------------------------------------------------------------
     def write_extent(self, table: TableInfo, batches: Iterable[pa.RecordBatch | pa.Table], *,
                      schema: Schema | None = None,
-                     block_rows: int = DEFAULT_BLOCK_ROWS) -> ManifestEntry:
+                     block_rows: int | None = None) -> ManifestEntry:
         """Write one extent of `table` from `batches` (already shaped to `schema`, default
         the table's current one); it is part of the table only once a commit adds it.
-        The rows are sorted by the table's sort key (`sort_by`), if it has one."""
+        The rows are sorted by the table's sort key (`sort_by`), if it has one, and cut
+        into blocks of `block_rows` (default: the table's `block_rows` property)."""
         schema = schema or table.schema
         return self.extents.write(extent_prefix(table.name, table.id), schema, batches,
-                                  block_rows=block_rows,
+                                  block_rows=(block_rows if block_rows is not None
+                                              else block_rows_of(table.properties)),
                                   sort_by=sort_key_of(table.properties, schema))
 
     # ---- the retry loop ---------------------------------------------------------------------

@@ -48,7 +48,7 @@ from shoal.format.base import SegmentFormat
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
 from shoal.types.schema import TIMESTAMP_COLUMN, Schema
-from shoal.types.sortkey import sort_key_of, sort_rows
+from shoal.types.sortkey import block_rows_of, sort_key_of, sort_rows
 from shoal.types.upgrade import upgrade_batch
 
 SORT_MAX_ROWS = 4_000_000
@@ -296,6 +296,6 @@ def _task(index: int, group: CompactionGroup, info: TableInfo, writer: SegmentFo
                           formats=formats,
                           target_schema=info.schema.to_json(),
                           sources=tuple((e.object_path, e.format) for e in group.entries),
-                          block_rows=block_rows,
+                          block_rows=block_rows_of(info.properties, block_rows),
                           sort_by=sort_key_of(info.properties, info.schema))
 

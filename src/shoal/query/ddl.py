@@ -85,8 +85,8 @@ DdlStatement = (CreateTable | AlterTableAddColumns | AlterTableSetProperties | D
 
 # What ALTER TABLE ... SET TBLPROPERTIES may change: each is checked where it is stored
 # (`Shoal.set_properties`) and needs no allowed-locations check.
-ALTERABLE_PROPERTIES = ("sort_by", "retention", "snapshot_retention", "target_extent_size",
-                        "compact_min_extents")
+ALTERABLE_PROPERTIES = ("sort_by", "block_rows", "retention", "snapshot_retention",
+                        "target_extent_size", "compact_min_extents")
 _STRING_PROPERTIES = ("mode", "retention", "sort_by")
 
 TABLE_RESULT_SCHEMA = pa.schema([

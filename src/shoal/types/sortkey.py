@@ -13,6 +13,11 @@ write time: a stored key whose column is missing or no longer sortable (a wideni
 `dynamic`) is shortened to its usable columns, with a log line, rather than failing a
 commit. `sort_order` gives the order that sorts Arrow rows by a key (None when they already
 are in it), `sort_rows` applies it.
+
+The table property `block_rows` goes with it: the most rows a block of the table's new
+extents holds (default 65,536). Smaller blocks let a sorted table's min/max narrow a lookup
+to fewer rows, at some cost per block on whole-table scans. `parse_block_rows` checks a
+value, `block_rows_of` reads it at write time.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal.errors import InvalidSchemaError
+from shoal.errors import InvalidPropertyError, InvalidSchemaError
 from shoal.types.schema import Schema
 
 SORT_BY = "sort_by"
@@ -164,3 +169,35 @@ def _ascending(column: pa.ChunkedArray) -> bool:
     later = column.slice(1)
     earlier = column.slice(0, len(column) - 1)
     return bool(pc.all(pc.greater_equal(later, earlier)).as_py())
+
+
+BLOCK_ROWS = "block_rows"
+DEFAULT_BLOCK_ROWS = 65536
+MIN_BLOCK_ROWS = 1024
+MAX_BLOCK_ROWS = 1 << 20
+
+
+def parse_block_rows(value: Any) -> int:
+    """A `block_rows` property value as an int, or `InvalidPropertyError`."""
+    try:
+        rows = int(str(value).strip().replace("_", ""))
+    except ValueError:
+        raise InvalidPropertyError(
+            f"table property block_rows={value!r} is not a whole number of rows") from None
+    if not MIN_BLOCK_ROWS <= rows <= MAX_BLOCK_ROWS:
+        raise InvalidPropertyError(f"table property block_rows={rows} must lie between "
+                                   f"{MIN_BLOCK_ROWS:,} and {MAX_BLOCK_ROWS:,}")
+    return rows
+
+
+def block_rows_of(properties: Mapping[str, Any], default: int = DEFAULT_BLOCK_ROWS) -> int:
+    """The rows per block of a table's new extents (`default` without the property, or with
+    one that does not parse, with a log line)."""
+    value = properties.get(BLOCK_ROWS)
+    if value is None:
+        return default
+    try:
+        return parse_block_rows(value)
+    except InvalidPropertyError as e:
+        log.warning("ignoring %s", e)
+        return default
