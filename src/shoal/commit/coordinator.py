@@ -31,7 +31,8 @@ import pyarrow as pa
 
 from shoal.catalog.base import (Catalog, LedgerEntry, LedgerKeyExistsError, LedgerRecord,
                                 ManifestEntry, Snapshot, SourceOffset, TableInfo)
-from shoal.commit.extents import (ExtentStager, StageHook, discard_extents, discard_on_failure, extent_prefix)
+from shoal.commit.extents import (ExtentStager, StageHook, discard_extents, discard_on_failure,
+                                  extent_prefix)
 from shoal.errors import (CommitConflictError, CommitRetriesExhaustedError,
                           CommitStateUnknownError)
 from shoal.format.base import SegmentFormat
