@@ -23,10 +23,11 @@ Two kinds, at most one per column and block:
   A column whose tokens are all in every block (its extent token set is known and each
   block holds all of it) gets none: they could never rule a block out.
 
-Where (tlm v2): in a *filter section* inside the Arrow IPC file, between its last message
-and its footer. No Arrow reader looks there (the footer is found from the end of the file,
-the blocks by the offsets it records), so a reader that does not know the section opens the
-same IPC file and never reads it. The section holds the filters column by column, block by
+Where: in a *filter section* inside the extent's body, between its data and its own footer
+(tlm v2: the Arrow IPC file's last message and Arrow's footer; v3: the last row group and the
+Parquet footer metadata). Neither body's readers look there (the footer is found from the
+end of the file, the blocks by the offsets it records), so a reader that does not know the
+section opens the same body and never reads it. The section holds the filters column by column, block by
 block (one range read fetches a column's filters for every block), and is padded to a
 multiple of 8 bytes so the footer keeps its alignment. A block-stats entry whose block has
 filters carries
