@@ -27,10 +27,10 @@ Where: in a *filter section* inside the extent's body, between its data and its 
 (tlm v2: the Arrow IPC file's last message and Arrow's footer; v3: the last row group and the
 Parquet footer metadata). Neither body's readers look there (the footer is found from the
 end of the file, the blocks by the offsets it records), so a reader that does not know the
-section opens the same body and never reads it. The section holds the filters column by column, block by
-block (one range read fetches a column's filters for every block), and is padded to a
-multiple of 8 bytes so the footer keeps its alignment. A block-stats entry whose block has
-filters carries
+section opens the same body and never reads it. The section holds the filters column by
+column, block by block (one range read fetches a column's filters for every block), and is
+padded to a multiple of 8 bytes so the footer keeps its alignment. A block-stats entry whose
+block has filters carries
 
     "filters": {"<column>": {"kind": "int" | "str" | "tok", "at": <offset>, "len": <bytes>}}
 
