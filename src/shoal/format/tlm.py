@@ -324,14 +324,21 @@ class TlmWriter:
         cut = ipc.size - 10 - footer_len
         if tail[-6:] != _ARROW_MAGIC or footer_len <= 0 or cut < 0:
             raise ValueError("Arrow's IPC file does not end in its footer, length and magic")
-        section, refs = layout_section(block_filters, len(MAGIC_V2) + cut)
+        section = self._place_filters(block_filters, len(MAGIC_V2) + cut)
+        return encode_v2([ipc.slice(0, cut), section, ipc.slice(cut)], self._block_stats)
+
+    def _place_filters(self, block_filters: list[dict[str, tuple[str, bytes]]], at: int
+                       ) -> bytes:
+        """The filter section placed at object offset `at`, each block's stats entry
+        pointing at its filters."""
+        section, refs = layout_section(block_filters, at)
         if len(refs) != len(self._block_stats):
             raise ValueError(f"{len(refs)} blocks of filters for {len(self._block_stats)} "
                              "blocks")
         for entry, ref in zip(self._block_stats, refs, strict=True):
             if ref:
                 entry[FILTERS_KEY] = ref
-        return encode_v2([ipc.slice(0, cut), section, ipc.slice(cut)], self._block_stats)
+        return section
 
     def _frame_v3(self, body: pa.Buffer,
                   block_filters: list[dict[str, tuple[str, bytes]]]) -> bytes:
@@ -344,13 +351,7 @@ class TlmWriter:
         cut = body.size - PARQUET_TRAILER - meta_len
         if cut < 4:
             raise ValueError("the Parquet footer length points before the file")
-        section, refs = layout_section(block_filters, MAGIC_LEN + cut)
-        if len(refs) != len(self._block_stats):
-            raise ValueError(f"{len(refs)} blocks of filters for {len(self._block_stats)} "
-                             "blocks")
-        for entry, ref in zip(self._block_stats, refs, strict=True):
-            if ref:
-                entry[FILTERS_KEY] = ref
+        section = self._place_filters(block_filters, MAGIC_LEN + cut)
         return b"".join([MAGIC_V3, body.slice(0, cut), section, body.slice(cut),
                          encode_footer(self._block_stats, MAGIC_V3)])
 
