@@ -27,7 +27,7 @@ from shoal.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.storage import ObjectStore, open_store
 from shoal.errors import InvalidPropertyError
-from shoal.types import Column, Schema, SchemaMode
+from shoal.types import Column, ColumnType, Schema, SchemaMode
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
 
@@ -98,6 +98,38 @@ class Shoal:
 
     def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo:
         return self.coordinator.evolve_schema(name, columns)
+
+    def rename_column(self, name: str, old: str, new: str) -> TableInfo:
+        """Rename column `old` to `new` as a new schema version; rows written before read
+        under the new name. A sort key naming the column follows the rename."""
+        info = self.coordinator.change_schema(
+            name, lambda s: s.rename_column(old, new, table=name))
+        key = info.properties.get(SORT_BY)
+        names = [c.strip() for c in key.split(",")] if isinstance(key, str) else []
+        if old != new and old in names:
+            info = self.catalog.set_properties(name, {SORT_BY: format_sort_key(
+                [new if c == old else c for c in names])})
+        return info
+
+    def drop_column(self, name: str, column: str) -> TableInfo:
+        """Drop `column` as a new schema version: it is gone from every read, old rows
+        included; its name is free for a new column. A column in the sort key cannot be
+        dropped (change or unset `sort_by` first)."""
+        info = self.catalog.load_table(name)
+        key = info.properties.get(SORT_BY)
+        if isinstance(key, str) and column in info.schema and column in [
+                c.strip() for c in key.split(",")]:
+            from shoal.errors import IncompatibleSchemaChangeError
+
+            raise IncompatibleSchemaChangeError(
+                name, column, "in the sort key", "dropped",
+                f"sort_by is '{key}': change or unset sort_by first")
+        return self.coordinator.change_schema(name, lambda s: s.drop_column(column, table=name))
+
+    def alter_column_type(self, name: str, column: str, new_type: ColumnType) -> TableInfo:
+        """Widen `column` to `new_type` (only widenings: int -> long, ... -> string)."""
+        return self.coordinator.change_schema(
+            name, lambda s: s.alter_column_type(column, new_type, table=name))
 
     def set_properties(self, name: str, properties: dict[str, Any]) -> TableInfo:
         """Change properties of an existing table; a None value unsets one. Only the ones

@@ -206,6 +206,40 @@ class SchemaConflictError(ConflictError, SchemaError):
             f"this change wanted {proposed}")
 
 
+class ProtectedColumnError(SchemaError):
+    """A rename, drop or type change of a column that must keep its name and type: the
+    reserved `_timestamp` and `props`, and Kafka header columns."""
+
+    code = "protected_column"
+
+    def __init__(self, table: str | None, column: str, action: str, reason: str) -> None:
+        self.table = table
+        self.column = column
+        where = f'table "{table}": ' if table else ""
+        super().__init__(f'{where}cannot {action} column "{column}": {reason}')
+
+
+class ColumnExistsError(ConflictError, SchemaError):
+    """`ADD COLUMN` of a name the table has with another type: nothing changes; a widening
+    is asked for by name (`ALTER TABLE t ALTER COLUMN c TYPE wider`)."""
+
+    code = "column_exists"
+
+    def __init__(self, table: str, column: str, existing: str, requested: str, *,
+                 widening: bool) -> None:
+        self.table = table
+        self.column = column
+        self.existing = existing
+        self.requested = requested
+        if widening:
+            hint = (f"to widen it, run ALTER TABLE {table} ALTER COLUMN {column} TYPE "
+                    f"{requested}")
+        else:
+            hint = f"{existing} does not widen to {requested}: the schema only widens"
+        super().__init__(f'table "{table}": column "{column}" already exists as {existing}, '
+                         f"not {requested}; nothing was changed ({hint})")
+
+
 class CatalogCorruptError(CatalogError):
     """A value stored in the catalog does not decode (JSON that does not parse, a schema
     document or a membership filter that is not valid): the database was damaged or edited

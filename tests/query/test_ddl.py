@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 import shoal
-from shoal.errors import (DdlSyntaxError, IncompatibleSchemaChangeError, InvalidSchemaError,
-                          TableAlreadyExistsError, TableNotFoundError)
+from shoal.errors import (ColumnExistsError, DdlSyntaxError, IncompatibleSchemaChangeError,
+                          InvalidSchemaError, TableAlreadyExistsError, TableNotFoundError)
 from shoal.query.ddl import (AlterTableAddColumns, AlterTableSetProperties, CreateTable,
                              DescribeTable, ShowTables, column_ddl, execute_ddl, parse_ddl)
 from shoal.types import BYTES, HEADERS, INT, LONG, REAL, STRING, TIMESTAMP, Column, vector
@@ -127,8 +127,11 @@ def test_column_ddl_reads_back():
     ("CREATE TABLE t (a int) WITH (x 1)", 'line 1, col 32: expected "=", found "1"'),
     ("CREATE TABLE t (a int) WITH (x=1", 'line 1, col 33: expected "," or ")", '
      "found end of input"),
-    ("ALTER TABLE t DROP COLUMN a", 'line 1, col 15: expected ADD, SET TBLPROPERTIES or '
-     'UNSET TBLPROPERTIES, found "DROP"'),
+    ("ALTER TABLE t DROP a", 'line 1, col 20: expected COLUMN, found "a"'),
+    ("ALTER TABLE t REPLACE COLUMNS (a int)", 'line 1, col 15: expected ADD, RENAME COLUMN, '
+     'DROP COLUMN, ALTER COLUMN, SET TBLPROPERTIES or UNSET TBLPROPERTIES, found "REPLACE"'),
+    ("ALTER TABLE t RENAME COLUMN a b", 'line 1, col 31: expected TO, found "b"'),
+    ("ALTER TABLE t ALTER COLUMN a int", 'line 1, col 30: expected TYPE, found "int"'),
     ("ALTER TABLE t SET TBLPROPERTIES ('kafka_topic' = 'x')",
      "line 1, col 34: expected a property ALTER TABLE can change (sort_by, block_rows, "
      "retention, snapshot_retention, target_extent_size or compact_min_extents), found "
@@ -284,32 +287,56 @@ def test_create_if_not_exists(db):
 
 
 # -- ALTER ----------------------------------------------------------------------------------
-def test_alter_adds_and_widens(db):
+def test_alter_adds_and_widens_only_when_asked(db):
     run(db, "CREATE TABLE t (n int, s string)")
     added = run(db, "ALTER TABLE t ADD COLUMNS (host string, score double)").to_pylist()[0]
     assert (added["status"], added["schema_version"]) == ("altered", 2)
     assert added["columns"].endswith("n int, s string, host string, score real")
-    widened = run(db, "ALTER TABLE t ADD COLUMN n bigint").to_pylist()[0]
+    with pytest.raises(ColumnExistsError) as info:       # ADD never widens by itself
+        run(db, "ALTER TABLE t ADD COLUMN n bigint")
+    assert str(info.value) == (
+        'table "t": column "n" already exists as int, not long; nothing was changed (to '
+        "widen it, run ALTER TABLE t ALTER COLUMN n TYPE long)")
+    assert db.describe("t")["schema_version"] == 2
+    widened = run(db, "ALTER TABLE t ALTER COLUMN n TYPE bigint").to_pylist()[0]
     assert (widened["status"], widened["schema_version"]) == ("altered", 3)
-    assert run(db, "ALTER TABLE t ADD COLUMN n real, s dynamic").to_pylist()[0][
+    run(db, "ALTER TABLE t ALTER COLUMN n TYPE real")
+    assert run(db, "ALTER TABLE t CHANGE s TYPE dynamic").to_pylist()[0][
         "columns"] == "_timestamp timestamp, props dynamic, n real, s dynamic, host string, " \
                       "score real"
     same = run(db, "ALTER TABLE t ADD COLUMN host string").to_pylist()[0]
-    assert (same["status"], same["schema_version"]) == ("unchanged", 4)
+    assert (same["status"], same["schema_version"]) == ("unchanged", 5)
+    same = run(db, "ALTER TABLE t ALTER COLUMN host TYPE string").to_pylist()[0]
+    assert (same["status"], same["schema_version"]) == ("unchanged", 5)
 
 
 @pytest.mark.parametrize("alter, message", [
-    ("n int", 'table "t": column "n" is long; cannot change it to int: the schema only widens'),
-    ("s long", 'table "t": column "s" is string; cannot change it to long: '
-               "the schema only widens"),
-    ("x int NOT NULL", 'table "t": column "x" is absent; cannot change it to int NOT NULL '
-                       "(a new column must be nullable or have a default): the schema only "
-                       "widens"),
+    ("n int", 'table "t": column "n" already exists as long, not int; nothing was changed '
+              "(long does not widen to int: the schema only widens)"),
+    ("s long", 'table "t": column "s" already exists as string, not long; nothing was '
+               "changed (string does not widen to long: the schema only widens)"),
+])
+def test_add_of_an_existing_name_with_another_type_changes_nothing(db, alter, message):
+    run(db, "CREATE TABLE t (n long, s string)")
+    with pytest.raises(ColumnExistsError) as info:
+        run(db, f"ALTER TABLE t ADD COLUMN {alter}")
+    assert str(info.value) == message
+    assert db.describe("t")["schema_version"] == 1
+
+
+@pytest.mark.parametrize("alter, message", [
+    ("ALTER COLUMN n TYPE int",
+     'table "t": column "n" is long; cannot change it to int: the schema only widens'),
+    ("ALTER COLUMN s TYPE long", 'table "t": column "s" is string; cannot change it to long: '
+                                 "the schema only widens"),
+    ("ADD COLUMN x int NOT NULL",
+     'table "t": column "x" is absent; cannot change it to int NOT NULL (a new column must be '
+     "nullable or have a default): the schema only widens"),
 ])
 def test_alter_rejects_narrowing_and_changes_nothing(db, alter, message):
     run(db, "CREATE TABLE t (n long, s string)")
     with pytest.raises(IncompatibleSchemaChangeError) as info:
-        run(db, f"ALTER TABLE t ADD COLUMN {alter}")
+        run(db, f"ALTER TABLE t {alter}")
     assert str(info.value) == message
     assert db.describe("t")["schema_version"] == 1
 

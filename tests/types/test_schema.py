@@ -182,3 +182,32 @@ def test_upgrade_batch_fills_and_casts():
     assert col(out, "props") == [None, b'{"k":1}']
     # An up-to-date batch passes through unchanged.
     assert upgrade_batch(out, v3).equals(out)
+
+
+# -- column identity across renames and drops ------------------------------------------------
+def test_rename_and_drop_keep_ids_and_never_reuse_one():
+    from shoal.types.schema import stored_names
+
+    v1 = Schema.create([Column("a", STRING), Column("c", STRING)])
+    assert v1.to_json() == {"version": 1, "columns": [c.to_json() for c in v1.columns]}
+    v2 = v1.rename_column("a", "b")
+    v3 = v2.drop_column("c")
+    v4 = v3.evolve([Column("c", STRING)])        # the name again: a new column
+    assert (v2.version, v3.version, v4.version) == (2, 3, 4)
+    assert v4.ids == (1, 2, 3, 5) and v4.next_id == 6 and v4.reshaped == 3
+    assert Schema.from_json(v4.to_json()) == v4
+    assert stored_names(v4, v1) == {"b": "a", "c": None}
+    assert stored_names(v4, v3) == {} and stored_names(v4, v4) == {}
+    assert stored_names(v2, v1) == {"b": "a"}
+
+
+def test_explicit_changes_of_protected_columns_fail():
+    from shoal.errors import ProtectedColumnError
+
+    schema = Schema.create([Column("h", BYTES, header="k")])
+    for change in (lambda: schema.rename_column("_timestamp", "ts"),
+                   lambda: schema.drop_column("props"),
+                   lambda: schema.drop_column("h"),
+                   lambda: schema.alter_column_type("h", DYNAMIC)):
+        with pytest.raises(ProtectedColumnError):
+            change()

@@ -11,6 +11,13 @@ sets are trusted only for extents written under a schema version in which the co
 type whose stored values compare equal to the looked-up value (a column widened from `int`
 to `string` keeps ints in old extents' stats), so a widening can never cause a wrong prune.
 
+Renamed and dropped columns: a predicate names the columns of the schema version read, while
+an extent's stats are keyed by the names of the version it was written under. Versions are
+grouped by where they keep the predicate's columns (`shoal.types.schema.stored_names`); each
+group's extents are tested against the predicate with its own names, and a column an extent
+has no values of (a dropped name taken again) is looked up under a name no extent has, which
+keeps the extent. A table never renamed or dropped from compiles as one group, as before.
+
 Bounded size: an `IN` list of more than `SMALL_IN` values is one leaf per value kind, its
 values bound as ONE JSON array parameter (so 5,000 values stay one condition, far below
 SQLite's expression-depth and variable limits); `OR`s of equalities on one column are
@@ -31,8 +38,9 @@ from sqlalchemy.sql.elements import True_
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
                                InSet, Not, Or, StringHas, TimeRange)
+from shoal.format.predicates import rename_columns
 from shoal.format.tokens import tokenize
-from shoal.types.schema import TIMESTAMP_COLUMN, Schema
+from shoal.types.schema import TIMESTAMP_COLUMN, Schema, stored_names
 
 _INT_KINDS = ("int", "long")
 SMALL_IN = 16            # IN lists up to this size: one leaf per value (as equalities)
@@ -217,12 +225,50 @@ def _merge_equalities(children: Sequence[BlockPredicate]) -> list[BlockPredicate
     return [InSet(col, tuple(vals)) for col, vals in by_column.items()] + out
 
 
+def predicate_columns(pred: BlockPredicate | None) -> set[str]:
+    """The columns `pred` looks up."""
+    if isinstance(pred, (And, Or)):
+        return set().union(*(predicate_columns(c) for c in pred.children))
+    if isinstance(pred, Not):
+        return predicate_columns(pred.child)
+    column = getattr(pred, "column", None)
+    return set() if column is None else {column}
+
+
+def names_by_version(pred: BlockPredicate | None, history: Sequence[Schema],
+                     read: Schema | None) -> dict[int, dict[str, str | None]]:
+    """For each version of `history` whose extents keep a column of `pred` under another name
+    than `read` gives it (or hold a dropped column of that name), where they keep them."""
+    if read is None or not read.reshaped:
+        return {}
+    wanted = predicate_columns(pred)
+    out: dict[int, dict[str, str | None]] = {}
+    for s in history:
+        names = {c: n for c, n in stored_names(read, s).items() if c in wanted}
+        if names:
+            out[s.version] = names
+    return out
+
+
 def compile_predicate(pred: BlockPredicate | None, *, dialect: str,
-                      history: Sequence[Schema]) -> tuple[ColumnElement[bool], dict[str, Any]]:
-    """SQL condition over `manifests` columns plus its bound parameters."""
+                      history: Sequence[Schema], read: Schema | None = None
+                      ) -> tuple[ColumnElement[bool], dict[str, Any]]:
+    """SQL condition over `manifests` columns plus its bound parameters. `read`: the schema
+    version the predicate's names belong to (None: names are the same in every version)."""
     params: dict[str, Any] = {}
-    cond = _Compiler(dialect, history).compile(pred, params)
-    return cond, params
+    compiler = _Compiler(dialect, history)
+    renamed = names_by_version(pred, history, read)
+    if not renamed:
+        return compiler.compile(pred, params), params
+    version = column("schema_version", Integer)
+    groups: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    for v, names in renamed.items():
+        groups.setdefault(tuple(sorted(names.items(), key=lambda kv: kv[0])), []).append(v)
+    conds = [or_(version.in_(sorted(renamed)), compiler.compile(pred, params))]
+    for key, versions in groups.items():
+        cond = compiler.compile(rename_columns(pred, dict(key)), params)
+        conds.append(or_(version.not_in(versions), cond))
+    return and_(*conds), params
 
 
 def bloom_leaves(pred: BlockPredicate | None) -> dict[str, set[Any]]:

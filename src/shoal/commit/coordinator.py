@@ -185,6 +185,22 @@ class CommitCoordinator:
         entry = self.write_extent(info, batches, schema=schema)
         return self.append(table, [entry], ledger=ledger, offsets=offsets)
 
+    def change_schema(self, table: str, change: Callable[[Schema], Schema], *,
+                      operation: str = "schema") -> TableInfo:
+        """Commit `change(current schema)` as the next schema version (a rename, drop or
+        type change); on a lost race it is applied again to the schema that landed, so its
+        checks run against that one. `change` returning the schema it was given commits
+        nothing."""
+        def build(info: TableInfo) -> CommitSpec | None:
+            target = change(info.schema)
+            if target is info.schema:
+                return None
+            return CommitSpec(operation=operation, schema=target,
+                              summary={"schema_version": target.version})
+
+        self.run(table, build)
+        return self.catalog.load_table(table)
+
     def evolve_schema(self, table: str, changes: Sequence[Column], *,
                       base: Schema | None = None) -> TableInfo:
         """Add or widen columns; concurrent evolutions merge or fail with a clear error.

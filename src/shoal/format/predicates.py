@@ -25,11 +25,15 @@ keeps the block. The rules:
   True whenever they cannot decide.
 
 The caller (Spark, the exec layer) still applies every filter: pruning only skips.
+
+`rename_columns` looks a predicate's columns up under other names: the names an extent
+written before a rename stores (its block stats are keyed by them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from shoal.format.base import (And, BlockPredicate, DynamicPathEquals, DynamicPathExists, Equals,
@@ -136,3 +140,25 @@ def _may_hold_value(block_stat: dict[str, Any], column: str, value: Any) -> bool
     if kind is None or _kind(mn) is not kind or _kind(mx) is not kind:
         return True
     return bool(mn <= value <= mx)
+
+
+# A column name no extent stores (the `__shoal` prefix is reserved for the query lane).
+ABSENT_COLUMN = "__shoal_absent"
+
+
+def rename_columns(predicate: BlockPredicate | None,
+                   names: Mapping[str, str | None]) -> BlockPredicate | None:
+    """`predicate` with its columns looked up under `names` (a column renamed since an
+    extent was written: the name the extent stores); a column mapped to None has no values
+    in the extent, so its leaves look up a name no extent has and keep every block."""
+    if predicate is None or not names:
+        return predicate
+    if isinstance(predicate, (And, Or)):
+        return type(predicate)(tuple(rename_columns(c, names)   # type: ignore[misc]
+                                     for c in predicate.children))
+    if isinstance(predicate, Not):
+        return Not(rename_columns(predicate.child, names))  # type: ignore[arg-type]
+    column = getattr(predicate, "column", None)
+    if column is None or column not in names:
+        return predicate
+    return replace(predicate, column=names[column] or ABSENT_COLUMN)

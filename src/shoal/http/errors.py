@@ -33,6 +33,7 @@ from shoal.errors import (BackpressureError, BadJsonError, ConflictError,
                           NotAllowedError, NotFoundError, PayloadError, PayloadTooLargeError,
                           QueryError,
                           RequestError, SchemaConflictError, ShoalError, UnavailableError)
+from shoal.errors import ColumnExistsError, ProtectedColumnError
 
 log = logging.getLogger("shoal.server")
 
@@ -210,7 +211,8 @@ def details_for(exc: ShoalError) -> list[Detail]:
                  "message": str(exc)}]
     column = getattr(exc, "column", None)
     if isinstance(exc, (InvalidSchemaError, IncompatibleSchemaChangeError,
-                        SchemaConflictError)) and column is not None:
+                        SchemaConflictError, ColumnExistsError,
+                        ProtectedColumnError)) and column is not None:
         return [{"line": None, "field": column, "message": str(exc)}]
     return []
 

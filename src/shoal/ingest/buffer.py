@@ -53,7 +53,7 @@ import pyarrow as pa
 from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord
 from shoal.commit import CommitCoordinator
 from shoal.errors import BackpressureError, InternalError, UnavailableError
-from shoal.types.schema import Schema
+from shoal.types.schema import Schema, stored_names
 from shoal.types.upgrade import upgrade_batch
 
 
@@ -357,7 +357,9 @@ class StagingBuffer:
             target = max((p.schema for p in members), key=lambda s: s.version)
             info = self.catalog.load_table(table)
             batches = [p.batch if p.schema.version == target.version
-                       else upgrade_batch(p.batch, target) for p in members]
+                       else upgrade_batch(p.batch, target,
+                                          sources=stored_names(target, p.schema))
+                       for p in members]
             batches = [b for b in batches if b.num_rows]
             t0 = time.perf_counter()
             entries = ([self.coordinator.write_extent(info, batches, schema=target)]

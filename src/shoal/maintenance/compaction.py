@@ -47,7 +47,7 @@ from shoal.format import rewrite_format
 from shoal.format.base import SegmentFormat
 from shoal.maintenance.policy import TablePolicy
 from shoal.maintenance.runner import TaskRunner
-from shoal.types.schema import TIMESTAMP_COLUMN, Schema
+from shoal.types.schema import TIMESTAMP_COLUMN, Schema, stored_names
 from shoal.types.sortkey import block_rows_of, sort_key_of, sort_rows
 from shoal.types.upgrade import upgrade_batch
 
@@ -130,6 +130,9 @@ class CompactionTask:
     formats: dict[str, SegmentFormat]
     target_schema: dict[str, Any]           # Schema JSON of the version written
     sources: tuple[tuple[str, str], ...]    # (object_path, format name), in time order
+    # per source: the target columns it stores under another name (renamed since), or not
+    # at all (None: a dropped name taken again); () = every name is its own
+    stored: tuple[dict[str, str | None], ...] = ()
     block_rows: int = DEFAULT_BLOCK_ROWS
     sort_by: tuple[str, ...] = ()           # the table's sort key; () sorts by _timestamp
 
@@ -152,11 +155,12 @@ def run_compaction_task(task: CompactionTask) -> CompactionTaskResult:
     target = Schema.from_json(task.target_schema)
     batches: list[pa.RecordBatch] = []
     bytes_in = 0
-    for path, fmt_name in task.sources:
+    for n, (path, fmt_name) in enumerate(task.sources):
         reader = task.formats[fmt_name].open_extent(store, path)
         meta = reader.metadata()
+        names = task.stored[n] if task.stored else {}
         for b in range(meta.block_count):
-            batches.append(upgrade_batch(reader.read_block(b), target))
+            batches.append(upgrade_batch(reader.read_block(b), target, sources=names))
         bytes_in += meta.byte_size
     merged = pa.Table.from_batches(batches, schema=target.arrow())
     key = task.sort_by or ((TIMESTAMP_COLUMN,) if TIMESTAMP_COLUMN in merged.column_names
@@ -243,8 +247,11 @@ def _compact_round(catalog: Catalog, coordinator: CommitCoordinator, runner: Tas
                              max_groups=max_groups)
     if not groups:
         return False
+    history: dict[int, Schema] = {}
+    if any(e.schema_version < info.schema.reshaped for g in groups for e in g.entries):
+        history = {s.version: s for s in catalog.schema_history(table)}
     tasks = [_task(i, g, info, coordinator.format, formats, storage_url, s3_endpoint,
-                   block_rows) for i, g in enumerate(groups)]
+                   block_rows, history) for i, g in enumerate(groups)]
     results = runner.map(run_compaction_task, tasks,
                          description=f"shoal compact {table}: {len(groups)} groups")
     written_at = time.monotonic()
@@ -289,13 +296,16 @@ def _compact_round(catalog: Catalog, coordinator: CommitCoordinator, runner: Tas
 
 def _task(index: int, group: CompactionGroup, info: TableInfo, writer: SegmentFormat,
           formats: dict[str, SegmentFormat], storage_url: str, s3_endpoint: str | None,
-          block_rows: int) -> CompactionTask:
+          block_rows: int, history: dict[int, Schema]) -> CompactionTask:
     return CompactionTask(index=index, storage_url=storage_url, s3_endpoint=s3_endpoint,
                           prefix=extent_prefix(info.name, info.id),
                           writer_format=rewrite_format(writer),
                           formats=formats,
                           target_schema=info.schema.to_json(),
                           sources=tuple((e.object_path, e.format) for e in group.entries),
+                          stored=tuple(stored_names(info.schema, history[e.schema_version])
+                                       if e.schema_version in history else {}
+                                       for e in group.entries),
                           block_rows=block_rows_of(info.properties, block_rows),
                           sort_by=sort_key_of(info.properties, info.schema))
 

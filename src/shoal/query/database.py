@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from shoal.catalog.base import TableInfo
 from shoal.catalog.workspace import Workspace
-from shoal.types import Column, SchemaMode
+from shoal.types import Column, ColumnType, SchemaMode
 
 
 class Database(Workspace, Protocol):
@@ -18,6 +18,12 @@ class Database(Workspace, Protocol):
                      properties: dict[str, Any] | None = None) -> TableInfo: ...
 
     def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo: ...
+
+    def rename_column(self, name: str, old: str, new: str) -> TableInfo: ...
+
+    def drop_column(self, name: str, column: str) -> TableInfo: ...
+
+    def alter_column_type(self, name: str, column: str, new_type: ColumnType) -> TableInfo: ...
 
     def set_properties(self, name: str, properties: dict[str, Any]) -> TableInfo: ...
 

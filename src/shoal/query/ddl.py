@@ -8,6 +8,9 @@ Spark:
                                           [HEADERS | HEADER('key')], ...)]
         [WITH (mode = 'evolve', retention = '7d', kafka_topic = '...', key = literal, ...)]
     ALTER TABLE t ADD [COLUMN | COLUMNS] c TYPE [...], ...     (or a parenthesised list)
+    ALTER TABLE t RENAME COLUMN a TO b
+    ALTER TABLE t DROP COLUMN [IF EXISTS] c
+    ALTER TABLE t ALTER | CHANGE [COLUMN] c TYPE wider_type
     ALTER TABLE t SET TBLPROPERTIES ('sort_by' = 'service, _timestamp', ...)
     ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('sort_by', ...)
     DESCRIBE | DESC [TABLE] t
@@ -20,6 +23,11 @@ Keywords are case-insensitive; unquoted identifiers fold to lower case, `"quoted
 (`vector(3)`, `ARRAY<STRUCT<key STRING, value BYTES>>`) read by `shoal.types.parse_type`.
 The parser checks syntax only: names, header bindings, defaults and widening are checked by
 `Schema.create` / `Schema.evolve` when the statement runs, exactly as for the HTTP API.
+
+`ADD COLUMN` adds columns only: a name the table already has with another type is refused
+(`ColumnExistsError`, 409) and a widening must be asked for with `ALTER COLUMN ... TYPE`.
+RENAME COLUMN, DROP COLUMN and ALTER COLUMN each commit the next schema version
+(`shoal.types.schema`); rows written before read through it.
 
 `execute_ddl(stmt, db)` runs a statement against a `shoal.query.database.Database` and returns a
 pyarrow table: CREATE/ALTER one row describing the table, DESCRIBE one row per column,
@@ -41,9 +49,10 @@ import pyarrow as pa
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, Tokenizer, TokenType
 
-from shoal.errors import DdlSyntaxError, InvalidSchemaError, TableAlreadyExistsError
-from shoal.types import Column, parse_type
-from shoal.types.schema import header_type_error
+from shoal.errors import (ColumnExistsError, DdlSyntaxError, InvalidSchemaError,
+                          TableAlreadyExistsError)
+from shoal.types import Column, ColumnType, parse_type
+from shoal.types.schema import header_type_error, widening_allowed
 
 if TYPE_CHECKING:
     from shoal.query.database import Database
@@ -65,6 +74,19 @@ class AlterTableAddColumns:
 
 
 @dataclass(frozen=True)
+class AlterTableColumn:
+    """RENAME COLUMN `column` TO `new_name`, DROP COLUMN `column`, or ALTER COLUMN `column`
+    TYPE `new_type`."""
+
+    name: str
+    action: str                           # "rename" | "drop" | "type"
+    column: str
+    new_name: str | None = None
+    new_type: ColumnType | None = None
+    if_exists: bool = False               # DROP COLUMN IF EXISTS
+
+
+@dataclass(frozen=True)
 class AlterTableSetProperties:
     name: str
     properties: dict[str, Any]            # a None value unsets the property
@@ -81,7 +103,7 @@ class ShowTables:
 
 
 DdlStatement = (CreateTable | AlterTableAddColumns | AlterTableSetProperties | DescribeTable
-                | ShowTables)
+                | ShowTables | AlterTableColumn)
 
 # What ALTER TABLE ... SET TBLPROPERTIES may change: each is checked where it is stored
 # (`Shoal.set_properties`) and needs no allowed-locations check.
@@ -294,9 +316,11 @@ class _Parser:
             raise self.error(_either(followers))
         return CreateTable(name, tuple(columns), if_not_exists, mode, properties)
 
-    def alter_table(self) -> AlterTableAddColumns | AlterTableSetProperties:
+    def alter_table(self) -> AlterTableAddColumns | AlterTableSetProperties | AlterTableColumn:
         self.expect("TABLE")
         name = self.name("a table name")
+        if self.at("RENAME", "DROP", "ALTER", "CHANGE"):
+            return self.alter_column(name)
         if self.accept("SET"):
             self.expect("TBLPROPERTIES")
             return AlterTableSetProperties(name, self.set_properties())
@@ -306,7 +330,8 @@ class _Parser:
                 self.expect("EXISTS")
             return AlterTableSetProperties(name, self.unset_properties())
         if not self.accept("ADD"):
-            raise self.error("ADD, SET TBLPROPERTIES or UNSET TBLPROPERTIES")
+            raise self.error("ADD, RENAME COLUMN, DROP COLUMN, ALTER COLUMN, SET TBLPROPERTIES "
+                             "or UNSET TBLPROPERTIES")
         if not self.accept("COLUMN"):
             self.accept("COLUMNS")
         if self.at_type(TokenType.L_PAREN):
@@ -316,6 +341,35 @@ class _Parser:
         else:
             columns = self.column_list(in_parens=False)
         return AlterTableAddColumns(name, tuple(columns))
+
+    def alter_column(self, name: str) -> AlterTableColumn:
+        """RENAME COLUMN a TO b | DROP COLUMN [IF EXISTS] c | ALTER|CHANGE [COLUMN] c TYPE t."""
+        head = _word(self.advance())
+        if head == "RENAME":
+            self.expect("COLUMN")
+            column = self.name("a column name")
+            self.expect("TO")
+            stmt = AlterTableColumn(name, "rename", column, new_name=self.name("a column name"))
+        elif head == "DROP":
+            self.expect("COLUMN")
+            if_exists = self.accept("IF")
+            if if_exists:
+                self.expect("EXISTS")
+            stmt = AlterTableColumn(name, "drop", self.name("a column name"),
+                                    if_exists=if_exists)
+        else:
+            self.accept("COLUMN")
+            column = self.name("a column name")
+            self.expect("TYPE")
+            type_text = self.column_type()
+            try:
+                new_type = parse_type(type_text)
+            except InvalidSchemaError as e:
+                raise InvalidSchemaError(f'column "{column}": {e}', column=column) from None
+            stmt = AlterTableColumn(name, "type", column, new_type=new_type)
+        if not self.at_end():
+            raise self.error("end of statement")
+        return stmt
 
     # -- columns ----------------------------------------------------------------------------
     def column_list(self, *, in_parens: bool) -> list[Column]:
@@ -499,9 +553,12 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
         return _table_result(db.describe(stmt.name), status)
     if isinstance(stmt, AlterTableAddColumns):
         before = db.describe(stmt.name)["schema_version"]
+        _check_additions(db, stmt)
         db.add_columns(stmt.name, stmt.columns)
         doc = db.describe(stmt.name)
         return _table_result(doc, "altered" if doc["schema_version"] != before else "unchanged")
+    if isinstance(stmt, AlterTableColumn):
+        return _alter_column(stmt, db)
     if isinstance(stmt, AlterTableSetProperties):
         before = db.describe(stmt.name)["properties"]
         db.set_properties(stmt.name, dict(stmt.properties))
@@ -516,6 +573,31 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
     return pa.Table.from_pylist(
         [{k: doc[k] for k in SHOW_TABLES_SCHEMA.names} for doc in db.tables()],
         schema=SHOW_TABLES_SCHEMA)
+
+
+def _check_additions(db: Database, stmt: AlterTableAddColumns) -> None:
+    """ADD COLUMN adds: an existing name with another type is a conflict, never a widening."""
+    schema = db.catalog.load_table(stmt.name).schema
+    for col in stmt.columns:
+        cur = schema.get(col.name)
+        if cur is not None and cur.type != col.type:
+            raise ColumnExistsError(stmt.name, col.name, str(cur.type), str(col.type),
+                                    widening=widening_allowed(cur.type, col.type)
+                                    and cur.header is None)
+
+
+def _alter_column(stmt: AlterTableColumn, db: Database) -> pa.Table:
+    before = db.describe(stmt.name)["schema_version"]
+    if stmt.action == "rename":
+        db.rename_column(stmt.name, stmt.column, stmt.new_name or "")
+    elif stmt.action == "drop":
+        if not (stmt.if_exists and stmt.column not in db.catalog.load_table(stmt.name).schema):
+            db.drop_column(stmt.name, stmt.column)
+    else:
+        assert stmt.new_type is not None
+        db.alter_column_type(stmt.name, stmt.column, stmt.new_type)
+    doc = db.describe(stmt.name)
+    return _table_result(doc, "altered" if doc["schema_version"] != before else "unchanged")
 
 
 def _table_result(doc: dict[str, Any], status: str) -> pa.Table:

@@ -275,8 +275,8 @@ def classify(sql: str) -> Statement:
     cannot hide a CREATE); `admin_ddl` is CREATE/ALTER (properties included), `ddl`
     DESCRIBE/SHOW TABLES.
     """
-    from shoal.query.ddl import (AlterTableAddColumns, AlterTableSetProperties, CreateTable,
-                                 parse_ddl)
+    from shoal.query.ddl import (AlterTableAddColumns, AlterTableColumn,
+                                 AlterTableSetProperties, CreateTable, parse_ddl)
 
     tokens = _tokens(sql)
     if not tokens:
@@ -286,7 +286,8 @@ def classify(sql: str) -> Statement:
     word = first.text.upper()
     ddl = parse_ddl(sql) if word in _DDL_WORDS else None
     if ddl is not None:
-        admin = isinstance(ddl, (CreateTable, AlterTableAddColumns, AlterTableSetProperties))
+        admin = isinstance(ddl, (CreateTable, AlterTableAddColumns, AlterTableSetProperties,
+                                 AlterTableColumn))
         return Statement("admin_ddl" if admin else "ddl", sql)
     if word == "EXPLAIN":
         if len(tokens) < 2:

@@ -6,6 +6,11 @@ which columns in which Spark types, grouped into Spark partitions. The spec trav
 DataSource as one JSON option, so every table reference is its own fresh `load()` with its
 own plan — never the shared pushed-filter state that gives wrong answers on self-joins.
 
+An extent written before a column was renamed or dropped stores the names of its own schema
+version: its task carries where the columns of the version read are in it (`ScanTask.stored`,
+from `shoal.types.schema.stored_names`), and stage 2 looks its block stats up under those
+names (`shoal.format.predicates.rename_columns`), never under a dropped column's.
+
 Stage 2 needs each candidate extent's block stats, and for an equality on a column with
 per-block membership filters those filters (`shoal.format.blockfilters`). Extents are
 immutable, so both are cached per process (`FooterCache`; the filters bounded by bytes): a
@@ -25,9 +30,12 @@ from typing import Any
 from shoal.catalog.base import Catalog, ManifestEntry
 from shoal.format.base import BlockPredicate, SegmentFormat
 from shoal.format.blockfilters import BlockFilter, prune_blocks
+from shoal.format.predicates import rename_columns
 from shoal.lru import MISSING, Lru
 from shoal.storage.base import ObjectStore
-from shoal.types.schema import TIMESTAMP_NS_COLUMN, Schema
+from shoal.types.schema import TIMESTAMP_NS_COLUMN, Schema, stored_names
+
+StoredNames = dict[int, dict[str, str | None]]   # by schema version written
 
 @dataclass
 class ScanStats:
@@ -61,6 +69,8 @@ class ScanTask:
     blocks: list[int] | None
     rows: int
     planned_bytes: int = 0
+    stored: dict[str, str | None] | None = None   # read name -> name in the extent (renamed
+                                                  # or dropped since it was written)
 
 
 @dataclass
@@ -183,11 +193,15 @@ def _load_footer(store: ObjectStore, fmt: SegmentFormat, path: str) -> tuple[Foo
 
 def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
            store: ObjectStore, formats: dict[str, SegmentFormat], cache: FooterCache,
-           stats: ScanStats) -> list[ScanTask]:
-    """Blocks of each extent that may match (pruning stage 2); counts into `stats`."""
+           stats: ScanStats, stored: StoredNames | None = None) -> list[ScanTask]:
+    """Blocks of each extent that may match (pruning stage 2); counts into `stats`.
+    `stored`: where the columns read are in extents of older schema versions (see
+    `stored_by_version`)."""
+    stored = stored or {}
     if predicate is None:           # nothing to decide: read every block, skip the footers
         stats.blocks_considered += sum(e.block_count for e in entries)
-        return [ScanTask(e.object_path, e.format, None, e.row_count, e.byte_size)
+        return [ScanTask(e.object_path, e.format, None, e.row_count, e.byte_size,
+                         stored.get(e.schema_version))
                 for e in entries]
     missing = [e for e in entries if cache.get(e.object_path) is None]
     if missing:
@@ -211,7 +225,10 @@ def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
             blocks = list(range(footer.block_count))
             rows = footer.row_count
         else:
-            blocks = prune_blocks(predicate, footer.block_stats, functools.partial(
+            names = stored.get(e.schema_version)
+            blocks = prune_blocks(
+                rename_columns(predicate, names) if names else predicate, footer.block_stats,
+                functools.partial(
                 _block_filters, store, formats[e.format], cache, e.object_path, footer,
                 stats=stats))
             rows = sum(footer.block_stats[i]["rows"] for i in blocks)
@@ -220,10 +237,27 @@ def stage2(entries: Sequence[ManifestEntry], predicate: BlockPredicate | None,
             share = len(blocks) / max(1, footer.block_count)
             tasks.append(ScanTask(e.object_path, e.format,
                                   None if len(blocks) == footer.block_count else blocks, rows,
-                                  round(e.byte_size * share)))
+                                  round(e.byte_size * share), stored.get(e.schema_version)))
         else:
             stats.extents_pruned += 1
     return tasks
+
+
+def stored_by_version(catalog: Catalog, table: str, read: Schema,
+                      entries: Sequence[ManifestEntry]) -> StoredNames:
+    """For each schema version of `entries` written before `read`'s last rename or drop, the
+    stored names of `read`'s columns that differ (`stored_names`); the schema history is
+    asked for only when some extent is that old."""
+    old = {e.schema_version for e in entries if e.schema_version < read.reshaped}
+    if not old:
+        return {}
+    history = {s.version: s for s in catalog.schema_history(table)}
+    out: StoredNames = {}
+    for v in old:
+        names = stored_names(read, history[v])
+        if names:
+            out[v] = names
+    return out
 
 
 def partition_tasks(tasks: Sequence[ScanTask], parallelism: int) -> list[list[ScanTask]]:
@@ -250,7 +284,8 @@ def build_scan_spec(catalog: Catalog, store: ObjectStore, formats: dict[str, Seg
     snap = catalog.snapshot(table, plan.snapshot_id)
     schema = catalog.schema_version(table, snap.schema_version)
     stats = ScanStats(extents_considered=plan.considered, extents_pruned=plan.pruned)
-    tasks = stage2(plan.entries, pushed, store, formats, cache, stats)
+    tasks = stage2(plan.entries, pushed, store, formats, cache, stats,
+                   stored_by_version(catalog, table, schema, plan.entries))
     stats.extents_read = len(tasks)
     stats.blocks_read = stats.blocks_considered - stats.blocks_pruned
     wanted = list(columns) if columns is not None else schema.names

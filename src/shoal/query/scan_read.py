@@ -3,7 +3,9 @@
 Spark's Python DataSource and the embedded engine read the same `ScanSpec` through
 `read_tasks`, so both see identical columns: each surviving block is read with only the
 spec's columns (the tlm reader fetches and decompresses only those fields), upgraded from
-the schema version it was written under to the version being read, then shaped into what
+the schema version it was written under to the version being read (a column renamed since is
+read under the name the extent stores, `ScanTask.stored`; a dropped one is never read), then
+shaped into what
 Spark's Arrow path accepts: timestamps in µs UTC (truncated from ns; `_timestamp_ns` keeps
 the nanoseconds as a BIGINT), vectors as `list<float>`, `dynamic` as JSON text.
 
@@ -103,14 +105,17 @@ def read_native(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
             meta = reader.metadata()
             present = set(meta.schema.names)
             blocks = task.blocks if task.blocks is not None else range(meta.block_count)
+            stored = task.stored or {}
             for b in blocks:
                 stat = meta.block_stats[b] if meta.block_stats is not None else None
                 if not paths:
-                    batch = upgrade_batch(reader.read_block(b, [c for c in real
-                                                                if c in present]),
-                                          schema, real)
+                    wanted = [n for c in real
+                              if (n := stored.get(c, c)) is not None and n in present]
+                    batch = upgrade_batch(reader.read_block(b, wanted), schema, real,
+                                          sources=stored)
                 else:
-                    batch = _read_with_paths(reader, b, stat, present, schema, real, paths)
+                    batch = _read_with_paths(reader, b, stat, present, schema, real, paths,
+                                             stored)
                 if on_bytes is not None:
                     on_bytes(reader.bytes_read - counted)
                 counted = reader.bytes_read
@@ -122,24 +127,34 @@ def read_native(spec: ScanSpec, tasks: Sequence[ScanTask], store: ObjectStore,
 
 
 def _read_with_paths(reader: Any, block: int, stat: dict[str, Any] | None, present: set[str],
-                     schema: Schema, real: list[str], paths: list[str]) -> pa.RecordBatch:
-    """One block's `real` columns and its `paths` (see the module docstring)."""
-    stored = [p for p in paths if block_has(stat, p)]
+                     schema: Schema, real: list[str], paths: list[str],
+                     renamed: dict[str, str | None]) -> pa.RecordBatch:
+    """One block's `real` columns and its `paths` (see the module docstring); `renamed`: the
+    task's stored names (`ScanTask.stored`)."""
+    def at_rest(p: str) -> str | None:
+        """The name the block stores path column `p` under, if the column is there."""
+        column, path = parse_hidden(p) or ("", "")
+        name = renamed.get(column, column)
+        return None if name is None else hidden_name(name, path)
+
+    stored = {p: h for p in paths if (h := at_rest(p)) is not None and block_has(stat, h)}
     computed: dict[str, list[str]] = {}
     for p in paths:
         if p not in stored:
             column, path = parse_hidden(p) or ("", "")
             computed.setdefault(column, []).append(path)
     sources = [c for c in computed if c not in real]
-    raw = reader.read_block(block, [c for c in real + sources if c in present] + stored)
-    batch = upgrade_batch(raw, schema, real + sources)
+    raw = reader.read_block(block, [n for c in real + sources
+                                    if (n := renamed.get(c, c)) is not None and n in present]
+                            + list(stored.values()))
+    batch = upgrade_batch(raw, schema, real + sources, sources=renamed)
     arrays = {c: batch.column(c) for c in real}
     for column, wanted in computed.items():
         answers = engine_answer(batch.column(column), wanted)
         for path, arr in zip(wanted, answers, strict=True):
             arrays[hidden_name(column, path)] = arr
-    for p in stored:
-        arrays[p] = raw.column(p)
+    for p, h in stored.items():
+        arrays[p] = raw.column(h)
     names = real + paths
     return pa.RecordBatch.from_arrays([arrays[n] for n in names], names=names)
 

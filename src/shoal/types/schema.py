@@ -5,7 +5,17 @@ A `Schema` is an immutable, versioned list of `Column`s that always starts with 
 the next version or raises `IncompatibleSchemaChangeError` and changes nothing. Allowed
 changes: add a nullable column (or one with a default); widen `int -> long`,
 `int|long -> real`, any scalar `-> string`, any typed column `-> dynamic`; relax `NOT NULL`.
-Never narrow, drop or rename.
+Never narrow. Renaming and dropping a column are explicit operations of their own
+(`rename_column`, `drop_column`, `alter_column_type`), never a side effect of `evolve()`.
+
+Column identity: every column of a version carries a stable id (`Schema.ids`), kept by a
+rename and never reused, so a dropped name added again is a new column. Extents store the
+names of the version they were written under; `stored_names()` maps the columns of the
+version read to those names (None: the extent has no values for it). A schema that never had
+a rename or drop keeps positional ids (`_timestamp` 1, `props` 2, then in order of addition),
+which is what every version written before ids existed means, so their JSON does not change.
+`reshaped` is the last version that renamed or dropped a column: extents written at or after
+it need no mapping.
 
 `merge_concurrent()` is the rebase of a live-schema change onto a schema that moved meanwhile:
 disjoint or identical additions merge; one name with conflicting types fails clearly.
@@ -22,7 +32,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from shoal.errors import (IncompatibleSchemaChangeError, InvalidSchemaError,
-                          SchemaConflictError)
+                          ProtectedColumnError, SchemaConflictError)
 from shoal.types.columns import (DYNAMIC, FIELD_TYPE_KEY, HEADERS_DDL, STRING, TIMESTAMP,
                                  ColumnType, default_to_arrow_scalar, parse_type)
 
@@ -212,10 +222,18 @@ class Schema:
 
     columns: tuple[Column, ...]
     version: int = 1
+    ids: tuple[int, ...] = ()     # stable column ids, one per column; () = positional
+    next_id: int = 0              # the id the next added column gets; 0 = after the last
+    reshaped: int = 0             # the last version that renamed or dropped a column
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.columns]
+        ids = self.ids or tuple(range(1, len(self.columns) + 1))
+        if len(ids) != len(self.columns) or len(set(ids)) != len(ids) or ids[:2] != (1, 2):
+            raise ValueError("a Schema has one distinct id per column (_timestamp 1, props 2)")
+        object.__setattr__(self, "ids", tuple(ids))
+        object.__setattr__(self, "next_id", max(self.next_id, max(ids) + 1))
         if tuple(names[:2]) != RESERVED_COLUMNS or self.columns[:2] != DEFAULT_COLUMNS:
             raise ValueError("a Schema starts with the reserved _timestamp and props columns; "
                              "use Schema.create()")
@@ -239,6 +257,10 @@ class Schema:
         _check_headers(cols)
         return cls(DEFAULT_COLUMNS + tuple(cols), version)
 
+    def _positional(self) -> bool:
+        return (self.ids == tuple(range(1, len(self.columns) + 1))
+                and self.next_id == len(self.columns) + 1)
+
     # -- lookup -----------------------------------------------------------------------------
     @property
     def names(self) -> list[str]:
@@ -254,6 +276,16 @@ class Schema:
         i = self._index.get(name)
         return None if i is None else self.columns[i]
 
+    def column_id(self, name: str) -> int:
+        return self.ids[self._index[name]]
+
+    def name_of(self, column_id: int) -> str | None:
+        """The name the column with id `column_id` has in this version (None: absent)."""
+        for c, i in zip(self.columns, self.ids, strict=True):
+            if i == column_id:
+                return c.name
+        return None
+
     @property
     def user_columns(self) -> tuple[Column, ...]:
         return self.columns[2:]
@@ -264,11 +296,83 @@ class Schema:
 
     # -- serialisation ----------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "columns": [c.to_json() for c in self.columns]}
+        doc: dict[str, Any] = {"version": self.version,
+                               "columns": [c.to_json() for c in self.columns]}
+        if not self._positional():
+            doc["ids"] = list(self.ids)
+            doc["next_id"] = self.next_id
+        if self.reshaped:
+            doc["reshaped"] = self.reshaped
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Schema:
-        return cls(tuple(Column.from_json(c) for c in doc["columns"]), doc["version"])
+        return cls(tuple(Column.from_json(c) for c in doc["columns"]), doc["version"],
+                   tuple(doc.get("ids", ())), int(doc.get("next_id", 0)),
+                   int(doc.get("reshaped", 0)))
+
+    def _next(self, columns: Sequence[Column], ids: Sequence[int], *, next_id: int | None = None,
+              reshaped: bool = False) -> Schema:
+        return Schema(tuple(columns), self.version + 1, tuple(ids),
+                      self.next_id if next_id is None else next_id,
+                      self.version + 1 if reshaped else self.reshaped)
+
+    # -- explicit column changes ------------------------------------------------------------
+    def _changeable(self, name: str, action: str, *, table: str | None) -> int:
+        """The index of user column `name`, which `action` may change."""
+        if name in RESERVED_COLUMNS:
+            raise ProtectedColumnError(table, name, action, "it is a reserved column")
+        i = self._index.get(name)
+        if i is None:
+            where = f'table "{table}": ' if table else ""
+            raise InvalidSchemaError(f'{where}cannot {action} column "{_shown(name)}": the '
+                                     "table has no such column", column=name)
+        col = self.columns[i]
+        if col.header is not None:
+            what = "HEADERS" if col.header == "*" else f"HEADER('{col.header}')"
+            raise ProtectedColumnError(table, name, action,
+                                       f"it is a Kafka header column ({what})")
+        return i
+
+    def rename_column(self, old: str, new: str, *, table: str | None = None) -> Schema:
+        """The next version with column `old` named `new` (same id: old rows follow)."""
+        i = self._changeable(old, "rename", table=table)
+        if new == old:
+            return self
+        if new in RESERVED_COLUMNS:
+            raise ProtectedColumnError(table, new, "take the name of",
+                                       "it is a reserved column")
+        check_column_name(new)
+        if new in self._index:
+            where = f'table "{table}": ' if table else ""
+            raise InvalidSchemaError(f'{where}cannot rename column "{old}" to "{new}": '
+                                     f'column "{new}" already exists', column=new)
+        cols = list(self.columns)
+        cols[i] = replace(cols[i], name=new)
+        return self._next(cols, self.ids, reshaped=True)
+
+    def drop_column(self, name: str, *, table: str | None = None) -> Schema:
+        """The next version without column `name`; its id is never used again."""
+        i = self._changeable(name, "drop", table=table)
+        cols = list(self.columns)
+        ids = list(self.ids)
+        del cols[i], ids[i]
+        return self._next(cols, ids, reshaped=True)
+
+    def alter_column_type(self, name: str, new_type: ColumnType, *,
+                          table: str | None = None) -> Schema:
+        """The next version with column `name` widened to `new_type` (the widen-only rule);
+        the same type changes nothing."""
+        i = self._changeable(name, "change the type of", table=table)
+        cur = self.columns[i]
+        if cur.type == new_type:
+            return self
+        if not widening_allowed(cur.type, new_type):
+            raise IncompatibleSchemaChangeError(table, name, str(cur.type), str(new_type))
+        check_column_type(replace(cur, type=new_type))
+        cols = list(self.columns)
+        cols[i] = replace(cur, type=new_type)
+        return self._next(cols, self.ids)
 
     # -- evolution --------------------------------------------------------------------------
     def evolve(self, changes: Iterable[Column], *, table: str | None = None) -> Schema:
@@ -278,6 +382,8 @@ class Schema:
         schema (same version) is returned.
         """
         cols = list(self.columns)
+        ids = list(self.ids)
+        next_id = self.next_id
         index = dict(self._index)
         changed = False
         for ch in changes:
@@ -297,6 +403,8 @@ class Schema:
                 _check_default(ch)
                 index[ch.name] = len(cols)
                 cols.append(ch)
+                ids.append(next_id)
+                next_id += 1
                 changed = True
                 continue
             cur = cols[cur_i]
@@ -321,7 +429,7 @@ class Schema:
             return self
         new_cols = tuple(cols)
         _check_headers(new_cols[2:])
-        return Schema(new_cols, self.version + 1)
+        return self._next(new_cols, ids, next_id=next_id)
 
     def merge_concurrent(self, base: Schema, mine: Schema, *, table: str) -> Schema:
         """Rebase `mine` (made from `base`) onto `self` (the schema that landed meanwhile).
@@ -343,6 +451,21 @@ class Schema:
             return self.evolve(changes, table=table)
         except IncompatibleSchemaChangeError as e:
             raise SchemaConflictError(table, e.column, e.current, e.requested) from None
+
+
+def stored_names(read: Schema, written: Schema) -> dict[str, str | None]:
+    """Where the columns of `read` are in an extent written under `written` (same table),
+    for the columns whose stored name is not their own: the name they had then, or None
+    when the extent holds no values of theirs (added later, or a dropped column's name
+    taken again). Empty when nothing was renamed or dropped in between."""
+    if written.version >= read.reshaped:
+        return {}
+    out: dict[str, str | None] = {}
+    for col, cid in zip(read.columns, read.ids, strict=True):
+        then = written.name_of(cid)
+        if then != col.name and (then is not None or col.name in written):
+            out[col.name] = then
+    return out
 
 
 def _describe(c: Column) -> str:

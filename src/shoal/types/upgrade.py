@@ -4,13 +4,15 @@ Reads never rewrite extents: a batch written under version k is shaped into vers
 way out. Columns added later read as their default (else null); widened types are cast up:
 `int -> long`, `int|long -> real`, scalar -> `string` (the CAST of the old value, in the same
 text form coercion gives: `true`, `5`, `1.5`, RFC 3339 for timestamps) and any typed column
--> `dynamic` (the value's JSON bytes).
+-> `dynamic` (the value's JSON bytes). A column renamed since is found under the name it was
+written with, and a dropped one is left behind (`shoal.types.schema.stored_names` says where
+each column is; a dropped name taken again by a new column reads as that column's default).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -64,16 +66,20 @@ def cast_column(arr: pa.Array, old: ColumnType, new: ColumnType) -> pa.Array:
 
 
 def upgrade_batch(batch: pa.RecordBatch, target: Schema,
-                  columns: Sequence[str] | None = None) -> pa.RecordBatch:
+                  columns: Sequence[str] | None = None, *,
+                  sources: Mapping[str, str | None] | None = None) -> pa.RecordBatch:
     """Shape `batch` (any older version of the same table) into `target`'s columns and order,
-    or into just `columns` of `target` (in that order) when given."""
+    or into just `columns` of `target` (in that order) when given. `sources`: the stored name
+    of each target column whose name in `batch` is not its own (None: not in `batch`), as
+    `stored_names(target, written)` gives it."""
     n = batch.num_rows
     names = batch.schema.names
     wanted = target.columns if columns is None else [target.column(c) for c in columns]
     arrays = []
     for col in wanted:
-        if col.name in names:
-            i = names.index(col.name)
+        stored = col.name if sources is None else sources.get(col.name, col.name)
+        if stored is not None and stored in names:
+            i = names.index(stored)
             arr = batch.column(i)
             old = type_of_field(batch.schema.field(i))
             arrays.append(cast_column(arr, old, col.type))

@@ -18,7 +18,8 @@ from sqlalchemy import Connection, func, select
 from shoal.catalog import operations as ops
 from shoal.catalog.base import ManifestEntry, PlanResult
 from shoal.catalog.cache import MISSING, entry_bytes, filter_bytes
-from shoal.catalog.pruning import bloom_leaves, compile_predicate, survives_filters
+from shoal.catalog.pruning import (bloom_leaves, compile_predicate, names_by_version,
+                                   survives_filters)
 from shoal.catalog.rows import chunks, decoding, manifest_entry
 from shoal.catalog.sql import model as T
 from shoal.catalog.sql.connections import SqlConnections
@@ -37,12 +38,15 @@ class SqlPruning(SqlConnections):
             conn = db.conn
             row = ops.table_row(db, table)
             table_id = row["id"]
-            sid = ops.snapshot(db, row, snapshot_id).snapshot_id
+            snap = ops.snapshot(db, row, snapshot_id)
+            sid = snap.snapshot_id
             history = ops.schema_history(db, row)
+            read = next((s for s in history if s.version == snap.schema_version), None)
             visible = T.visible(table_id, sid)
             considered = conn.execute(select(func.count()).select_from(T.manifests)
                                       .where(visible)).scalar_one()
-            cond, params = compile_predicate(predicate, dialect=self.dialect, history=history)
+            cond, params = compile_predicate(predicate, dialect=self.dialect, history=history,
+                                             read=read)
             m = T.manifests.c
             stmt = (select(m.extent_id, m.removed_snapshot_id).where(visible, cond)
                     .order_by(m.min_ts, m.extent_id))
@@ -54,7 +58,7 @@ class SqlPruning(SqlConnections):
             leaves = bloom_leaves(predicate)
             if leaves and entries:
                 entries = self._bloom_filter(conn, table_id, entries, leaves, predicate,
-                                             history)
+                                             history, read)
             return PlanResult(snapshot_id=sid, entries=entries, considered=considered,
                               pruned=considered - len(entries))
 
@@ -119,15 +123,25 @@ class SqlPruning(SqlConnections):
 
     def _bloom_filter(self, conn: Connection, table_id: int, entries: list[ManifestEntry],
                       leaves: dict[str, set[Any]], predicate: BlockPredicate | None,
-                      history: list[Schema]) -> list[ManifestEntry]:
-        filters = self._cached_filters(conn, table_id, [e.extent_id for e in entries],
-                                       sorted(leaves))
+                      history: list[Schema], read: Schema | None = None
+                      ) -> list[ManifestEntry]:
+        renamed = names_by_version(predicate, history, read)
+        stored = sorted(set(leaves) | {n for names in renamed.values()
+                                       for n in names.values() if n is not None})
+        filters = self._cached_filters(conn, table_id, [e.extent_id for e in entries], stored)
         if not filters:
             return entries
         kinds = {s.version: {c.name: c.type.kind for c in s.columns} for s in history}
         kept = []
         for e in entries:
-            def might_contain(column: str, value: Any, e: ManifestEntry = e) -> bool:
+            names = renamed.get(e.schema_version, {})
+
+            def might_contain(column: str, value: Any, e: ManifestEntry = e,
+                              names: dict[str, str | None] = names) -> bool:
+                if column in names:
+                    if names[column] is None:
+                        return True     # the extent holds no values of this column
+                    column = names[column]  # type: ignore[assignment]
                 bloom = filters.get((e.extent_id, column))
                 if bloom is None:
                     return True
