@@ -95,7 +95,9 @@ class Shoal:
                 parse_sort_key(properties[SORT_BY], schema, table=name))}
         if properties and properties.get(BLOCK_ROWS) is not None:
             properties = {**properties, BLOCK_ROWS: parse_block_rows(properties[BLOCK_ROWS])}
-        return self.catalog.create_table(name, schema, mode=mode, properties=properties)
+        info = self.catalog.create_table(name, schema, mode=mode, properties=properties)
+        self._tables_changed()
+        return info
 
     def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo:
         return self.coordinator.evolve_schema(name, columns)
@@ -133,8 +135,8 @@ class Shoal:
         return info
 
     def on_tables_changed(self, listener: Callable[[], None]) -> None:
-        """Call `listener` after every drop, undrop, rename or property change made through
-        this client (the server wakes its pipeline supervisor this way)."""
+        """Call `listener` after every create, drop, undrop, rename or property change made
+        through this client (the server wakes its pipeline supervisor this way)."""
         self._table_listeners.append(listener)
 
     def _tables_changed(self) -> None:
