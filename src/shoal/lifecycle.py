@@ -22,25 +22,22 @@ renamed tables, starts the renamed ones and restarts those whose binding changed
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shoal.catalog.base import TableInfo
+from shoal.catalog.workspace import Workspace
 from shoal.errors import (DroppedTableNotFoundError, InvalidSchemaError,
                           TableAlreadyExistsError, TableNameReusedError, TableNotFoundError)
 from shoal.types.schema import DEFAULT_COLUMNS, REJECTS_SUFFIX, SCHEMA_MODES
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
 
-if TYPE_CHECKING:
-    from shoal.client import Shoal
-
 log = logging.getLogger("shoal.tables")
 KAFKA_TOPIC, KAFKA_GROUP = "kafka_topic", "kafka_group"
 
 
-def drop_table(db: Shoal, name: str, *, if_exists: bool = False) -> bool:
+def drop_table(db: Workspace, name: str, *, if_exists: bool = False) -> bool:
     """Drop `name`; False when it does not exist and `if_exists` (else 404)."""
     try:
         dropped = db.catalog.drop_table(name)
@@ -54,7 +51,7 @@ def drop_table(db: Shoal, name: str, *, if_exists: bool = False) -> bool:
     return True
 
 
-def undrop_table(db: Shoal, name: str, *, now: float | None = None) -> TableInfo:
+def undrop_table(db: Workspace, name: str, *, now: float | None = None) -> TableInfo:
     """Bring back the newest dropped table `name` (see the module docstring)."""
     import time
 
@@ -90,7 +87,7 @@ def undrop_table(db: Shoal, name: str, *, now: float | None = None) -> TableInfo
     return info
 
 
-def rename_table(db: Shoal, name: str, new_name: str) -> TableInfo:
+def rename_table(db: Workspace, name: str, new_name: str) -> TableInfo:
     info = db.catalog.load_table(name)
     if (info.properties.get(KAFKA_TOPIC) and not info.properties.get(KAFKA_GROUP)
             and new_name != name):
@@ -107,7 +104,7 @@ def rename_table(db: Shoal, name: str, new_name: str) -> TableInfo:
     return renamed
 
 
-def set_properties(db: Shoal, name: str, properties: dict[str, Any]) -> TableInfo:
+def set_properties(db: Workspace, name: str, properties: dict[str, Any]) -> TableInfo:
     """Set (or with None, unset) properties and the mode, checked as at CREATE."""
     from shoal.bindings import check_bound
     from shoal.locations import LocationPolicy
@@ -131,9 +128,3 @@ def set_properties(db: Shoal, name: str, properties: dict[str, Any]) -> TableInf
         {k: v for k, v in changes.items() if v is not None})
     TablePolicy.from_properties(merged)
     return db.catalog.set_properties(name, changes, mode=mode)  # type: ignore[arg-type]
-
-
-def show_properties(info: TableInfo) -> list[tuple[str, str]]:
-    """(key, value) of every property and the mode, sorted by key; values as text."""
-    items = {**info.properties, "mode": info.mode}
-    return [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in sorted(items.items())]

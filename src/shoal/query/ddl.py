@@ -564,11 +564,11 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
         db.undrop_table(stmt.name)
         return _table_result(db.describe(stmt.name), "undropped")
     if isinstance(stmt, ShowTblProperties):
-        from shoal.lifecycle import show_properties
-
-        rows = show_properties(db.catalog.load_table(stmt.name))
-        return pa.Table.from_pylist([{"key": k, "value": v} for k, v in rows],
-                                    schema=TBLPROPERTIES_SCHEMA)
+        info = db.catalog.load_table(stmt.name)
+        items = {**info.properties, "mode": info.mode}
+        return pa.Table.from_pylist(
+            [{"key": k, "value": v if isinstance(v, str) else json.dumps(v)}
+             for k, v in sorted(items.items())], schema=TBLPROPERTIES_SCHEMA)
     if isinstance(stmt, DescribeTable):
         columns = [Column.from_json(c) for c in db.describe(stmt.name)["columns"]]
         return pa.Table.from_pylist(
