@@ -210,3 +210,45 @@ def test_drop_keeps_files_until_the_retention_then_purge_deletes_them(tmp_path, 
             db.sql("UNDROP TABLE t")
     finally:
         db.close()
+
+
+def test_drop_racing_ingest_keeps_exactly_the_acknowledged_rows(db):
+    """Writers ingest while the table is dropped: every request either lands before the drop
+    (acknowledged, and its row is there after UNDROP) or gets a 404 and writes nothing."""
+    import threading
+
+    db.sql("CREATE TABLE hot (w long, i long)")
+    acked: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    enough = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        i = 0
+        try:
+            while True:
+                try:
+                    db.ingest_ndjson("hot", f'{{"w": {w}, "i": {i}}}\n'.encode())
+                except TableNotFoundError:
+                    return
+                with lock:
+                    acked.append((w, i))
+                    if len(acked) >= 20:
+                        enough.set()
+                i += 1
+        except BaseException as e:  # noqa: BLE001 - reported by the test below
+            errors.append(e)
+            enough.set()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    assert enough.wait(60)
+    db.sql("DROP TABLE hot")
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    db.sql("UNDROP TABLE hot")
+    got = {(r["w"], r["i"]) for r in rows(db, "SELECT w, i FROM hot")}
+    assert got == set(acked)
+    assert rows(db, "SELECT count(*) AS n FROM hot") == [{"n": len(acked)}]
