@@ -93,3 +93,35 @@ def test_pipelines_follow_property_changes_renames_and_drops(setup, caplog):
         caplog.text
     db.sql("UNDROP TABLE u")
     assert kind.started.get(timeout=WAIT_S) == ("u", "c")
+
+
+def test_the_real_kinds_resolve_after_ddl(tmp_path):
+    """Kafka and file-drop bindings as the statements leave them: changed by SET
+    TBLPROPERTIES, moved by RENAME (the Kafka group stays the one the table consumed
+    with), gone after DROP."""
+    from shoal.frontends.filedrop.kind import FileDropKind
+    from shoal.frontends.kafka.kind import KafkaKind
+
+    drop, other = tmp_path / "drop", tmp_path / "other"
+    drop.mkdir()
+    other.mkdir()
+    db = shoal.connect(data_dir=str(tmp_path / "data"), allowed_paths=str(tmp_path))
+    try:
+        db.sql(f"CREATE TABLE t (n long) WITH (kafka_topic = 'a', filedrop_path = '{drop}')")
+        kafka = KafkaKind(db, default_bootstrap="127.0.0.1:9092")
+        filedrop = FileDropKind(db)
+        assert kafka.resolve("t").group == "shoal-t"
+        before = filedrop.resolve("t")
+        db.sql(f"ALTER TABLE t SET TBLPROPERTIES ('kafka_topic' = 'b', "
+               f"'filedrop_path' = '{other}')")
+        assert kafka.resolve("t").topics == ("b",)
+        assert filedrop.resolve("t") != before
+        db.sql("ALTER TABLE t RENAME TO u")
+        assert kafka.resolve("t") is None and filedrop.resolve("t") is None
+        moved = kafka.resolve("u")
+        assert (moved.group, moved.topics) == ("shoal-t", ("b",))
+        assert filedrop.resolve("u") is not None
+        db.sql("DROP TABLE u")
+        assert kafka.resolve("u") is None and filedrop.resolve("u") is None
+    finally:
+        db.close()
