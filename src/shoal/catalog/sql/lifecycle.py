@@ -94,7 +94,8 @@ class SqlLifecycle(SqlTables):
                 if self._name_taken(db, name):
                     raise TableNameReusedError(name)
                 row = db.one(S.TABLE_FOR_UPDATE, {"name": stored})
-                assert row is not None
+                if row is None:     # purged meanwhile
+                    raise TableNotFoundError(f"dropped table #{table_id}")
                 self._advance(db, stored, row, name, "undrop", self._clock())
                 return ops.load_table(db, name)
         except IntegrityError:
