@@ -75,7 +75,10 @@ def undrop_table(db: Workspace, name: str, *, now: float | None = None) -> Table
         pass
     else:
         raise TableNameReusedError(name)
-    info = db.catalog.undrop_table(newest.id)
+    try:
+        info = db.catalog.undrop_table(newest.id)
+    except TableNotFoundError:
+        raise DroppedTableNotFoundError(name, "maintenance purged it meanwhile") from None
     log.info("undropped table %s (id %d)", name, newest.id)
     for rejects in db.catalog.dropped_tables(name + REJECTS_SUFFIX)[:1]:
         if rejects.dropped_at >= newest.dropped_at:     # dropped along with it
