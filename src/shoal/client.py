@@ -12,7 +12,8 @@ environment.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +27,6 @@ from shoal.format.base import BlockPredicate
 from shoal.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.storage import ObjectStore, open_store
-from shoal.errors import InvalidPropertyError
 from shoal.types import Column, ColumnType, Schema, SchemaMode
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
@@ -54,6 +54,7 @@ class Shoal:
         self._write_path: WritePath | None = None
         self._query_engine = None
         self._promql: Any = None
+        self._table_listeners: list[Callable[[], None]] = []
 
     @property
     def write_path(self) -> WritePath:
@@ -94,7 +95,9 @@ class Shoal:
                 parse_sort_key(properties[SORT_BY], schema, table=name))}
         if properties and properties.get(BLOCK_ROWS) is not None:
             properties = {**properties, BLOCK_ROWS: parse_block_rows(properties[BLOCK_ROWS])}
-        return self.catalog.create_table(name, schema, mode=mode, properties=properties)
+        info = self.catalog.create_table(name, schema, mode=mode, properties=properties)
+        self._tables_changed()
+        return info
 
     def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo:
         return self.coordinator.evolve_schema(name, columns)
@@ -132,28 +135,49 @@ class Shoal:
             name, lambda s: s.alter_column_type(column, new_type, table=name))
 
     def set_properties(self, name: str, properties: dict[str, Any]) -> TableInfo:
-        """Change properties of an existing table; a None value unsets one. Only the ones
-        `ALTER TABLE ... SET TBLPROPERTIES` may change (`shoal.query.ddl.ALTERABLE_PROPERTIES`:
-        the sort key and the maintenance policy); they are checked as `create_table` checks
-        them. Properties that bind a source or a location are fixed at creation."""
-        from shoal.maintenance.policy import TablePolicy
-        from shoal.query.ddl import ALTERABLE_PROPERTIES
+        """Change properties (and `mode`) of an existing table; a None value unsets one.
+        Every property may change; the result is checked as `create_table` checks it
+        (`shoal.lifecycle.set_properties`)."""
+        from shoal.lifecycle import set_properties
 
-        for key in properties:
-            if key not in ALTERABLE_PROPERTIES:
-                raise InvalidPropertyError(
-                    f'table property "{key}" cannot be changed on an existing table (it can: '
-                    f"{', '.join(ALTERABLE_PROPERTIES)})")
-        info = self.catalog.load_table(name)
-        changes = dict(properties)
-        if changes.get(SORT_BY) is not None:
-            changes[SORT_BY] = format_sort_key(
-                parse_sort_key(changes[SORT_BY], info.schema, table=name))
-        if changes.get(BLOCK_ROWS) is not None:
-            changes[BLOCK_ROWS] = parse_block_rows(changes[BLOCK_ROWS])
-        merged = {k: v for k, v in {**info.properties, **changes}.items() if v is not None}
-        TablePolicy.from_properties(merged)
-        return self.catalog.set_properties(name, changes)
+        info = set_properties(self, name, properties)
+        self._tables_changed()
+        return info
+
+    def drop_table(self, name: str, *, if_exists: bool = False) -> bool:
+        """Drop a table (`shoal.lifecycle`); False if it was absent and `if_exists`."""
+        from shoal.lifecycle import drop_table
+
+        dropped = drop_table(self, name, if_exists=if_exists)
+        self._tables_changed()
+        return dropped
+
+    def undrop_table(self, name: str) -> TableInfo:
+        from shoal.lifecycle import undrop_table
+
+        info = undrop_table(self, name)
+        self._tables_changed()
+        return info
+
+    def rename_table(self, name: str, new_name: str) -> TableInfo:
+        from shoal.lifecycle import rename_table
+
+        info = rename_table(self, name, new_name)
+        self._tables_changed()
+        return info
+
+    def on_tables_changed(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every create, drop, undrop, rename or property change made
+        through this client (the server wakes its pipeline supervisor this way)."""
+        self._table_listeners.append(listener)
+
+    def _tables_changed(self) -> None:
+        for listener in list(self._table_listeners):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - a listener's failure must not fail the DDL
+                logging.getLogger("shoal.tables").warning(
+                    "a table-change listener failed", exc_info=True)
 
     def describe(self, name: str) -> dict[str, Any]:
         return describe_table(self.catalog, name)

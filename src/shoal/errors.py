@@ -145,6 +145,18 @@ class SnapshotNotFoundError(NotFoundError):
         super().__init__(f'table "{table}" has no snapshot {snapshot_id}')
 
 
+class DroppedTableNotFoundError(NotFoundError):
+    """UNDROP found nothing to bring back: no table of that name was dropped, or its
+    snapshot retention ran out and maintenance purged it."""
+
+    code = "dropped_table_not_found"
+
+    def __init__(self, table: str, reason: str) -> None:
+        self.table = table
+        self.reason = reason
+        super().__init__(f'cannot undrop table "{table}": {reason}')
+
+
 class AlreadyExistsError(ConflictError):
     code = "already_exists"
 
@@ -155,6 +167,17 @@ class TableAlreadyExistsError(AlreadyExistsError):
     def __init__(self, table: str) -> None:
         self.table = table
         super().__init__(f'table "{table}" already exists')
+
+
+class TableNameReusedError(AlreadyExistsError):
+    """UNDROP of a table whose name a newer table took meanwhile."""
+
+    code = "table_name_reused"
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        super().__init__(f'cannot undrop table "{table}": a table of that name was created '
+                         "after it was dropped; rename or drop that one first")
 
 
 class SchemaError(RequestError):

@@ -133,3 +133,29 @@ def test_sql_csv_and_table_output(tmp_path):
 
     table = pa.table({"a": [1, None], "b": ["x,y", "z"], "c": [[1, 2], None]})
     assert csv_text(table) == 'a,b,c\n1,"x,y","[1, 2]"\n,z,\n'
+
+
+@pytest.mark.services
+def test_sql_drops_undrops_renames_and_shows_properties(tmp_path):
+    data = ["--data-dir", str(tmp_path / "data")]
+
+    def sql(statement: str) -> subprocess.CompletedProcess[str]:
+        return run(*data, "sql", statement, "--format", "json", cwd=tmp_path)
+
+    assert sql("CREATE TABLE logs (msg string)").returncode == 0
+    out = sql("ALTER TABLE logs SET TBLPROPERTIES ('mode' = 'reject', retention = '7d')")
+    assert out.returncode == 0, out.stderr
+    out = sql("SHOW TBLPROPERTIES logs")
+    assert json.loads(out.stdout)["rows"] == [["mode", "reject"], ["retention", "7d"]]
+    out = sql("DROP TABLE logs")
+    assert json.loads(out.stdout)["rows"] == [["logs", "dropped"]]
+    gone = sql("DROP TABLE logs")
+    assert gone.returncode == 1 and gone.stderr.strip() == 'error: table "logs" does not exist'
+    assert json.loads(sql("DROP TABLE IF EXISTS logs").stdout)["rows"] == [["logs", "absent"]]
+    assert sql("UNDROP TABLE logs").returncode == 0
+    out = sql("ALTER TABLE logs RENAME TO app_logs")
+    assert out.returncode == 0, out.stderr
+    tables = run(*data, "tables", "--format", "json", cwd=tmp_path)
+    assert [t["name"] for t in json.loads(tables.stdout)["tables"]] == ["app_logs"]
+    again = sql("UNDROP TABLE logs")
+    assert again.returncode == 1 and "cannot undrop table \"logs\"" in again.stderr

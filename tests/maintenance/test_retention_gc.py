@@ -109,3 +109,26 @@ def test_gc_deletes_planted_orphans_after_grace_only(tmp_path):
     assert all(db.store.exists(p) for p in referenced)
     assert db.catalog.table_counts("ev") == (4, 4)
     db.close()
+
+
+def test_the_gc_unit_purges_a_dropped_table_once_its_retention_has_passed(tmp_path,
+                                                                          catalog_url):
+    db = open_db(tmp_path, catalog_url)
+    try:
+        make_table(db, snapshot_retention="1h")
+        paths = [e.object_path for e in append_rows(db, "ev", [row(1), row(2)]).added]
+        db.sql("DROP TABLE ev")
+        worker = build_worker(db)
+        db.catalog.enqueue_work("gc", payload={"grace_s": 0})
+        out = worker.run_one()
+        assert out.ok and out.result["tables_purged"] == 0 and out.result["deleted"] == 0
+        assert all(db.store.exists(p) for p in paths)          # still undroppable
+        worker.clock = lambda: time.time() + 2 * 3600
+        db.catalog.enqueue_work("gc", payload={"grace_s": 0})
+        out = worker.run_one()
+        assert out.ok and out.result["tables_purged"] == 1
+        assert out.result["purged_files"] == len(paths) == 1
+        assert not any(db.store.exists(p) for p in paths)
+        assert db.catalog.dropped_tables() == []
+    finally:
+        db.close()

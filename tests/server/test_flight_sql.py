@@ -257,7 +257,7 @@ def test_forbidden_statements_get_the_guards_message(live):
             cur.execute("SELECT reflect('java.lang.System', 'exit', 1)")
         assert "reflect" in str(e.value)
         with pytest.raises(flight_sql.Error) as e:
-            cur.execute("DROP TABLE logs")
+            cur.execute("DROP VIEW logs")
         assert "DROP statements" in str(e.value)
         with pytest.raises(flight_sql.Error) as e:
             cur.adbc_prepare("INSERT INTO logs VALUES (1)")

@@ -48,6 +48,28 @@ class TableInfo:
     created_at: float        # seconds since the epoch
 
 
+# A dropped table keeps its row, snapshots and manifests (so time travel and UNDROP work and
+# its files stay referenced) under a stored name no live table can have: `<name>#<table id>`.
+# Lookups by name never see it; maintenance purges it once its snapshot retention has passed.
+DROPPED_SEPARATOR = "#"
+
+
+def dropped_name(name: str, table_id: int) -> str:
+    """The stored name of dropped table `name` (see `DROPPED_SEPARATOR`)."""
+    return f"{name}{DROPPED_SEPARATOR}{table_id}"
+
+
+@dataclass(frozen=True)
+class DroppedTable:
+    """A dropped table, not yet purged: what UNDROP and maintenance need of it."""
+
+    id: int
+    name: str                # the name it had
+    stored_name: str         # `dropped_name(name, id)`
+    dropped_at: float        # seconds since the epoch (its `drop` snapshot)
+    properties: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class Snapshot:
     table_id: int
@@ -170,7 +192,7 @@ class LedgerKeyExistsError(CommitError):
 class TableCatalog(Protocol):
     """Tables and their schema versions. A table's schema changes only by a commit that
     carries the next version (`SnapshotCatalog.commit`); its properties and mode by
-    `set_properties`."""
+    `set_properties`; its name by `rename_table`, `drop_table` and `undrop_table`."""
 
     def create_table(self, name: str, schema: Schema, *, mode: SchemaMode = "evolve",
                      properties: dict[str, Any] | None = None) -> TableInfo: ...
@@ -180,6 +202,23 @@ class TableCatalog(Protocol):
     def schema_version(self, name: str, version: int) -> Schema: ...
     def set_properties(self, name: str, properties: dict[str, Any], *,
                        mode: SchemaMode | None = None) -> TableInfo: ...
+    def rename_table(self, name: str, new_name: str) -> TableInfo:
+        """`TableAlreadyExistsError` when `new_name` is taken."""
+        ...
+    def drop_table(self, name: str) -> DroppedTable:
+        """Publish a `drop` snapshot and move the table out of the way of its name."""
+        ...
+    def dropped_tables(self, name: str | None = None) -> list[DroppedTable]:
+        """Dropped tables not yet purged (of `name`, or all), newest drop first."""
+        ...
+    def undrop_table(self, table_id: int) -> TableInfo:
+        """Bring dropped table `table_id` back under its name (an `undrop` snapshot);
+        `TableNameReusedError` when a live table holds the name."""
+        ...
+    def purge_table(self, table_id: int) -> list[str]:
+        """Delete every catalog row of dropped table `table_id`; the object paths its
+        manifest rows named (the caller deletes the objects)."""
+        ...
 
 
 class SnapshotCatalog(Protocol):

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from shoal.catalog import operations as ops
 from shoal.catalog import statements as S
-from shoal.catalog.base import (Clock, ExpiredSnapshots, LedgerEntry, LedgerRecord,
-                                ManifestEntry, PlanResult, Snapshot, SourceOffset, TableInfo,
-                                WorkUnit)
+from shoal.catalog.base import (Clock, DroppedTable, ExpiredSnapshots, LedgerEntry,
+                                LedgerRecord, ManifestEntry, PlanResult, Snapshot, SourceOffset,
+                                TableInfo, WorkUnit)
 from shoal.catalog.cache import DEFAULT_CACHE_BYTES
 from shoal.catalog.rows import CATALOG_VERSION, SCHEMA_CACHE_ENTRIES
 from shoal.catalog.sqlite import BUSY_TIMEOUT_S, SqliteDb, connect, sqlite_file
@@ -262,6 +262,21 @@ class LiteCatalog:
     def set_properties(self, name: str, properties: dict[str, Any], *,
                        mode: SchemaMode | None = None) -> TableInfo:
         return self.full().set_properties(name, properties, mode=mode)
+
+    def rename_table(self, name: str, new_name: str) -> TableInfo:
+        return self.full().rename_table(name, new_name)
+
+    def drop_table(self, name: str) -> DroppedTable:
+        return self.full().drop_table(name)
+
+    def dropped_tables(self, name: str | None = None) -> list[DroppedTable]:
+        return self.full().dropped_tables(name)
+
+    def undrop_table(self, table_id: int) -> TableInfo:
+        return self.full().undrop_table(table_id)
+
+    def purge_table(self, table_id: int) -> list[str]:
+        return self.full().purge_table(table_id)
 
     # snapshots and manifests
     def snapshot(self, table: str, snapshot_id: int | None = None) -> Snapshot:

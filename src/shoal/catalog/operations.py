@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from shoal.catalog import statements as S
-from shoal.catalog.base import (LedgerEntry, LedgerKeyExistsError, LedgerRecord, ManifestEntry,
-                                Snapshot, SourceOffset, TableInfo)
+from shoal.catalog.base import (DROPPED_SEPARATOR, LedgerEntry, LedgerKeyExistsError,
+                                LedgerRecord, ManifestEntry, Snapshot, SourceOffset, TableInfo)
 from shoal.catalog.rows import chunks, decoding, manifest_row, snapshot_of
 from shoal.errors import (CatalogCorruptError, CommitConflictError, SnapshotNotFoundError,
                           TableNotFoundError)
@@ -30,7 +30,10 @@ Row = Mapping[str, Any]
 
 # ---- tables and schema versions -------------------------------------------------------------
 def table_row(db: S.Db, name: str) -> Row:
-    """The `tables` row of `name` (properties decoded); `TableNotFoundError` if none."""
+    """The `tables` row of `name` (properties decoded); `TableNotFoundError` if none. A
+    dropped table's stored name is never found here."""
+    if DROPPED_SEPARATOR in name:
+        raise TableNotFoundError(name)
     with decoding("tables", f'table "{name}"'):
         row = db.one(S.TABLE_BY_NAME, {"name": name})
     if row is None:

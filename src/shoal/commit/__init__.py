@@ -15,8 +15,8 @@ their commit *certainly* failed; an unknown outcome leaves them for orphan GC.
   `offsets.append_ranges` (Kafka: staged ranges with the source offsets they reach),
   `rejects.commit_rejects` (the reject tables), `swap.swap_extents` (compaction: old
   extents out, new ones in, in one CAS with the live-inputs rebase),
-  `expiry.expire_history` / `expiry.delete_unreferenced` (retention's expired files,
-  orphan GC's deletes);
+  `expiry.expire_history` / `expiry.purge_dropped` / `expiry.delete_unreferenced`
+  (retention's expired files, dropped tables' files, orphan GC's deletes);
 - `ledger`: the idempotency ledger's TTL and its sweeper (ledger rows are written by the
   commits themselves).
 
@@ -27,7 +27,8 @@ This package sits right above the catalog: it imports `catalog`, `format`, `stor
 from __future__ import annotations
 
 from shoal.commit.coordinator import CommitCoordinator, CommitOutcome, CommitSpec
-from shoal.commit.expiry import ExpiredHistory, delete_unreferenced, expire_history
+from shoal.commit.expiry import (ExpiredHistory, delete_unreferenced, expire_history,
+                                 purge_dropped)
 from shoal.commit.extents import (DEFAULT_BLOCK_ROWS, ExtentStager, OpenExtent, StageHook,
                                   StagedExtents, discard_extents, discard_on_failure,
                                   extent_prefix)
@@ -47,5 +48,5 @@ __all__ = [
     "StagedOverlapError", "StagedRange", "SwapOutcome", "SwapRowCountError", "append_files",
     "append_ranges", "commit_rejects", "delete_unreferenced", "discard_extents",
     "discard_on_failure", "ensure_rejects_table", "expire_history", "extent_prefix",
-    "read_offsets", "swap_extents",
+    "purge_dropped", "read_offsets", "swap_extents",
 ]

@@ -8,6 +8,10 @@ the catalog no longer needs, for maintenance's retention and orphan GC:
   see it), in one catalog transaction; then it deletes the objects of those rows. A crash in
   between leaves them unreferenced, for orphan GC. A file referenced by any remaining
   manifest row, hence by any retained snapshot, is never deleted here.
+- `purge_dropped(catalog, store, table_id)` deletes every catalog row of a dropped table in
+  one transaction, then the objects its manifest rows named (a dropped table's files are
+  referenced by nothing else: extent ids are unique). A crash in between leaves them to
+  orphan GC.
 - `delete_unreferenced(catalog, store, candidates)` deletes the candidate objects (orphans
   found by listing the store, then reading the catalog) that the catalog still does not
   reference when asked again right before the deletes: a commit that landed after the
@@ -52,6 +56,21 @@ def expire_history(catalog: Catalog, store: ObjectStore, table: str, *,
         files += 1
         size_total += size
     return ExpiredHistory(list(expired.snapshot_ids), files, size_total)
+
+
+def purge_dropped(catalog: Catalog, store: ObjectStore, table_id: int) -> ExpiredHistory:
+    """Delete dropped table `table_id` from the catalog, then its files."""
+    files = size_total = 0
+    for path in catalog.purge_table(table_id):
+        try:
+            size = store.size(path)
+            store.delete(path)
+        except ShoalError as e:  # already gone, or left to orphan GC
+            log.warning("could not delete extent %s of a purged table: %s", path, e)
+            continue
+        files += 1
+        size_total += size
+    return ExpiredHistory([], files, size_total)
 
 
 def delete_unreferenced(catalog: Catalog, store: ObjectStore,

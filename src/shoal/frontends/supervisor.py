@@ -10,14 +10,15 @@ counters and gauges that `run` reports into its `BindingState`.
 
 The rules, the same for every kind:
 
-- Discovery: `rescan()` (every `rescan_s` once `start()`ed) lists the catalog's tables; each
-  (kind, table) the table's properties bind that has no runner gets one: a thread
-  `shoal-<kind>-<table>` that resolves the binding and runs it.
+- Discovery: `rescan()` (every `rescan_s` once `start()`ed, at once after `poke()`) lists
+  the catalog's tables; each (kind, table) the table's properties bind that has no runner
+  gets one: a thread `shoal-<kind>-<table>` that resolves the binding and runs it.
 - Change and retirement: each rescan also resolves every runner's binding again. A table
-  no longer bound (property removed, table dropped) retires its runner: the run is stopped,
-  the runner ends and its state (its metrics) goes. A binding that differs from the one the
-  runner last started with stops the run, and the runner starts again at once with the new
-  one (a runner waiting to retry wakes up). A binding that no longer resolves (a bad new
+  no longer bound (property removed, table dropped or renamed) retires its runner with a
+  warning saying why: the run is stopped, the runner ends and its state (its metrics)
+  goes. A binding that differs from the one the runner last started with stops the run,
+  and the runner starts again at once with the new one (a runner waiting to retry wakes
+  up). A binding that no longer resolves (a bad new
   value) leaves the run going as it is, with one warning per distinct error; the runner
   meets the error when it next starts.
 - Failure and back-off: a run that raises or ends without being asked to, and a binding the
@@ -166,6 +167,7 @@ class BindingSupervisor:
         self.states: dict[tuple[str, str], BindingState] = {}
         self._runners: dict[tuple[str, str], _Runner] = {}
         self._stopping = threading.Event()
+        self._poked = threading.Event()
         self._lock = threading.Lock()
         self._scanner: threading.Thread | None = None
 
@@ -179,6 +181,7 @@ class BindingSupervisor:
     def stop(self, timeout_s: float = 60.0) -> None:
         """Stop every run and wait (up to `timeout_s` per thread) for the runners to end."""
         self._stopping.set()
+        self._poked.set()
         with self._lock:   # a rescan starts runners under the lock: none starts after this
             runners = list(self._runners.values())
             for r in runners:
@@ -191,6 +194,11 @@ class BindingSupervisor:
                 if r.thread.is_alive():
                     log.warning("%s pipeline of table %s did not stop within %gs",
                                 r.kind.name, r.table, timeout_s)
+
+    def poke(self) -> None:
+        """Rescan now instead of at the end of the current wait (a table was dropped,
+        renamed or had its properties changed)."""
+        self._poked.set()
 
     def running(self, kind: str | None = None) -> list[str]:
         """Tables that have a runner (of `kind`, or of any kind), sorted."""
@@ -213,7 +221,9 @@ class BindingSupervisor:
         """One pass: start runners for new bindings, restart changed ones, retire the gone.
 
         Raises what listing the catalog raises (the background loop logs it and retries)."""
-        bound = {(k.name, t.name) for t in self.catalog.list_tables() for k in self.kinds
+        tables = self.catalog.list_tables()
+        names = {t.name for t in tables}
+        bound = {(k.name, t.name) for t in tables for k in self.kinds
                  if k.is_bound(t.properties)}
         with self._lock:
             if self._stopping.is_set():
@@ -225,6 +235,10 @@ class BindingSupervisor:
                         self._start_runner(kind, table)
         for r in existing:
             if r.key not in bound:
+                logging.getLogger(f"shoal.{r.kind.name}").warning(
+                    "%s pipeline of table %s stops: %s", r.kind.name, r.table,
+                    "the table no longer binds it" if r.table in names else
+                    "the table is gone (dropped or renamed)")
                 self._retire(r)
             else:
                 self._recheck(r)
@@ -270,7 +284,8 @@ class BindingSupervisor:
                 self.rescan()
             except Exception:   # the catalog is briefly unavailable: try again later
                 log.exception("scanning tables for bound pipelines failed")
-            self._sleep(self._stopping, self.rescan_s)
+            self._sleep(self._poked, self.rescan_s)
+            self._poked.clear()
 
     # ---- one runner -----------------------------------------------------------------------
     def _run(self, r: _Runner) -> None:

@@ -14,6 +14,10 @@ Two steps per table, in this order:
    it. Keeping K keeps the table readable *as of* any instant inside the window. The
    current snapshot is never expired.
 
+Dropped tables (`DROP TABLE`) keep their rows and files for their `snapshot_retention`
+after the drop, so `UNDROP TABLE` can bring them back; `purge_dropped_tables` (run by the
+`gc` unit) then deletes them from the catalog and deletes their files.
+
 Files: the objects of the manifest rows dropped in step 2 are deleted after the catalog
 transaction commits, by the commit layer's `expire_history`; a crash in between leaves them
 unreferenced, and orphan GC deletes them later. A file referenced by any remaining manifest
@@ -22,14 +26,18 @@ row, hence by any retained snapshot, is never deleted.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.catalog.base import Catalog, TableInfo
-from shoal.commit import CommitCoordinator, CommitSpec, expire_history
+from shoal.catalog.base import Catalog, DroppedTable, TableInfo
+from shoal.commit import CommitCoordinator, CommitSpec, expire_history, purge_dropped
+from shoal.errors import ShoalError
 from shoal.maintenance.policy import TablePolicy
 from shoal.storage.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -95,4 +103,42 @@ def expire_snapshots(catalog: Catalog, store: ObjectStore, table: str, *,
     report.oldest_retained_snapshot = keep_from
     report.files_deleted += expired.files_deleted
     report.bytes_deleted += expired.bytes_deleted
+    return report
+
+
+def undrop_deadline(dropped: DroppedTable) -> float:
+    """When (seconds since the epoch) `dropped` stops being undroppable: its drop plus its
+    `snapshot_retention` (the default when the stored value does not parse)."""
+    try:
+        keep = TablePolicy.from_properties(dropped.properties).snapshot_retention_s
+    except ShoalError:
+        keep = TablePolicy.from_properties({}).snapshot_retention_s
+    return dropped.dropped_at + keep
+
+
+@dataclass
+class PurgeReport:
+    tables_purged: int = 0
+    files_deleted: int = 0
+    bytes_deleted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tables_purged": self.tables_purged, "purged_files": self.files_deleted,
+                "purged_bytes": self.bytes_deleted}
+
+
+def purge_dropped_tables(catalog: Catalog, store: ObjectStore, *,
+                         now: float | None = None) -> PurgeReport:
+    """Delete the dropped tables whose snapshot retention has passed, with their files."""
+    now = time.time() if now is None else now
+    report = PurgeReport()
+    for dropped in catalog.dropped_tables():
+        if undrop_deadline(dropped) > now:
+            continue
+        done = purge_dropped(catalog, store, dropped.id)
+        log.info("purged dropped table %s (id %d): %d files, %d bytes", dropped.name,
+                 dropped.id, done.files_deleted, done.bytes_deleted)
+        report.tables_purged += 1
+        report.files_deleted += done.files_deleted
+        report.bytes_deleted += done.bytes_deleted
     return report

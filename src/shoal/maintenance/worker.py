@@ -6,7 +6,7 @@ Unit kinds and payloads (`payload["table"]` names the table where there is one):
 |---|---|---|
 | `compact` | `compact_table` (Spark job) | groups, extents removed/added, rows, MB/s |
 | `retention` | `apply_retention` | extents/rows removed, snapshots expired, files |
-| `gc` | `collect_garbage` (grace `gc_grace_s`) | orphans, deleted, bytes |
+| `gc` | purge dropped tables past retention, `collect_garbage` | orphans, deleted, purged |
 | `ledger_sweep` | ledger rows older than 25 h deleted | swept |
 
 Claiming is the catalog's: `FOR UPDATE SKIP LOCKED` on Postgres, the IMMEDIATE write lock
@@ -35,7 +35,7 @@ from shoal.commit import SWEEP_AGE_S, CommitCoordinator
 from shoal.format.base import SegmentFormat
 from shoal.maintenance.compaction import compact_table
 from shoal.maintenance.gc import DEFAULT_GRACE_S, collect_garbage
-from shoal.maintenance.retention import apply_retention
+from shoal.maintenance.retention import apply_retention, purge_dropped_tables
 from shoal.maintenance.runner import TaskRunner
 from shoal.storage.base import ObjectStore
 
@@ -147,6 +147,8 @@ class MaintenanceWorker:
         self.settings = settings or WorkerSettings()
         self.on_stage = on_stage
         self.stats = WorkerStats()
+        # What decides whether a dropped table's retention has passed (tests move it).
+        self.clock: Callable[[], float] = time.time
 
     @property
     def runner(self) -> TaskRunner:
@@ -227,7 +229,9 @@ class MaintenanceWorker:
                                    _need(unit, table)).to_json()
         if unit.kind == "gc":
             grace = float(unit.payload.get("grace_s", self.settings.gc_grace_s))
-            return collect_garbage(self.catalog, self.store, grace_s=grace).to_json()
+            purged = purge_dropped_tables(self.catalog, self.store, now=self.clock())
+            return {**collect_garbage(self.catalog, self.store, grace_s=grace).to_json(),
+                    **purged.to_json()}
         if unit.kind == "ledger_sweep":
             return {"swept": self.catalog.sweep_ledger(self.settings.ledger_max_age_s)}
         raise ValueError(f"unknown maintenance unit kind {unit.kind!r} "

@@ -13,8 +13,12 @@ Spark:
     ALTER TABLE t ALTER | CHANGE [COLUMN] c TYPE wider_type
     ALTER TABLE t SET TBLPROPERTIES ('sort_by' = 'service, _timestamp', ...)
     ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('sort_by', ...)
+    ALTER TABLE t RENAME TO u
+    DROP TABLE [IF EXISTS] t
+    UNDROP TABLE t
     DESCRIBE | DESC [TABLE] t
     SHOW TABLES
+    SHOW TBLPROPERTIES t
 
 A statement that starts like one of these is shoal's: if it does not parse, `DdlSyntaxError`
 names the line and column of the offending token, what was expected and what was found.
@@ -30,11 +34,12 @@ RENAME COLUMN, DROP COLUMN and ALTER COLUMN each commit the next schema version
 (`shoal.types.schema`); rows written before read through it.
 
 `execute_ddl(stmt, db)` runs a statement against a `shoal.query.database.Database` and returns a
-pyarrow table: CREATE/ALTER one row describing the table, DESCRIBE one row per column,
-SHOW TABLES one row per table. WITH keys other than `mode` become table properties.
-SET/UNSET TBLPROPERTIES change only `ALTERABLE_PROPERTIES` (the sort key and the maintenance
-policy, checked as at CREATE); a property that binds a source or a location is fixed when the
-table is created, so its checks happen once. A key may be written as a string or a bare
+pyarrow table: CREATE/ALTER/UNDROP one row describing the table, DROP one row (name,
+status), DESCRIBE one row per column, SHOW TABLES one row per table, SHOW TBLPROPERTIES one
+(key, value) row per property. WITH keys other than `mode` become table properties.
+SET/UNSET TBLPROPERTIES change any property, `mode` included (UNSET gives it back its
+default), and the result is checked as at CREATE (`shoal.lifecycle`): bindings, allowed
+locations, the maintenance policy, the sort key. A key may be written as a string or a bare
 name; unsetting a property the table does not have changes nothing.
 """
 
@@ -93,6 +98,28 @@ class AlterTableSetProperties:
 
 
 @dataclass(frozen=True)
+class RenameTable:
+    name: str
+    new_name: str
+
+
+@dataclass(frozen=True)
+class DropTable:
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class UndropTable:
+    name: str
+
+
+@dataclass(frozen=True)
+class ShowTblProperties:
+    name: str
+
+
+@dataclass(frozen=True)
 class DescribeTable:
     name: str
 
@@ -103,10 +130,14 @@ class ShowTables:
 
 
 DdlStatement = (CreateTable | AlterTableAddColumns | AlterTableSetProperties | DescribeTable
-                | ShowTables | AlterTableColumn)
+                | ShowTables | AlterTableColumn | RenameTable | DropTable | UndropTable
+                | ShowTblProperties)
+# The statements that change the catalog (admin scope); the others only read it.
+CHANGING_STATEMENTS = (CreateTable, AlterTableAddColumns, AlterTableSetProperties,
+                       AlterTableColumn, RenameTable, DropTable, UndropTable)
 
-# What ALTER TABLE ... SET TBLPROPERTIES may change: each is checked where it is stored
-# (`Shoal.set_properties`) and needs no allowed-locations check.
+# The table properties shoal itself reads for maintenance and layout (any property may be
+# set or unset; these are checked by `shoal.maintenance.policy` and `shoal.types.sortkey`).
 ALTERABLE_PROPERTIES = ("sort_by", "block_rows", "retention", "snapshot_retention",
                         "target_extent_size", "compact_min_extents")
 _STRING_PROPERTIES = ("mode", "retention", "sort_by")
@@ -118,6 +149,8 @@ TABLE_RESULT_SCHEMA = pa.schema([
 DESCRIBE_SCHEMA = pa.schema([
     ("name", pa.string()), ("type", pa.string()), ("nullable", pa.bool_()),
     ("default", pa.string()), ("header", pa.string())])
+DROP_RESULT_SCHEMA = pa.schema([("name", pa.string()), ("status", pa.string())])
+TBLPROPERTIES_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string())])
 SHOW_TABLES_SCHEMA = pa.schema([
     ("name", pa.string()), ("schema_version", pa.int64()), ("row_count", pa.int64()),
     ("extent_count", pa.int64()), ("snapshot_id", pa.int64())])
@@ -151,10 +184,10 @@ def _word(tok: Token | None) -> str | None:
 
 def _is_shoal_statement(tokens: Sequence[Token]) -> bool:
     head = [_word(t) for t in tokens[:3]] + [None, None, None]
-    if head[0] in ("CREATE", "ALTER"):
+    if head[0] in ("CREATE", "ALTER", "DROP", "UNDROP"):
         return head[1] == "TABLE"
     if head[0] == "SHOW":
-        return head[1] == "TABLES"
+        return head[1] in ("TABLES", "TBLPROPERTIES")
     if head[0] in ("DESCRIBE", "DESC"):
         if head[1] == "TABLE":
             return head[2] not in ("EXTENDED", "FORMATTED")
@@ -280,6 +313,17 @@ class _Parser:
             stmt = self.create_table()
         elif head == "ALTER":
             stmt = self.alter_table()
+        elif head == "DROP":
+            self.expect("TABLE")
+            if_exists = self.accept("IF")
+            if if_exists:
+                self.expect("EXISTS")
+            stmt = DropTable(self.name("a table name"), if_exists)
+        elif head == "UNDROP":
+            self.expect("TABLE")
+            stmt = UndropTable(self.name("a table name"))
+        elif head == "SHOW" and self.accept("TBLPROPERTIES"):
+            stmt = ShowTblProperties(self.name("a table name"))
         elif head == "SHOW":
             self.expect("TABLES")
             stmt = ShowTables()
@@ -316,7 +360,8 @@ class _Parser:
             raise self.error(_either(followers))
         return CreateTable(name, tuple(columns), if_not_exists, mode, properties)
 
-    def alter_table(self) -> AlterTableAddColumns | AlterTableSetProperties | AlterTableColumn:
+    def alter_table(self) -> (AlterTableAddColumns | AlterTableSetProperties | AlterTableColumn
+                              | RenameTable):
         self.expect("TABLE")
         name = self.name("a table name")
         if self.at("RENAME", "DROP", "ALTER", "CHANGE"):
@@ -330,8 +375,8 @@ class _Parser:
                 self.expect("EXISTS")
             return AlterTableSetProperties(name, self.unset_properties())
         if not self.accept("ADD"):
-            raise self.error("ADD, RENAME COLUMN, DROP COLUMN, ALTER COLUMN, SET TBLPROPERTIES "
-                             "or UNSET TBLPROPERTIES")
+            raise self.error("ADD, RENAME TO, RENAME COLUMN, DROP COLUMN, ALTER COLUMN, "
+                             "SET TBLPROPERTIES or UNSET TBLPROPERTIES")
         if not self.accept("COLUMN"):
             self.accept("COLUMNS")
         if self.at_type(TokenType.L_PAREN):
@@ -342,10 +387,18 @@ class _Parser:
             columns = self.column_list(in_parens=False)
         return AlterTableAddColumns(name, tuple(columns))
 
-    def alter_column(self, name: str) -> AlterTableColumn:
-        """RENAME COLUMN a TO b | DROP COLUMN [IF EXISTS] c | ALTER|CHANGE [COLUMN] c TYPE t."""
+    def alter_column(self, name: str) -> AlterTableColumn | RenameTable:
+        """RENAME TO u | RENAME COLUMN a TO b | DROP COLUMN [IF EXISTS] c
+        | ALTER|CHANGE [COLUMN] c TYPE t."""
         head = _word(self.advance())
+        if head == "RENAME" and self.accept("TO"):
+            renamed = RenameTable(name, self.name("a table name"))
+            if not self.at_end():
+                raise self.error("end of statement")
+            return renamed
         if head == "RENAME":
+            if not self.at("COLUMN"):
+                raise self.error("TO or COLUMN")
             self.expect("COLUMN")
             column = self.name("a column name")
             self.expect("TO")
@@ -493,15 +546,14 @@ class _Parser:
 
     # -- SET / UNSET TBLPROPERTIES ------------------------------------------------------------
     def property_key(self, seen: set[str]) -> str:
-        """A property ALTER TABLE may change, as a string or a bare name, once per list."""
+        """A property name, as a string or a bare name, once per list."""
         tok = self.peek()
         if tok is not None and tok.token_type == TokenType.STRING:
-            key = self.advance().text.lower()
+            key = self.advance().text.lower().strip()
+            if not key:
+                raise self.error_at(tok, "a property name")
         else:
             key = self.name("a property name")
-        if key not in ALTERABLE_PROPERTIES:
-            raise self.error_at(tok, "a property ALTER TABLE can change ("
-                                + _either(ALTERABLE_PROPERTIES) + ")")
         if key in seen:
             raise self.error_at(tok, f'a property other than "{key}" (given twice)')
         seen.add(key)
@@ -564,6 +616,23 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
         db.set_properties(stmt.name, dict(stmt.properties))
         doc = db.describe(stmt.name)
         return _table_result(doc, "altered" if doc["properties"] != before else "unchanged")
+    if isinstance(stmt, RenameTable):
+        db.rename_table(stmt.name, stmt.new_name)
+        return _table_result(db.describe(stmt.new_name), "renamed")
+    if isinstance(stmt, DropTable):
+        dropped = db.drop_table(stmt.name, if_exists=stmt.if_exists)
+        return pa.Table.from_pylist([{"name": stmt.name,
+                                      "status": "dropped" if dropped else "absent"}],
+                                    schema=DROP_RESULT_SCHEMA)
+    if isinstance(stmt, UndropTable):
+        db.undrop_table(stmt.name)
+        return _table_result(db.describe(stmt.name), "undropped")
+    if isinstance(stmt, ShowTblProperties):
+        info = db.catalog.load_table(stmt.name)
+        items = {**info.properties, "mode": info.mode}
+        return pa.Table.from_pylist(
+            [{"key": k, "value": v if isinstance(v, str) else json.dumps(v)}
+             for k, v in sorted(items.items())], schema=TBLPROPERTIES_SCHEMA)
     if isinstance(stmt, DescribeTable):
         columns = [Column.from_json(c) for c in db.describe(stmt.name)["columns"]]
         return pa.Table.from_pylist(

@@ -176,7 +176,7 @@ _STATEMENT_WORDS = frozenset([
     "COMMENT", "GRANT", "REVOKE", "REPAIR", "EXPORT", "IMPORT",
 ])
 
-_DDL_WORDS = frozenset({"CREATE", "ALTER", "DESCRIBE", "DESC", "SHOW"})
+_DDL_WORDS = frozenset({"CREATE", "ALTER", "DESCRIBE", "DESC", "SHOW", "DROP", "UNDROP"})
 
 # The bulk of any tree: nodes that cannot name a relation, a function or a statement.
 _HARMLESS = (exp.Literal, exp.Identifier, exp.Column, exp.Star, exp.Binary, exp.Paren,
@@ -272,11 +272,10 @@ def classify(sql: str) -> Statement:
     """The kind of `sql`; refuses (400) what is neither a query nor shoal's DDL.
 
     DDL is recognised by `shoal.query.ddl.parse_ddl` (token based, so a leading comment
-    cannot hide a CREATE); `admin_ddl` is CREATE/ALTER (properties included), `ddl`
-    DESCRIBE/SHOW TABLES.
+    cannot hide a CREATE); `admin_ddl` is what changes the catalog (CREATE, ALTER, DROP,
+    UNDROP), `ddl` DESCRIBE/SHOW.
     """
-    from shoal.query.ddl import (AlterTableAddColumns, AlterTableColumn,
-                                 AlterTableSetProperties, CreateTable, parse_ddl)
+    from shoal.query.ddl import CHANGING_STATEMENTS, parse_ddl
 
     tokens = _tokens(sql)
     if not tokens:
@@ -286,8 +285,7 @@ def classify(sql: str) -> Statement:
     word = first.text.upper()
     ddl = parse_ddl(sql) if word in _DDL_WORDS else None
     if ddl is not None:
-        admin = isinstance(ddl, (CreateTable, AlterTableAddColumns, AlterTableSetProperties,
-                                 AlterTableColumn))
+        admin = isinstance(ddl, CHANGING_STATEMENTS)
         return Statement("admin_ddl" if admin else "ddl", sql)
     if word == "EXPLAIN":
         if len(tokens) < 2:

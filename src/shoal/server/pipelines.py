@@ -8,8 +8,9 @@ the metrics on the app's registry and returns start/stop callables for the lifes
 bound table: Kafka (`WITH (kafka_topic='...')`, bootstrap from the table's
 `kafka_bootstrap` or `SHOAL_KAFKA_BOOTSTRAP`) as a streaming query, file-drop
 (`WITH (filedrop_path='...')`) as a poll loop, both on the server's Spark session, and
-scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread. At
-shutdown every run stops (a file-drop scan in progress commits first).
+scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread. A table
+created, dropped, renamed or altered through the server's client wakes the supervisor at
+once. At shutdown every run stops (a file-drop scan in progress commits first).
 
 `app.state.pipelines` is read at start, stop and scrape time, so a caller (a test) may put a
 supervisor with other settings there before the app starts.
@@ -104,6 +105,12 @@ def install_pipelines(app: FastAPI, db: Shoal, *, config: Config, enabled: bool
     app.state.pipelines = BindingSupervisor(db.catalog, kinds) if enabled else None
     app.state.shoal.metrics.registry.register(
         PipelineCollector(lambda: app.state.pipelines, kinds))
+
+    def poke() -> None:
+        if app.state.pipelines is not None:
+            app.state.pipelines.poke()
+
+    db.on_tables_changed(poke)    # a new, dropped, renamed or altered table: rescan at once
 
     def start() -> None:
         if app.state.pipelines is not None:

@@ -5,6 +5,7 @@ protocols of `shoal.catalog.base`:
 
 - `connections`: the engine, transactions, `SqlDb` (what the shared operations run on);
 - `tables`: tables and schema versions (`TableCatalog`);
+- `lifecycle`: renaming, dropping, undropping and purging tables (`TableCatalog` too);
 - `ledger`: the idempotency ledger and source offsets (`LedgerCatalog`);
 - `snapshots`: commits, snapshots and manifests, expiry (`SnapshotCatalog`);
 - `work`: the work-unit queue (`WorkCatalog`);
@@ -20,13 +21,13 @@ documents, membership filters) raise `CatalogCorruptError` naming the catalog ta
 
 from __future__ import annotations
 
+from shoal.catalog.sql.lifecycle import SqlLifecycle
 from shoal.catalog.sql.pruning import SqlPruning
 from shoal.catalog.sql.snapshots import SqlSnapshots
-from shoal.catalog.sql.tables import SqlTables
 from shoal.catalog.sql.work import SqlWork
 
 
-class SqlCatalog(SqlTables, SqlSnapshots, SqlWork, SqlPruning):
+class SqlCatalog(SqlLifecycle, SqlSnapshots, SqlWork, SqlPruning):
     """The `Catalog` protocol over one SQL database (see the package's docstring)."""
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from shoal.catalog import operations as ops
 from shoal.catalog import statements as S
-from shoal.catalog.base import TableInfo
+from shoal.catalog.base import DROPPED_SEPARATOR, TableInfo
 from shoal.catalog.rows import decoding
 from shoal.catalog.sql import model as T
 from shoal.catalog.sql.connections import SqlConnections, inserted_id
@@ -62,8 +62,11 @@ class SqlTables(SqlConnections):
     def list_tables(self) -> list[TableInfo]:
         with self._read() as db:
             # Names first (no stored JSON), then row by row: a corrupt row is named.
+            # Dropped tables (stored under a name with the separator) are not listed.
             names: Sequence[str] = db.conn.execute(
-                select(T.tables.c.name).order_by(T.tables.c.name)).scalars().all()
+                select(T.tables.c.name)
+                .where(T.tables.c.name.not_like(f"%{DROPPED_SEPARATOR}%"))
+                .order_by(T.tables.c.name)).scalars().all()
             return [ops.load_table(db, n, self._schema_cache) for n in names]
 
     def schema_history(self, name: str) -> list[Schema]:

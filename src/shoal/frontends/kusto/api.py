@@ -8,7 +8,9 @@ Kusto CLI, notebooks) work against a shoal server.
   table with Kusto column types, a `QueryCompletionInformation` table holding shoal's
   pruning stats (one `Stats` row, JSON payload), and `DataSetCompletion`.
 - `POST /v1/rest/mgmt` `{"csl": ".show tables" | ".show table T schema [as json]" |
-  ".show table T cslschema"}`: Kusto's v1 answer (`{"Tables": [...]}`).
+  ".show table T cslschema"}`: Kusto's v1 answer (`{"Tables": [...]}`); the commands on
+  one table (`.drop table`, `.rename table`, `.alter table T policy retention`, `.show
+  table T details`) are `shoal.frontends.kusto.table_commands`'.
 
 `db` is accepted and ignored: a shoal server holds one database (named `shoal` in the
 answers). Both routes take `Content-Type: application/json` only (with any parameters, as
@@ -17,7 +19,8 @@ body is read, so a browser form or `text/plain` request, which needs no prefligh
 run. Column types: `datetime` (ISO 8601, UTC), `long`, `int`, `real`, `bool`, `string`,
 `dynamic` (a KQL dynamic value or an array/struct column: JSON values), `decimal`. Errors
 are shoal's error document, which carries the `code` and `message` of Kusto's OneApiError
-shape. Scope: `query`, as for `POST /v1/query`.
+shape. Scope: `query`, as for `POST /v1/query`; the management commands that change a table
+need `admin`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from fastapi.responses import JSONResponse
 from shoal.errors import (BadJsonError, JsonLimitError, ShoalError, TableNotFoundError,
                           UnavailableError)
 from shoal.query.routing import engine_mode
-from shoal.http.auth import require_scope
+from shoal.frontends.kusto.table_commands import is_changing, run_table_command
+from shoal.http.auth import bearer_token, require_scope
 from shoal.http.body import read_body
 from shoal.http.errors import (BadRequestError, UnsupportedMediaTypeError, details_for,
                                  error_document, headers_for, status_for)
@@ -221,6 +225,11 @@ async def _mgmt(request: Request) -> JSONResponse:
 
     state = server_state(request)
     csl = (await _command(request)).strip()
+    if is_changing(csl) and state.tokens.enabled:
+        state.tokens.allows(bearer_token(request), "admin")
+    answer = await anyio.to_thread.run_sync(lambda: run_table_command(csl, state.db, DATABASE))
+    if answer is not None:
+        return JSONResponse({"Tables": [_v1_table(*answer)]}, headers=_headers(request))
     tables = await anyio.to_thread.run_sync(state.db.catalog.list_tables)
     if re.fullmatch(r"\.show\s+tables\s*;?", csl, re.IGNORECASE):
         table = _v1_table(["TableName", "DatabaseName", "Folder", "DocString"],
@@ -229,7 +238,9 @@ async def _mgmt(request: Request) -> JSONResponse:
     m = _SHOW_SCHEMA.match(csl)
     if m is None:
         raise BadRequestError(f"unsupported management command {csl[:80]!r}: shoal answers "
-                              ".show tables and .show table T schema|cslschema",
+                              ".show tables, .show table T schema|cslschema|details, "
+                              ".drop table, .rename table and .alter table T policy "
+                              "retention",
                               code="unsupported_command")
     name, form = m.group(2).lower(), m.group(3).lower()
     info = next((t for t in tables if t.name == name), None)
