@@ -53,8 +53,9 @@
  * rfc3339(offsets, data, ns, ok) -> None
  *   Epoch nanoseconds of RFC 3339 timestamps, `_values.rfc3339_ns` for each string
  *   data[offsets[i]:offsets[i+1]] (offsets int64, n + 1): the shape of `RFC3339_PATTERN`
- *   (`T`/`t`, `Z`/`z`, 1 to 9 fraction digits, an offset `+hh:mm`), month, day (leap years
- *   included), hour, minute, second and offset in range, the result within int64. Writes
+ *   (`T`/`t` or a space, 1 to 9 fraction digits, `Z`/`z`, an offset `+hh:mm` or no zone
+ *   (UTC)), month, day (leap years included), hour, minute, second and offset in range,
+ *   the result within int64. Writes
  *   ns[i] (int64) and ok[i] (uint8: 1 accepted, 0 not; ns is then 0) into writable buffers.
  *
  * Typed columns: the values `_values.convert` would store, for the values this pass is sure
@@ -1206,13 +1207,14 @@ static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
 static int one_rfc3339(const unsigned char *p, int64_t len, int64_t *ns) {
     static const int month_days[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int64_t y, mo, d, hh, mi, ss, frac = 0, oh = 0, om = 0, sign = 1;
-    if (len < 20 || len > 35) return 0;
+    if (len < 19 || len > 35) return 0;
     if (!digits(p, 4, &y) || p[4] != '-' || !digits(p + 5, 2, &mo) || p[7] != '-'
-        || !digits(p + 8, 2, &d) || (p[10] != 'T' && p[10] != 't') || !digits(p + 11, 2, &hh)
+        || !digits(p + 8, 2, &d) || (p[10] != 'T' && p[10] != 't' && p[10] != ' ')
+        || !digits(p + 11, 2, &hh)
         || p[13] != ':' || !digits(p + 14, 2, &mi) || p[16] != ':' || !digits(p + 17, 2, &ss))
         return 0;
     int64_t i = 19;
-    if (p[i] == '.') {
+    if (i < len && p[i] == '.') {
         int64_t start = ++i;
         while (i < len && (unsigned)p[i] - '0' <= 9) i++;
         int64_t n = i - start;
@@ -1220,8 +1222,9 @@ static int one_rfc3339(const unsigned char *p, int64_t len, int64_t *ns) {
         digits(p + start, (int)n, &frac);
         for (int64_t k = n; k < 9; k++) frac *= 10;
     }
-    if (i >= len) return 0;
-    if (p[i] == 'Z' || p[i] == 'z') {
+    if (i == len) {
+        /* no zone: UTC */
+    } else if (p[i] == 'Z' || p[i] == 'z') {
         i++;
     } else if (p[i] == '+' || p[i] == '-') {
         sign = p[i] == '+' ? 1 : -1;
