@@ -28,6 +28,7 @@ from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.storage import ObjectStore, open_store
 from shoal.errors import InvalidPropertyError
 from shoal.types import Column, Schema, SchemaMode
+from shoal.types.conventions import normalize as normalize_conventions
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
 
@@ -94,6 +95,8 @@ class Shoal:
                 parse_sort_key(properties[SORT_BY], schema, table=name))}
         if properties and properties.get(BLOCK_ROWS) is not None:
             properties = {**properties, BLOCK_ROWS: parse_block_rows(properties[BLOCK_ROWS])}
+        if properties:
+            properties = normalize_conventions(properties)
         return self.catalog.create_table(name, schema, mode=mode, properties=properties)
 
     def add_columns(self, name: str, columns: Sequence[Column]) -> TableInfo:
@@ -102,8 +105,9 @@ class Shoal:
     def set_properties(self, name: str, properties: dict[str, Any]) -> TableInfo:
         """Change properties of an existing table; a None value unsets one. Only the ones
         `ALTER TABLE ... SET TBLPROPERTIES` may change (`shoal.query.ddl.ALTERABLE_PROPERTIES`:
-        the sort key and the maintenance policy); they are checked as `create_table` checks
-        them. Properties that bind a source or a location are fixed at creation."""
+        the sort key, the maintenance policy, the ingest conventions); they are checked as
+        `create_table` checks them. Properties that bind a source or a location are fixed at
+        creation."""
         from shoal.maintenance.policy import TablePolicy
         from shoal.query.ddl import ALTERABLE_PROPERTIES
 
@@ -119,6 +123,7 @@ class Shoal:
                 parse_sort_key(changes[SORT_BY], info.schema, table=name))
         if changes.get(BLOCK_ROWS) is not None:
             changes[BLOCK_ROWS] = parse_block_rows(changes[BLOCK_ROWS])
+        changes = normalize_conventions(changes)
         merged = {k: v for k, v in {**info.properties, **changes}.items() if v is not None}
         TablePolicy.from_properties(merged)
         return self.catalog.set_properties(name, changes)

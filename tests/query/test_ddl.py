@@ -131,7 +131,8 @@ def test_column_ddl_reads_back():
      'UNSET TBLPROPERTIES, found "DROP"'),
     ("ALTER TABLE t SET TBLPROPERTIES ('kafka_topic' = 'x')",
      "line 1, col 34: expected a property ALTER TABLE can change (sort_by, block_rows, "
-     "retention, snapshot_retention, target_extent_size or compact_min_extents), found "
+     "retention, snapshot_retention, target_extent_size, compact_min_extents, "
+     "timestamp_unit or props), found "
      "\"'kafka_topic'\""),
     ("ALTER TABLE t SET TBLPROPERTIES (\n  'sort_by' = service)",
      'line 2, col 15: expected sort_by as a string literal, found "service"'),

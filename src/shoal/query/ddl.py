@@ -24,9 +24,10 @@ The parser checks syntax only: names, header bindings, defaults and widening are
 `execute_ddl(stmt, db)` runs a statement against a `shoal.query.database.Database` and returns a
 pyarrow table: CREATE/ALTER one row describing the table, DESCRIBE one row per column,
 SHOW TABLES one row per table. WITH keys other than `mode` become table properties.
-SET/UNSET TBLPROPERTIES change only `ALTERABLE_PROPERTIES` (the sort key and the maintenance
-policy, checked as at CREATE); a property that binds a source or a location is fixed when the
-table is created, so its checks happen once. A key may be written as a string or a bare
+SET/UNSET TBLPROPERTIES change only `ALTERABLE_PROPERTIES` (the sort key, the maintenance
+policy and the ingest conventions `timestamp_unit` and `props`, checked as at CREATE); a
+property that binds a source or a location is fixed when the table is created, so its
+checks happen once. A key may be written as a string or a bare
 name; unsetting a property the table does not have changes nothing.
 """
 
@@ -86,7 +87,7 @@ DdlStatement = (CreateTable | AlterTableAddColumns | AlterTableSetProperties | D
 # What ALTER TABLE ... SET TBLPROPERTIES may change: each is checked where it is stored
 # (`Shoal.set_properties`) and needs no allowed-locations check.
 ALTERABLE_PROPERTIES = ("sort_by", "block_rows", "retention", "snapshot_retention",
-                        "target_extent_size", "compact_min_extents")
+                        "target_extent_size", "compact_min_extents", "timestamp_unit", "props")
 _STRING_PROPERTIES = ("mode", "retention", "sort_by")
 
 TABLE_RESULT_SCHEMA = pa.schema([
