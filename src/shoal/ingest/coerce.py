@@ -769,7 +769,8 @@ def epoch_warnings(body: bytes, schema: Schema, coerced: Coerced,
             if raw is not None and json_kind(bytes(raw)) == "number":
                 found.append((line, bytes(raw).decode(), ns[row].as_py()))
         if found:
-            out.append(IngestWarning(col.name, _early_message(found, len(rows) > _WARN_LINES)))
+            out.append(IngestWarning(col.name, _early_message(found, len(rows) > _WARN_LINES),
+                                     found[0][0]))
     return out
 
 

@@ -115,10 +115,22 @@ class IngestWarning:
 
     column: str
     message: str
+    line: int | None = None   # the first line it is about (1-based), when there is one
 
-    def to_json(self) -> dict[str, str]:
-        return {"column": self.column, "message": self.message}
+    def to_json(self) -> dict[str, Any]:
+        return {"column": self.column, "message": self.message, "line": self.line}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> IngestWarning:
-        return cls(str(doc["column"]), str(doc["message"]))
+        line = doc.get("line")
+        return cls(str(doc["column"]), str(doc["message"]), None if line is None else int(line))
+
+    def shifted(self, offset: int, label: str = "") -> IngestWarning:
+        """The same warning `offset` lines further down (a chunk inside a larger input),
+        its line named with `label` (the input) when given."""
+        if self.line is None:
+            return self
+        where = f"{label} " if label else ""
+        message = self.message.replace(f"line {self.line}:",
+                                       f"{where}line {self.line + offset}:", 1)
+        return IngestWarning(self.column, message, self.line + offset)
