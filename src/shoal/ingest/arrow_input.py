@@ -121,7 +121,7 @@ def _natural(arr: pa.Array, field: pa.Field, table: str) -> tuple[pa.Array, Colu
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if arr.type == pa.uint64():
-        _check_rows(arr, field.name, pc.greater(arr, 2**63 - 1), "long",
+        _check_rows(arr, field.name, pc.greater(arr, pa.scalar(2**63 - 1, pa.uint64())), "long",
                     "an integer in [-9223372036854775808, 9223372036854775807]")
     if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
         return _to_ns(arr, field.name, table), found
@@ -232,7 +232,10 @@ def _check_rows(arr: pa.Array, name: str, bad: pa.Array, kind: str, expects: str
 
 
 def _shown(arr: pa.Array, row: int) -> str:
-    value = arr[row].as_py()
+    try:
+        value = arr[row].as_py()
+    except (OverflowError, ValueError):  # a timestamp past Python's datetime: its number
+        return str(arr[row].cast(pa.int64()).as_py())
     if hasattr(value, "isoformat"):
         return str(value.isoformat())
     text = json.dumps(value, default=str)
