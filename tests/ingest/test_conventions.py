@@ -6,11 +6,12 @@ fast path (the C scanner's, Arrow's reader with the msgspec pass) must agree, wa
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
-from shoal.errors import InvalidPropertyError
+from shoal.errors import InvalidPropertyError, PayloadError
 from shoal.types import DYNAMIC, STRING, TIMESTAMP, Column, Schema
 from shoal.types.conventions import (IngestConventions, parse_props, parse_timestamp_unit)
 from tests.ingest.test_coerce import T0, messages, rows_of, run
@@ -146,3 +147,35 @@ def test_property_values_are_checked() -> None:
         IngestConventions("ms", props=False)
     assert IngestConventions.of({"timestamp_unit": "bogus"}) == IngestConventions()
     assert Column("d", DYNAMIC)  # dynamic columns are untouched by the conventions
+
+
+# -- end to end through the Python client, on both catalogs ---------------------------------
+
+@pytest.fixture
+def db(tmp_path, catalog_url):
+    import shoal
+
+    client = shoal.connect(data_dir=str(tmp_path / "data"), catalog_url=catalog_url)
+    yield client
+    client.close()
+
+
+def test_the_python_client_follows_the_table_conventions(db):
+    name = "conv_" + uuid.uuid4().hex[:8]
+    db.sql(f"CREATE TABLE {name} (msg string) WITH (timestamp_unit = 'ms', props = 'off')")
+    assert db.describe(name)["properties"] == {"timestamp_unit": "ms", "props": "off"}
+    ack = db.ingest_ndjson(name, b'{"msg": "a", "_timestamp": 1795929000123}\n')
+    assert ack.warnings == []
+    with pytest.raises(PayloadError, match="keeps no props"):
+        db.ingest_ndjson(name, b'{"msg": "b", "Bad-Key": 1}\n')
+    db.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('timestamp_unit' = 'ns', 'props' = 'on')")
+    ack = db.ingest_ndjson(name, b'{"msg": "b", "Bad-Key": 1, "_timestamp": 1795929000}\n')
+    assert [w.column for w in ack.warnings] == ["_timestamp"]
+    assert ack.to_json()["warnings"][0]["line"] == 1
+    out, _ = db.read(name)
+    rows = sorted(out.to_pylist(), key=lambda r: r["msg"])
+    assert [r["props"] for r in rows] == [None, b'{"Bad-Key":1}']
+    assert out.sort_by("msg").column("_timestamp").cast("int64").to_pylist() == [
+        AT_NS + 123_000_000, AT]
+    with pytest.raises(InvalidPropertyError, match="props='sometimes'"):
+        db.set_properties(name, {"props": "sometimes"})
