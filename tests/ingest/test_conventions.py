@@ -9,9 +9,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shoal.errors import InvalidPropertyError, PayloadError
+from shoal.ingest._columns import from_raw
+from shoal.ingest._values import ValueProblem, convert
 from shoal.types import DYNAMIC, STRING, TIMESTAMP, Column, Schema
 from shoal.types.conventions import (IngestConventions, parse_props, parse_timestamp_unit)
 from tests.ingest.test_coerce import T0, messages, rows_of, run
@@ -179,3 +184,28 @@ def test_the_python_client_follows_the_table_conventions(db):
         AT_NS + 123_000_000, AT]
     with pytest.raises(InvalidPropertyError, match="props='sometimes'"):
         db.set_properties(name, {"props": "sometimes"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.decimals(min_value=-10**13, max_value=10**13, allow_nan=False, allow_infinity=False,
+                places=12).map(str),
+    st.floats(-1e13, 1e13, allow_nan=False).map(repr),
+    st.tuples(st.integers(-10**12, 10**12), st.text("0123456789", min_size=1, max_size=25))
+    .map(lambda t: f"{t[0]}.{t[1]}"),
+    st.sampled_from(["0.0000000005", "-0.0000000005", "0.0000000015", "1.5e3", "-0.5",
+                     "9223372036.854775807", "9223372036.854775808", "999999999999.9"])),
+    min_size=1, max_size=12), st.sampled_from(["us", "ms", "s"]))
+def test_property_decimal_epochs_equal_the_reference(texts: list[str], unit: str) -> None:
+    """The vectorised reading of `1795929000.123456`-style numbers against `epoch_ns`."""
+    conv = IngestConventions(unit)  # type: ignore[arg-type]
+    raw = pa.array([t.encode() for t in texts], pa.binary())
+    got = from_raw(TIMESTAMP, raw, conv.unit_ns)
+    values = got.array.cast(pa.int64()).to_pylist()
+    for text, value, flagged in zip(texts, values, got.flags.tolist(), strict=True):
+        try:
+            want = convert(TIMESTAMP, text.encode(), conv.unit_ns)
+        except ValueProblem:
+            assert flagged and value is None, text
+            continue
+        assert not flagged and value == want, (text, unit, value, want)

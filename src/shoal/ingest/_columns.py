@@ -33,6 +33,7 @@ from shoal.types.jsonlimits import exceeding
 
 _RFC3339_FULL = "^" + RFC3339_PATTERN + "$"
 _SHORT_INT = r"^-?[0-9]{1,18}$"
+_PLAIN_DECIMAL = r"^-?(0|[1-9][0-9]{0,11})\.[0-9]{1,60}$"
 # Whitespace outside every string: a run of non-quote non-space bytes and whole strings,
 # then a space. Values that only have spaces inside strings are already canonical.
 _LOOSE_WS = r'^(?:[^"\s]|"(?:[^"\\]|\\.)*")*\s'
@@ -314,6 +315,39 @@ def from_raw(ctype: ColumnType, raw: pa.BinaryArray, unit_ns: int = 1) -> Conver
     return Converted(arr, flags, present)
 
 
+def _decimal_epochs(raw: pa.Array, unit_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ns, ok) of epoch numbers written as plain decimals (`1795929000.123456`, what
+    `time.time()` gives) in a unit of `unit_ns` nanoseconds (10**3, 10**6 or 10**9): the
+    nanoseconds rounded half to even, as `_values.epoch_ns` computes them. ok is False for
+    any other spelling (exponents, long integer parts), left to it."""
+    n = len(raw)
+    ns = np.zeros(n, np.int64)
+    texts = raw.cast(pa.string()) if pa.types.is_binary(raw.type) else raw
+    ok = _np_bool(pc.match_substring_regex(texts, _PLAIN_DECIMAL))
+    if not ok.any():
+        return ns, ok
+    idx = np.flatnonzero(ok)
+    sub = texts.take(pa.array(idx))
+    negative = _np_bool(pc.starts_with(sub, "-"))
+    parts = pc.split_pattern(pc.utf8_ltrim(sub, "-"), ".", max_splits=1)
+    whole = np.asarray(pc.list_element(parts, 0).cast(pa.int64()), np.int64)
+    frac = pc.list_element(parts, 1)
+    digits = len(str(unit_ns)) - 1
+    head = np.asarray(pc.utf8_rpad(pc.utf8_slice_codeunits(frac, 0, digits), digits, "0")
+                      .cast(pa.int64()), np.int64)
+    tail = pc.utf8_slice_codeunits(frac, digits, 64)
+    first = np.asarray(pc.utf8_rpad(pc.utf8_slice_codeunits(tail, 0, 1), 1, "0")
+                       .cast(pa.int64()), np.int64)
+    beyond = _np_bool(pc.match_substring_regex(pc.utf8_slice_codeunits(tail, 1, 64), "[1-9]"))
+    up = (first > 5) | ((first == 5) & (beyond | (head % 2 == 1)))
+    fits = whole < (2**63 - 1) // unit_ns  # leaves room for the fraction: no overflow
+    magnitude = np.where(fits, whole, 0) * unit_ns + head + up
+    ns[idx] = np.where(negative, -magnitude, magnitude)
+    ok[idx] = fits
+    ns[~ok] = 0
+    return ns, ok
+
+
 def _one_by_one(ctype: ColumnType, raw: pa.Array, rows: np.ndarray
                 ) -> tuple[pa.Array, np.ndarray]:
     out: list[Any] = [None] * len(raw)
@@ -393,6 +427,12 @@ def _scalars(ctype: ColumnType, raw: pa.Array, first: np.ndarray, rows: np.ndarr
             values[idx] = ns
             good[idx] = ok
         rest |= escaped
+    if k == "timestamp" and unit_ns != 1 and rest.any():
+        idx = np.flatnonzero(rest)
+        ns, ok = _decimal_epochs(raw.take(pa.array(idx)), unit_ns)
+        values[idx[ok]] = ns[ok]
+        good[idx[ok]] = True
+        rest[idx[ok]] = False
     texts = raw.to_pylist() if rest.any() else []
     for i in np.flatnonzero(rest).tolist():
         try:

@@ -34,6 +34,7 @@ import binascii
 import math
 import re
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Overflow as DecimalOverflow
 from typing import Any, Literal
 
 import msgspec
@@ -44,7 +45,8 @@ import pyarrow.compute as pc
 from shoal.errors import LineError
 from shoal.ingest._lines import decode_line_dict
 from shoal.types.columns import ColumnType
-from shoal.types.jsonlimits import MAX_DEPTH, LimitProblem, deep_key, problem_in
+from shoal.types.jsonlimits import (MAX_DEPTH, MAX_NUMBER_CHARS, LimitProblem, deep_key,
+                                    problem_in)
 from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions
 from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Schema, is_identifier_safe
 
@@ -60,7 +62,7 @@ RFC3339_PATTERN = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\
                    r"([Zz]|[+-][0-9]{2}:[0-9]{2})?")
 RFC3339_RE = re.compile(RFC3339_PATTERN)
 _WS = frozenset(b" \t\r\n")
-_EXACT = Context(prec=80)  # every digit of a 32-character literal times 10**9, exactly
+_EXACT = Context(prec=256)  # every digit of a 100-character literal times 10**9, exactly
 _JSON_ENCODE = msgspec.json.encode
 _JSON_DECODE = msgspec.json.decode
 
@@ -217,10 +219,13 @@ def epoch_ns(raw: bytes, unit_ns: int) -> int:
         if len(raw) > INT_MAX_CHARS:
             raise OverflowError
         ns = int(raw) * unit_ns
-    elif unit_ns == 1 or len(raw) > INT_MAX_CHARS + 12:
-        raise ValueError  # a fraction of a nanosecond, or a literal no unit fits
+    elif unit_ns == 1 or len(raw) > MAX_NUMBER_CHARS:
+        raise ValueError  # a fraction of a nanosecond, or past the JSON number limit
     else:
-        scaled = _EXACT.multiply(Decimal(raw.decode()), unit_ns)
+        try:
+            scaled = _EXACT.multiply(Decimal(raw.decode()), unit_ns)
+        except DecimalOverflow:
+            raise OverflowError from None
         if not scaled.is_finite() or abs(scaled) > NS_MAX + 1:
             raise OverflowError
         ns = int(scaled.to_integral_value(ROUND_HALF_EVEN))

@@ -754,9 +754,10 @@ def epoch_warnings(body: bytes, schema: Schema, coerced: Coerced,
         if col.type.kind != "timestamp" or col.header is not None:
             continue
         ns = batch.column(col.name).cast(pa.int64())
-        early = _np_bool_of(pc.less(ns, NS_1971))
-        if not early.any():
+        low = pc.min(ns).as_py()
+        if low is None or low >= NS_1971:  # the usual case: one kernel, no array made
             continue
+        early = _np_bool_of(pc.less(ns, NS_1971))
         if index is None:
             index = LineIndex.build(body)
             lines = coerced.row_lines()
