@@ -205,3 +205,26 @@ def test_evolution_takes_the_nearest_type(db):
     assert [types[n] for n in ack.new_columns] == ["int", "real", "string", "timestamp", "long"]
     out, _ = db.read("ev")
     assert out.column("u32").to_pylist() == [2**32 - 1]
+
+
+def test_epoch_seconds_as_integers_warn_under_ns(db):
+    db.create_table("w", [Column("x", TIMESTAMP)])
+    ack = db.ingest_arrow("w", pa.table({"x": pa.array([AT, None, AT + 1], pa.int64())}))
+    [warning] = ack.warnings
+    assert (warning.column, warning.line) == ("x", 1)
+    assert warning.message.startswith("2 integers read as nanoseconds (timestamp_unit='ns') "
+                                      f"fall before 1971: row 1: {AT} read as nanoseconds is "
+                                      "1970-01-01T00:00:01.795929000Z.")
+    assert "('timestamp_unit'='s')" in warning.message
+    assert db.ingest_arrow("w", pa.table({"x": pa.array([AT * 10**9])})).warnings == []
+
+
+def test_props_off_refuses_columns_evolution_cannot_add(db):
+    db.create_table("po", [Column("a", INT)], mode="evolve", properties={"props": "off"})
+    with pytest.raises(PayloadError, match=r'field "Bad Name": is not a valid column name, '
+                                           r"and the table keeps no props \(props='off'\)"):
+        db.ingest_arrow("po", pa.table({"a": pa.array([1], pa.int32()), "b": [1.5],
+                                        "Bad Name": [1]}))
+    assert [c["name"] for c in db.describe("po")["columns"]] == ["_timestamp", "props", "a"]
+    ack = db.ingest_arrow("po", pa.table({"a": pa.array([1], pa.int32()), "b": [1.5]}))
+    assert ack.new_columns == ["b"]

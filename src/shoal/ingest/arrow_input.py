@@ -21,8 +21,11 @@ batch whose columns are matched to the table's by name:
 - a column the batch lacks gets its default, else null; `_timestamp` nulls get the ingest
   time;
 - a batch column the table lacks is an *unknown field*: `unknown_columns()` lists them for
-  the caller's mode (evolve: `plan_arrow_evolution()` adds them with their own types; drop:
-  ignored; reject: `reject_unknown()` raises `PayloadError` naming the first);
+  the caller's mode (evolve: `plan_arrow_evolution()` adds them with their own types, and
+  one it cannot add is dropped, or refused by `reject_no_props()` when the table's props
+  are off; drop: ignored; reject: `reject_unknown()` raises `PayloadError` naming the first);
+- under `timestamp_unit='ns'`, integers sent for a timestamp column that land before 1971
+  earn the ack a warning (`arrow_epoch_warnings()`), as on the NDJSON path;
 - a NOT NULL column without default that ends up null in some row raises `PayloadError`
   (row numbers are 1-based, reported as lines).
 
@@ -39,10 +42,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.errors import IncompatibleSchemaChangeError, LineError, PayloadError
-from shoal.ingest._values import INT_RANGES
+from shoal.ingest._values import INT_RANGES, no_props_message
 from shoal.types.columns import (BYTES, FIELD_TYPE_KEY, INT, LONG, REAL, STRING, TIMESTAMP,
                                  ColumnType, type_of_field)
-from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions
+from shoal.types.conventions import (DEFAULT_CONVENTIONS, NS_1971, IngestConventions,
+                                     IngestWarning)
 from shoal.types.schema import (TIMESTAMP_COLUMN, Column, Schema, is_identifier_safe,
                                 widening_allowed)
 from shoal.types.upgrade import cast_column
@@ -69,6 +73,45 @@ def reject_unknown(table: str, unknown: list[str]) -> None:
         raise PayloadError([LineError(1, name, f'line 1: field "{name}": unknown field '
                                       f'(table "{table}" is in reject mode)')
                             for name in unknown])
+
+
+def reject_no_props(names: list[str]) -> None:
+    """A table with props off refuses the columns evolution could not add (the NDJSON path
+    refuses such fields the same way), before anything changes."""
+    if names:
+        raise PayloadError([LineError(1, name, f'line 1: field "{name}": '
+                                      f"{no_props_message(name)}") for name in names])
+
+
+def arrow_epoch_warnings(batch: pa.RecordBatch, schema: Schema,
+                         conventions: IngestConventions) -> list[IngestWarning]:
+    """Under `ns`, integer columns sent for timestamp columns whose values land before 1971
+    (epoch seconds read as nanoseconds): the NDJSON path's warning, for Arrow rows."""
+    if conventions.unit_ns != 1:
+        return []
+    out: list[IngestWarning] = []
+    for col in schema.columns:
+        if col.type.kind != "timestamp" or col.name not in batch.schema.names:
+            continue
+        arr = batch.column(col.name)
+        if not pa.types.is_integer(arr.type) or arr.null_count == len(arr):
+            continue
+        early = pc.less(arr.cast(pa.int64()), NS_1971).fill_null(False)
+        if not pc.any(early).as_py():
+            continue
+        row = pc.index(early, True).as_py()
+        count = pc.sum(early).as_py()
+        value = arr[row].as_py()
+        unit = "s" if abs(value) < 10**11 else "ms" if abs(value) < 10**14 else "us"
+        from shoal.types.upgrade import _ns_to_rfc3339
+
+        out.append(IngestWarning(col.name, (
+            f"{count} integer{'s' if count > 1 else ''} read as nanoseconds "
+            f"(timestamp_unit='ns') fall{'' if count > 1 else 's'} before 1971: row {row + 1}: "
+            f"{value} read as nanoseconds is {_ns_to_rfc3339(value)}. If they are seconds, "
+            f"set timestamp_unit='s' (milliseconds: 'ms', microseconds: 'us'), e.g. ALTER "
+            f"TABLE ... SET TBLPROPERTIES ('timestamp_unit'='{unit}')"), row + 1))
+    return out
 
 
 def plan_arrow_evolution(batch: pa.RecordBatch, schema: Schema, *, cap: int) -> list[Column]:

@@ -87,7 +87,8 @@ from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRow
                                  decode_line_dict, raw_pass, scanner_built, scanner_converts)
 from shoal.ingest._values import (UnknownFieldPolicy, encode_key, json_kind, line_result,
                                   props_object, rows_to_arrays)
-from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions, IngestWarning
+from shoal.types.conventions import (DEFAULT_CONVENTIONS, NS_1971, IngestConventions,
+                                     IngestWarning)
 from shoal.types.jsonlimits import exceeding
 from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Column, Schema, SchemaMode
 
@@ -726,7 +727,6 @@ class _RawSide:
 
 # -- warnings ------------------------------------------------------------------------------
 
-NS_1971 = 365 * 86_400 * 1_000_000_000
 _WARN_LINES = 10_000  # lines decoded, at most, to tell epoch numbers from text
 
 

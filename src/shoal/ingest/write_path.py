@@ -191,27 +191,35 @@ class WritePath:
     def _ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
                       mode: SchemaMode | None, idempotency_key: str | None,
                       rejected: Sequence[LineError], arrival: Arrival) -> IngestAck:
-        from shoal.ingest.arrow_input import (as_batch, plan_arrow_evolution, reject_unknown,
-                                              shape_batch, unknown_columns)
+        from shoal.ingest.arrow_input import (arrow_epoch_warnings, as_batch,
+                                              plan_arrow_evolution, reject_no_props,
+                                              reject_unknown, shape_batch, unknown_columns)
 
         replay = self._replay(table, idempotency_key)
         if replay is not None:
             return replay
         info = self.catalog.load_table(table)
         mode = mode or info.mode
+        conventions = IngestConventions.of(info.properties)
         batch = as_batch(data)
         new_columns: list[str] = []
         if mode == "reject":
             reject_unknown(table, unknown_columns(batch, info.schema))
         elif mode == "evolve":
             adds = plan_arrow_evolution(batch, info.schema, cap=self.evolution_cap)
+            if not conventions.props:   # what cannot become a column is refused, not dropped
+                added = {c.name for c in adds}
+                reject_no_props([n for n in unknown_columns(batch, info.schema)
+                                 if n not in added])
             if adds:
                 info = self._evolve(info, adds)
                 new_columns = [c.name for c in adds]
+        warnings = arrow_epoch_warnings(batch, info.schema, conventions)
         shaped = shape_batch(batch, info.schema, table=table, ingest_time_ns=time.time_ns(),
-                             conventions=IngestConventions.of(info.properties))
+                             conventions=conventions)
         return self._submit(info, shaped, new_columns=new_columns, rejected=list(rejected),
-                            idempotency_key=idempotency_key, arrival=arrival)
+                            idempotency_key=idempotency_key, arrival=arrival,
+                            warnings=warnings)
 
     def _replay(self, table: str, idempotency_key: str | None) -> IngestAck | None:
         """The original ack of a key applied to `table` (marked replayed), else None;

@@ -28,6 +28,9 @@ TIMESTAMP_UNIT = "timestamp_unit"
 PROPS = "props"
 # Nanoseconds per unit.
 UNIT_NS: dict[str, int] = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+# Epoch nanoseconds of 1971-01-01: an epoch number read as nanoseconds that lands earlier is
+# almost surely in a coarser unit (ingest warns).
+NS_1971 = 365 * 86_400 * 1_000_000_000
 _ON, _OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 
 
