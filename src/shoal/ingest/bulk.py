@@ -32,9 +32,11 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from shoal.errors import LineError, PayloadError, RequestError
 from shoal.ingest.chunks import is_regular_file, iter_chunks, iter_file_chunks, record_lines
-from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions, IngestWarning
 
 if TYPE_CHECKING:
+    # Not at run time: `shoal.types` imports pyarrow, which `shoal ingest` imports only
+    # after its first chunk is on its way (tests/cli/test_ingest_startup.py).
+    from shoal.types.conventions import IngestConventions, IngestWarning
     from shoal.ingest._values import UnknownFieldPolicy
     from shoal.ingest.coerce import Coerced
     from shoal.ingest.write_path import Coercer, IngestAck, WritePath
@@ -277,14 +279,14 @@ class Speculation:
     def __call__(self, body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                  ingest_time_ns: int, max_errors: int = 100,
                  unknown_fields: Sequence[str] | None = None,
-                 conventions: IngestConventions = DEFAULT_CONVENTIONS) -> Coerced:
+                 conventions: IngestConventions | None = None) -> Coerced:
         from shoal.ingest.coerce import DEFAULT_MAX_ERRORS
 
         # The speculation ran under the default conventions: a table with others (its
         # properties are not in the peeked hint) coerces as usual.
         if (not self._taken and body is self._body and schema == self._schema
                 and unknown == self._unknown and max_errors == DEFAULT_MAX_ERRORS
-                and unknown_fields is None and conventions == DEFAULT_CONVENTIONS):
+                and unknown_fields is None and conventions == _default_conventions()):
             self._taken = True
             try:
                 return self._result.result()
@@ -292,7 +294,13 @@ class Speculation:
                 self.release()
         return self._base(body, schema, unknown=unknown, ingest_time_ns=ingest_time_ns,
                           max_errors=max_errors, unknown_fields=unknown_fields,
-                          conventions=conventions)
+                          conventions=conventions or _default_conventions())
+
+
+def _default_conventions() -> IngestConventions:
+    from shoal.types.conventions import DEFAULT_CONVENTIONS
+
+    return DEFAULT_CONVENTIONS
 
 
 class ReadAhead:
