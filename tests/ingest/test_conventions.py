@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pytest
@@ -15,11 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shoal.errors import InvalidPropertyError, PayloadError
+from shoal.ingest import _lines
 from shoal.ingest._columns import from_raw
 from shoal.ingest._values import ValueProblem, convert
 from shoal.types import DYNAMIC, STRING, TIMESTAMP, Column, Schema
 from shoal.types.conventions import (IngestConventions, parse_props, parse_timestamp_unit)
-from tests.ingest.test_coerce import T0, messages, rows_of, run
+from tests.ingest.test_coerce import (PROPERTY, T0, bodies, messages, rows_of, run, schemas,
+                                      small_everything)
 
 SCHEMA = Schema.create([Column("msg", STRING), Column("at", TIMESTAMP)])
 SECONDS = IngestConventions("s")
@@ -209,3 +212,16 @@ def test_property_decimal_epochs_equal_the_reference(texts: list[str], unit: str
             assert flagged and value is None, text
             continue
         assert not flagged and value == want, (text, unit, value, want)
+
+
+@PROPERTY
+@given(st.data())
+def test_property_fast_equals_slow_under_any_conventions(data: st.DataObject) -> None:
+    """The differential property of `test_coerce`, under every unit and with props off."""
+    schema = data.draw(schemas())
+    body = data.draw(bodies(schema, valid=data.draw(st.booleans())))
+    conv = IngestConventions(data.draw(st.sampled_from(["ns", "us", "ms", "s"])),
+                             props=data.draw(st.booleans()))
+    with small_everything(), mock.patch.object(_lines, "CHUNK_BYTES", 96):
+        for unknown in ("drop", "props", "reject"):
+            run(body, schema, unknown=unknown, conventions=conv)
