@@ -15,7 +15,9 @@
  *   declared  list of bytes: the keys the pass knows (UTF-8), in declaration order
  *   kept      list of int, one per declared key: 0 skip it, 1 keep its raw values, or a
  *             typed column (2 string, 3 int, 4 long, 5 real, 6 bool, 7 timestamp, -N
- *             vector(N)) whose values the pass converts itself (see "Typed columns" below)
+ *             vector(N); 9, 10, 11: a timestamp whose epoch numbers are in microseconds,
+ *             milliseconds, seconds) whose values the pass converts itself (see "Typed
+ *             columns" below)
  *   discover  bool: record the keys outside `declared` (else they are skipped)
  *   keep_unknown bool: keep the raw values of the first `max_unknown` discovered keys
  *   max_unknown int
@@ -70,7 +72,10 @@
  *              finite: float64 values. A literal of 64 characters or more is flagged.
  *   bool       `true` / `false`: one uint8 per row.
  *   timestamp  an integer literal in int64 (epoch nanoseconds), or a string without escapes
- *              that `rfc3339` (below) accepts: int64 values.
+ *              that `rfc3339` (below) accepts: int64 values. In a coarser unit (codes 9-11)
+ *              a number `-?digits[.digits]` (no exponent, at most 18 integer digits) is
+ *              scaled to nanoseconds, the fraction rounded half to even, as
+ *              `_values.epoch_ns`; one past int64 or spelt otherwise is flagged.
  *   vector(N)  an array of exactly N numbers, each by strtod as `real` then rounded to the
  *              nearest float32 (as numpy's float32() of Python's float()), none past
  *              float32's range: N float32 values per row.
@@ -93,7 +98,8 @@
 
 enum { ST_OK = 0, ST_INVALID = 1, ST_SLOW = 2, ST_UNSURE = 3 };
 enum { T_SKIP = 0, T_RAW = 1, T_STRING = 2, T_INT = 3, T_LONG = 4, T_REAL = 5, T_BOOL = 6,
-       T_TIMESTAMP = 7, T_LAST = 7, T_VECTOR = 8 /* `kept` says -N */ };
+       T_TIMESTAMP = 7, T_LAST = 7, T_VECTOR = 8 /* `kept` says -N */,
+       K_TIMESTAMP_US = 9, K_TIMESTAMP_MS = 10, K_TIMESTAMP_S = 11 /* `kept` codes only */ };
 #define MAX_VECTOR_DIM (1 << 16)
 /* The smallest double that rounds to infinity as a float32: FLT_MAX plus half its ulp (a tie
  * rounds to even, away from FLT_MAX's odd mantissa). */
@@ -211,6 +217,7 @@ typedef struct {
     Py_ssize_t key;     /* index into the key set */
     int type;           /* T_RAW or a typed column */
     int dim;            /* T_VECTOR: components per row */
+    int scale_digits;   /* T_TIMESTAMP: epoch numbers are in 10**-(9 - this) seconds */
     int32_t *offsets;   /* n + 1 (raw and string columns) */
     uint8_t *present;   /* n */
     uint8_t *valid;     /* n (typed columns) */
@@ -403,6 +410,43 @@ static int integer_of(const unsigned char *v, Py_ssize_t n, __int128 *out) {
     return 1;
 }
 
+/* An epoch number (valid JSON) in a unit of 10**digits nanoseconds (digits 3, 6 or 9) as
+ * nanoseconds: `-?int[.frac]`, the fraction rounded half to even. 0 for an exponent, more
+ * than 18 integer digits, or a result past int64 (the per-line path words those). */
+static int scaled_epoch(const unsigned char *v, Py_ssize_t n, int digits, int64_t *out) {
+    Py_ssize_t i = v[0] == '-', start = i;
+    __int128 whole = 0, scale = 1;
+    for (int k = 0; k < digits; k++) scale *= 10;
+    while (i < n && v[i] >= '0' && v[i] <= '9') {
+        if (i - start >= 18) return 0;
+        whole = whole * 10 + (v[i++] - '0');
+    }
+    __int128 head = 0;
+    int taken = 0, next = 0, beyond = 0;
+    if (i < n && v[i] == '.') {
+        for (i++; i < n && v[i] >= '0' && v[i] <= '9'; i++) {
+            int d = v[i] - '0';
+            if (taken < digits) {
+                head = head * 10 + d;
+                taken++;
+            } else if (taken == digits) {
+                next = d;
+                taken++;
+            } else if (d) {
+                beyond = 1;
+            }
+        }
+    }
+    if (i != n) return 0;  /* an exponent */
+    for (; taken < digits; taken++) head *= 10;
+    __int128 mag = whole * scale + head;
+    if (next > 5 || (next == 5 && (beyond || (head & 1)))) mag++;
+    __int128 ns = v[0] == '-' ? -mag : mag;
+    if (ns < (__int128)INT64_MIN || ns > (__int128)INT64_MAX) return 0;
+    *out = (int64_t)ns;
+    return 1;
+}
+
 /* A number literal (valid JSON) at p, its length through *n: its double by strtod in the C
  * locale; 0 if longer than REAL_MAX_CHARS. */
 static int real_of(const unsigned char *p, Py_ssize_t n, double *out) {
@@ -489,7 +533,11 @@ static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t 
         }
         break;
     case T_TIMESTAMP:
-        if (number) {
+        if (number && c->scale_digits) {
+            int64_t ns;
+            good = scaled_epoch(v, n, c->scale_digits, &ns);
+            if (good) ((int64_t *)c->data)[row] = ns;
+        } else if (number) {
             good = integer_of(v, n, &x) && x >= INT64_MIN && x <= INT64_MAX;
             if (good) ((int64_t *)c->data)[row] = (int64_t)x;
         } else if (first == '"' && !escaped) {
@@ -983,14 +1031,17 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (k < 0) goto nomem;
         long want = PyLong_AsLong(PyList_GET_ITEM(kept, i));
         if (want == -1 && PyErr_Occurred()) goto done;
-        if (want > T_LAST || want < -MAX_VECTOR_DIM) {
+        if ((want > T_LAST && (want < K_TIMESTAMP_US || want > K_TIMESTAMP_S))
+            || want < -MAX_VECTOR_DIM) {
             PyErr_SetString(PyExc_ValueError, "scan: a kept code out of range");
             goto done;
         }
         if (want && ps.keys.keys[k].col < 0) {
+            int scaled = want >= K_TIMESTAMP_US;
             int c = want < 0 ? cols_add(&ps.cols, k, T_VECTOR, (int)-want)
-                             : cols_add(&ps.cols, k, (int)want, 0);
+                             : cols_add(&ps.cols, k, scaled ? T_TIMESTAMP : (int)want, 0);
             if (c < 0) goto nomem;
+            if (scaled) ps.cols.cols[c].scale_digits = 3 * (int)(want - K_TIMESTAMP_US + 1);
             ps.keys.keys[k].col = c;
         }
     }

@@ -53,12 +53,14 @@ How it is fast (the common case never runs Python per field):
    fast path is property-tested against.
 
 Table conventions (`shoal.types.conventions`, from the table's properties): with
-`timestamp_unit` other than `ns` the timestamp columns skip the scanner's own conversion and
-go the raw path, which scales epoch numbers; with `props` off, `unknown="props"` refuses
-(per line, as `reject` does, with its own message) the fields it would keep in `props`, and
-a record that writes `props` itself. Under `ns`, a timestamp value before 1971 that came
-from an epoch number earns the result a warning (`Coerced.warnings`): epoch seconds sent to
-a nanosecond table land in January 1970 otherwise without a word.
+`timestamp_unit` other than `ns` the scanner scales the epoch numbers of timestamp columns
+itself (so does the raw path, `from_raw`; Arrow's reader never reads numbers into a
+timestamp column: they make it fail and leave it for the raw path); with `props` off,
+`unknown="props"` refuses (per line, as `reject` does, with its own message) the fields it
+would keep in `props`, and a record that writes `props` itself. Under `ns`, a timestamp
+value before 1971 that came from an epoch number earns the result a warning
+(`Coerced.warnings`): epoch seconds sent to a nanosecond table land in January 1970
+otherwise without a word.
 
 Costs beyond the common case: `unknown="props"`/`"reject"` declare every column in the
 msgspec pass to find unknown keys (about a third slower, unless `unknown_fields=` is given);
@@ -351,10 +353,6 @@ class _FastPath:
         self.scanned = ({c.name for c in arrow_cols if scanner_converts(c.type)}
                         if scanner_built() else set())
         self.demoted: set[str] = set()
-        if conventions.unit_ns != 1:  # epoch numbers are scaled on the raw path
-            scaled = {c.name for c in arrow_cols if c.type.kind == "timestamp"}
-            self.scanned -= scaled
-            self.demoted |= scaled
         self.arrow_cols = [c for c in arrow_cols if c.name not in self.scanned]
         self.other_keys = False  # Arrow's reader met a key outside its columns
 
@@ -374,7 +372,7 @@ class _FastPath:
             fields = FieldSet(wanted, forbid_unknown=False)
         types = {c.name: c.type for c in self.schema.columns if c.name in self.scanned}
         raw = raw_pass(index, objects, fields, known=self.schema.names, wanted=wanted,
-                       types=types)
+                       types=types, unit_ns=self.conventions.unit_ns)
         if self.hint is not None:
             raw.discovered = list(self.hint)
         return raw
