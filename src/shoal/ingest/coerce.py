@@ -124,9 +124,12 @@ class Coerced:
     # schema) may stand in; with unknown="drop" it is empty: nothing looks for them.
     unknown_fields: list[str] = field(default_factory=list)
     warnings: list[IngestWarning] = field(default_factory=list)
-    # The 1-based line of each row of `batch` (computed on demand: only warnings need it).
+    # The 1-based line of each row of `batch`, and the text of a line by its 0-based index
+    # (on demand: only warnings need them).
     row_lines: Callable[[], np.ndarray] | None = field(default=None, repr=False,
                                                        compare=False)
+    line_text: Callable[[int], bytes] | None = field(default=None, repr=False,
+                                                     compare=False)
 
     @property
     def rejected_count(self) -> int:
@@ -208,6 +211,7 @@ def _coerce_slow(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
     ok = [(line, row) for line, (row, _) in results if row is not None]
     out = _finish(schema, [], None, ok, errors, rejected,
                   list(rank) if unknown != "drop" else [])
+    out.line_text = lines.__getitem__
     out.warnings = epoch_warnings(bytes(body), schema, out, conventions)
     return out
 
@@ -279,7 +283,8 @@ def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
     fast = np.asarray(fast_lines, np.int64)
     slow = np.array([ln for ln, _ in ok], np.int64)
     return Coerced(batch, batch.num_rows, errors, rejected, unknown_fields,
-                   row_lines=lambda: np.sort(np.concatenate([fast, slow])))
+                   row_lines=lambda: fast if not len(slow) else np.sort(
+                       np.concatenate([fast, slow])))
 
 
 # -- the fast path -------------------------------------------------------------------------
@@ -572,8 +577,10 @@ class _FastPath:
         per_line = _PerLine(self, index, {k: i for i, k in enumerate(raw.discovered)},
                             max_errors)
         per_line.run(slow_lines, known_bad)
-        return _finish(self.schema, rows[~flags] + 1, arrays, per_line.ok, per_line.errors,
-                       per_line.rejected, list(raw.discovered))
+        out = _finish(self.schema, rows[~flags] + 1, arrays, per_line.ok, per_line.errors,
+                      per_line.rejected, list(raw.discovered))
+        out.line_text = index.line
+        return out
 
     def _column(self, col: Column, table: pa.Table | None, arrow_at: _Subset,
                 side: _RawSide, at: _Subset, n: int) -> tuple[pa.Array, np.ndarray]:
@@ -725,7 +732,7 @@ class _RawSide:
 
 # -- warnings ------------------------------------------------------------------------------
 
-_WARN_LINES = 10_000  # lines decoded, at most, to tell epoch numbers from text
+_WARN_LINES = 1_000  # lines decoded, at most, to tell epoch numbers from text
 
 
 def _json_null(raw: pa.Array) -> np.ndarray:
@@ -746,7 +753,7 @@ def epoch_warnings(body: bytes, schema: Schema, coerced: Coerced,
     if conventions.unit_ns != 1 or batch.num_rows == 0 or coerced.row_lines is None:
         return []
     out: list[IngestWarning] = []
-    index: LineIndex | None = None
+    line_text = coerced.line_text
     lines: np.ndarray | None = None
     for col in schema.columns:
         if col.type.kind != "timestamp" or col.header is not None:
@@ -756,15 +763,15 @@ def epoch_warnings(body: bytes, schema: Schema, coerced: Coerced,
         if low is None or low >= NS_1971:  # the usual case: one kernel, no array made
             continue
         early = _np_bool_of(pc.less(ns, NS_1971))
-        if index is None:
-            index = LineIndex.build(body)
+        if line_text is None:
+            line_text = LineIndex.build(body).line
+        if lines is None:
             lines = coerced.row_lines()
-        assert lines is not None
         rows = np.flatnonzero(early)
         found: list[tuple[int, str, int]] = []  # line, the number as sent, its nanoseconds
         for row in rows[:_WARN_LINES].tolist():
             line = int(lines[row])
-            raw = decode_line_dict(index.line(line - 1)).get(col.name)
+            raw = decode_line_dict(line_text(line - 1)).get(col.name)
             if raw is not None and json_kind(bytes(raw)) == "number":
                 found.append((line, bytes(raw).decode(), ns[row].as_py()))
         if found:
