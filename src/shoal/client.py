@@ -28,6 +28,7 @@ from shoal.commit import CommitCoordinator, CommitOutcome
 from shoal.ingest.write_path import IngestAck, WritePath
 from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, ColumnType, Schema, SchemaMode
+from shoal.types.conventions import normalize as normalize_conventions
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
 
@@ -95,6 +96,8 @@ class Shoal:
                 parse_sort_key(properties[SORT_BY], schema, table=name))}
         if properties and properties.get(BLOCK_ROWS) is not None:
             properties = {**properties, BLOCK_ROWS: parse_block_rows(properties[BLOCK_ROWS])}
+        if properties:
+            properties = normalize_conventions(properties)
         info = self.catalog.create_table(name, schema, mode=mode, properties=properties)
         self._tables_changed()
         return info

@@ -29,6 +29,7 @@ from shoal.catalog.base import TableInfo
 from shoal.catalog.workspace import Workspace
 from shoal.errors import (DroppedTableNotFoundError, InvalidSchemaError,
                           TableAlreadyExistsError, TableNameReusedError, TableNotFoundError)
+from shoal.types.conventions import normalize as normalize_conventions
 from shoal.types.schema import DEFAULT_COLUMNS, REJECTS_SUFFIX, SCHEMA_MODES
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
@@ -124,6 +125,7 @@ def set_properties(db: Workspace, name: str, properties: dict[str, Any]) -> Tabl
             parse_sort_key(changes[SORT_BY], info.schema, table=name))
     if changes.get(BLOCK_ROWS) is not None:
         changes[BLOCK_ROWS] = parse_block_rows(changes[BLOCK_ROWS])
+    changes = normalize_conventions(changes)
     merged = {k: v for k, v in {**info.properties, **changes}.items() if v is not None}
     user_columns = [c for c in info.schema.columns if c not in DEFAULT_COLUMNS]
     check_bound(name, merged, user_columns)

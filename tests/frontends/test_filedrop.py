@@ -289,6 +289,21 @@ def test_modes_drop_and_reject_follow_the_table_rules(task_env):
     assert "extra" not in db.catalog.load_table("events").schema
 
 
+def test_files_follow_the_table_conventions(task_env):
+    """timestamp_unit reads the epoch numbers of dropped files; props off makes a field that
+    cannot become a column a reject instead of a props entry."""
+    db, drop, spec = task_env
+    db.set_properties("events", {"timestamp_unit": "s", "props": "off"})
+    drop.put("c.ndjson", b'{"n": 1, "_timestamp": 1795929000.5}\n{"n": 2, "Bad-Key": 1}\n')
+    (r,) = process_files(spec(), listing(drop))
+    assert r.rows == 1 and [x.line for x in r.rejects] == [2]
+    assert "keeps no props" in r.rejects[0].error
+    from shoal.catalog.base import LedgerEntry
+    db.coordinator.append("events", r.extents, ledger=[LedgerEntry(r.key, r.ack("events"))])
+    out, _ = db.read("events")
+    assert out.column("_timestamp").cast("int64").to_pylist() == [1_795_929_000_500_000_000]
+
+
 def test_drop_source_paths(tmp_path):
     from shoal.errors import InvalidPropertyError
     from shoal.frontends.filedrop import is_drop_name

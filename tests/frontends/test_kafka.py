@@ -517,3 +517,30 @@ def test_staged_and_driver_extents_follow_the_sort_key(tmp_path):
     (entry,) = db.catalog.manifests("driver")
     assert extent_rows(entry)["v"].to_pylist() == [1, 3, 2, 0]
     db.close()
+
+
+def test_records_follow_the_table_conventions(tmp_path):
+    """A Kafka-bound table's timestamp_unit reads epoch numbers (driver and staged tasks
+    share `prepare_records`); with props off an unknown field in evolve mode is a reject."""
+    from shoal.frontends.kafka.sink import KafkaSink
+    from shoal.frontends.kafka.staged import StageSpec
+    from shoal.types.conventions import IngestConventions
+
+    db = shoal.connect(data_dir=str(tmp_path))
+    try:
+        db.sql("CREATE TABLE c (v long) WITH (timestamp_unit = 'ms', props = 'off')")
+        sink = KafkaSink(db.catalog, db.coordinator, table="c", group="g", topics=["t"],
+                         mode="evolve")
+        r = sink.write(_records([(0, 0, b'{"v": 1, "_timestamp": 1795929000123}'),
+                                 (0, 1, b'{"v": 2, "Bad-Key": 1}')]))
+        assert (r.rows, r.rejects) == (1, 1)
+        out = db.read("c")[0]
+        assert out.column("_timestamp").cast("int64").to_pylist() == [1_795_929_000_123 * 10**6]
+        rejects = db.read("c__rejects")[0].to_pylist()
+        assert "keeps no props" in rejects[0]["error"]
+        spec = StageSpec(table="c", table_id=1, schema={}, mode="drop", group="g",
+                         storage_url="", conventions=IngestConventions("s").to_json())
+        assert StageSpec.from_option(spec.to_option()).conventions == {"timestamp_unit": "s",
+                                                                        "props": True}
+    finally:
+        db.close()

@@ -23,6 +23,7 @@ from shoal.ingest import coerce as coerce_mod
 from shoal.ingest.coerce import Coerced, _coerce_slow, coerce_ndjson
 from shoal.types import (BOOL, BYTES, DYNAMIC, INT, LONG, REAL, STRING, TIMESTAMP, Column,
                          Schema, vector)
+from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions
 
 T0 = 1_700_000_000_000_000_000  # the ingest time used everywhere
 
@@ -68,18 +69,21 @@ def arrow_form() -> Iterator[None]:
 
 
 def run(body: bytes | str, schema: Schema, *, unknown: str = "drop",
-        max_errors: int = 100) -> Coerced:
+        max_errors: int = 100, conventions: IngestConventions = DEFAULT_CONVENTIONS
+        ) -> Coerced:
     if isinstance(body, str):
         body = body.encode()
     slow = _coerce_slow(body, schema, unknown=unknown,  # type: ignore[arg-type]
-                        ingest_time_ns=T0, max_errors=max_errors)
+                        ingest_time_ns=T0, max_errors=max_errors, conventions=conventions)
     forms = FORMS if _lines.scanner_built() else ["arrow"]
     for name in reversed(forms):    # the scanner's answer is returned
         with form(name):
             fast = coerce_ndjson(body, schema, unknown=unknown,  # type: ignore[arg-type]
-                                 ingest_time_ns=T0, max_errors=max_errors)
+                                 ingest_time_ns=T0, max_errors=max_errors,
+                                 conventions=conventions)
         assert_same(fast, slow)
         assert fast.unknown_fields == slow.unknown_fields
+        assert fast.warnings == slow.warnings
         assert fast.batch.schema.equals(schema.arrow(), check_metadata=True)
         assert fast.rows == fast.batch.num_rows
     return fast
@@ -192,8 +196,23 @@ def test_timestamp_rfc3339() -> None:
     assert value_of('"1970-01-01T00:00:00.000000001Z"', col) == 1
 
 
-@pytest.mark.parametrize("text", ["2024-01-01", "2024-01-01 10:00:00Z", "2024-01-01T10:00:00",
-                                  "2024-01-01T10:00Z", "2024-01-01T00:00:00+0200",
+def test_timestamp_text_without_zone_is_utc() -> None:
+    """A space may stand for the `T`, and a missing zone means UTC (what databases and
+    Python's `str(datetime)` write)."""
+    col = Column("t", TIMESTAMP)
+    at = 1_795_860_000_000_000_000  # 2026-11-28T10:00:00Z
+    assert value_of('"2026-11-28 10:00:00"', col) == at
+    assert value_of('"2026-11-28 10:00:00.25"', col) == at + 250_000_000
+    assert value_of('"2026-11-28T10:00:00"', col) == at
+    assert value_of('"2026-11-28 10:00:00Z"', col) == at
+    assert value_of('"2026-11-28 12:00:00+02:00"', col) == at
+    assert value_of('"2026-11-28 10:00:00.123456789"', col) == at + 123_456_789
+
+
+@pytest.mark.parametrize("text", ["2024-01-01", "2024-01-01T10:00Z", "2024-01-01 10:00",
+                                  "2024-01-01  10:00:00", "2024-01-01_10:00:00",
+                                  "2024-01-01 10:00:00.", "2024-01-01 10:00:00 Z",
+                                  "2024-01-01T00:00:00+0200",
                                   "2024-02-30T00:00:00Z", "2024-01-01T24:00:00Z",
                                   "2024-01-01T00:00:60Z", "2024-01-01T00:00:00.1234567891Z",
                                   "yesterday", ""])
@@ -733,6 +752,22 @@ def test_property_rfc3339_vectorised_equals_scalar(texts: list[str | None], c_pa
     with mock.patch.object(_columns, "_scan", _columns._scan if c_pass else None):
         for arr in (pa.array(texts, pa.string()), pa.array([texts[0]] * 4, pa.string())):
             check_rfc3339(arr)
+
+
+def test_timestamp_text_without_zone_c_equals_numpy() -> None:
+    """The new text forms (a space for the `T`, no zone) through the scanner's C pass and
+    numpy's stand-in, in uniform bodies (the byte-matrix shape check) and mixed ones."""
+    texts = ["2026-11-28 10:00:00", "2026-11-28 10:00:00.5", "2026-11-28T10:00:00",
+             "2026-11-28 10:00:00.123456789", "2026-11-28 10:00:00-01:30", "1677-09-21 00:12:44",
+             "2262-04-11 23:47:16.854775807", "2262-04-11 23:47:16.854775808",
+             "2026-11-28 24:00:00", "2026-11-28 10:00", "2026-11-28 10:00:00 "]
+    for c_pass in (True, False):
+        with mock.patch.object(_columns, "_scan", _columns._scan if c_pass else None):
+            check_rfc3339(pa.array(texts, pa.string()))
+            for text in texts:
+                check_rfc3339(pa.array([text] * 3, pa.string()))
+    ns, ok = rfc3339_array(pa.array(["2026-11-28 10:00:00"] * 2))
+    assert ok.all() and ns.tolist() == [1_795_860_000_000_000_000] * 2
 
 
 def check_rfc3339(arr: pa.Array) -> None:

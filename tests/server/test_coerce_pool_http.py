@@ -116,6 +116,32 @@ def test_evolve_adds_columns_through_the_pool(pooled: Live, inproc: Live, table_
     assert rows(pooled, table_name)[5]["region"] == "eu-2"
 
 
+@pytest.mark.parametrize("properties", ["", " WITH (timestamp_unit = 's', props = 'off')"])
+def test_table_conventions_and_warnings_through_the_pool(pooled: Live, inproc: Live,
+                                                         properties, table_name):
+    """The table's timestamp_unit and props reach the workers; their warnings come back."""
+    body = lines({"duration": 1, "at": 1795929000, "_timestamp": "2026-11-29 05:10:00"},
+                 {"duration": 2, "at": 1795929000.5, "Bad-Key": 1})
+    got = []
+    for live in (pooled, inproc):
+        with live.client() as http:
+            r = http.post("/v1/query", json={"sql": f"CREATE TABLE {table_name} (duration "
+                                                    f"long, at timestamp){properties}"})
+            assert r.status_code == 200, r.text
+            r = http.post(f"/v1/ingest/{table_name}?partial=true", content=body)
+            got.append(comparable(r))
+    assert got[0] == got[1]
+    status, doc = got[0]
+    assert status == 200
+    if properties:
+        assert doc["warnings"] == [] and doc["rejected_count"] == 1
+        assert "keeps no props" in doc["rejected"][0]["message"]
+    else:   # ns: the first line's number warns; the second, a fraction, is refused
+        assert [w["column"] for w in doc["warnings"]] == ["at"]
+        assert doc["rejected_count"] == 1
+    assert rows(pooled, table_name) == rows(inproc, table_name)
+
+
 def test_idempotency_key_through_the_pool(pooled: Live, table_name):
     with pooled.client() as http:
         create(http, table_name, COLUMNS)

@@ -30,7 +30,8 @@ def test_ingest_acks_after_commit(http, table_name):
     assert r.status_code == 200, r.text
     ack = r.json()
     assert set(ack) == {"table", "snapshot_id", "rows", "replayed", "new_columns", "rejected",
-                        "rejected_count", "extent_ids"}
+                        "rejected_count", "extent_ids", "warnings"}
+    assert ack["warnings"] == []
     assert ack["table"] == table_name and ack["rows"] == 3 and ack["replayed"] is False
     assert ack["new_columns"] == [] and ack["rejected"] == []
     assert isinstance(ack["snapshot_id"], int) and ack["snapshot_id"] > 1

@@ -159,6 +159,8 @@ def ingest_command(
     dt = time.perf_counter() - t0
     for le in tally.rejected:
         typer.echo(f"rejected {le.message}", err=True)
+    for w in tally.warnings:
+        typer.echo(f"warning: column {w.column}: {w.message}", err=True)
     _say_changed(tally)
     extra = "".join([
         f", {tally.replayed} chunk(s) replayed" if tally.replayed else "",

@@ -33,6 +33,7 @@ from shoal.types.jsonlimits import exceeding
 
 _RFC3339_FULL = "^" + RFC3339_PATTERN + "$"
 _SHORT_INT = r"^-?[0-9]{1,18}$"
+_PLAIN_DECIMAL = r"^-?(0|[1-9][0-9]{0,11})\.[0-9]{1,60}$"
 # Whitespace outside every string: a run of non-quote non-space bytes and whole strings,
 # then a space. Values that only have spaces inside strings are already canonical.
 _LOOSE_WS = r'^(?:[^"\s]|"(?:[^"\\]|\\.)*")*\s'
@@ -165,12 +166,13 @@ def _rfc3339_numpy(arr: pa.Array, ns: np.ndarray, offsets: np.ndarray, data: np.
     end = offsets[idx + 1]
     tail = data[end[:, None] + np.arange(-6, 0)]
     zulu = (tail[:, 5] | 0x20) == ord("z")
-    n_frac = np.maximum(end - o - 20 - np.where(zulu, 1, 6), 0)
+    offset = (tail[:, 0] == ord("+")) | (tail[:, 0] == ord("-"))  # else no zone: UTC
+    n_frac = np.maximum(end - o - 20 - np.where(zulu, 1, np.where(offset, 6, 0)), 0)
     frac_pos = np.minimum(o[:, None] + 20 + np.arange(9), len(data) - 1)
     frac = ((data[frac_pos].astype(np.int64) - 48) * (np.arange(9) < n_frac[:, None])
             ) @ _FRAC_SCALE
     digits = data[o[:, None] + _DATE_POS].astype(np.int64) - 48
-    good, out, near_edge = _civil_ns(digits, frac, zulu, tail)
+    good, out, near_edge = _civil_ns(digits, frac, ~offset, tail)
     ok[idx] = good
     ns[idx] = out
     # Near the ends of the nanosecond range (years 1677 and 2262): exact Python integers.
@@ -193,7 +195,7 @@ def _uniform_shape(arr: pa.Array, offsets: np.ndarray, data: np.ndarray) -> np.n
     n = len(arr)
     lengths = offsets[1:] - offsets[:-1]
     width = int(lengths[0])
-    if arr.null_count or not 20 <= width <= 35 or not (lengths == width).all():
+    if arr.null_count or not 19 <= width <= 35 or not (lengths == width).all():
         return None
     first = bytes(data[offsets[0]:offsets[0] + width])
     if not first.isascii() or RFC3339_RE.fullmatch(first.decode()) is None:
@@ -210,7 +212,8 @@ def _uniform_shape(arr: pa.Array, offsets: np.ndarray, data: np.ndarray) -> np.n
 
 def _civil_ns(digits: np.ndarray, frac: np.ndarray, zulu: np.ndarray, tail: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ok, ns, near_edge) from the date digits, fraction (ns) and last 6 bytes (offset).
+    """(ok, ns, near_edge) from the date digits, fraction (ns) and last 6 bytes (offset);
+    `zulu`: the time is UTC (`Z`, or no zone at all).
 
     near_edge: a valid date-time whose seconds are too close to the int64 nanosecond range
     for int64 arithmetic; the caller decides those with Python integers.
@@ -286,8 +289,9 @@ def _vector_from_lists(ctype: ColumnType, arr: pa.Array, valid: np.ndarray) -> C
 
 # -- raw JSON texts ------------------------------------------------------------------------
 
-def from_raw(ctype: ColumnType, raw: pa.BinaryArray) -> Converted:
-    """Convert raw JSON texts (binary, null = absent) to `ctype`."""
+def from_raw(ctype: ColumnType, raw: pa.BinaryArray, unit_ns: int = 1) -> Converted:
+    """Convert raw JSON texts (binary, null = absent) to `ctype`; `unit_ns`: nanoseconds
+    per unit of an epoch number in a timestamp column (`_values.convert`)."""
     n = len(raw)
     present = _np_bool(raw.is_valid())
     offsets, data = _buffers(raw)
@@ -305,10 +309,43 @@ def from_raw(ctype: ColumnType, raw: pa.BinaryArray) -> Converted:
         if json_null.any() or flags.any():
             arr = pc.if_else(pa.array(value_rows & ~flags), arr, pa.scalar(None, pa.binary()))
     elif k in ("bool", "int", "long", "real", "timestamp"):
-        arr, flags = _scalars(ctype, raw, first, value_rows)
+        arr, flags = _scalars(ctype, raw, first, value_rows, unit_ns)
     else:  # vector, bytes: one by one
         arr, flags = _one_by_one(ctype, raw, value_rows)
     return Converted(arr, flags, present)
+
+
+def _decimal_epochs(raw: pa.Array, unit_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ns, ok) of epoch numbers written as plain decimals (`1795929000.123456`, what
+    `time.time()` gives) in a unit of `unit_ns` nanoseconds (10**3, 10**6 or 10**9): the
+    nanoseconds rounded half to even, as `_values.epoch_ns` computes them. ok is False for
+    any other spelling (exponents, long integer parts), left to it."""
+    n = len(raw)
+    ns = np.zeros(n, np.int64)
+    texts = raw.cast(pa.string()) if pa.types.is_binary(raw.type) else raw
+    ok = _np_bool(pc.match_substring_regex(texts, _PLAIN_DECIMAL))
+    if not ok.any():
+        return ns, ok
+    idx = np.flatnonzero(ok)
+    sub = texts.take(pa.array(idx))
+    negative = _np_bool(pc.starts_with(sub, "-"))
+    parts = pc.split_pattern(pc.utf8_ltrim(sub, "-"), ".", max_splits=1)
+    whole = np.asarray(pc.list_element(parts, 0).cast(pa.int64()), np.int64)
+    frac = pc.list_element(parts, 1)
+    digits = len(str(unit_ns)) - 1
+    head = np.asarray(pc.utf8_rpad(pc.utf8_slice_codeunits(frac, 0, digits), digits, "0")
+                      .cast(pa.int64()), np.int64)
+    tail = pc.utf8_slice_codeunits(frac, digits, 64)
+    first = np.asarray(pc.utf8_rpad(pc.utf8_slice_codeunits(tail, 0, 1), 1, "0")
+                       .cast(pa.int64()), np.int64)
+    beyond = _np_bool(pc.match_substring_regex(pc.utf8_slice_codeunits(tail, 1, 64), "[1-9]"))
+    up = (first > 5) | ((first == 5) & (beyond | (head % 2 == 1)))
+    fits = whole < (2**63 - 1) // unit_ns  # leaves room for the fraction: no overflow
+    magnitude = np.where(fits, whole, 0) * unit_ns + head + up
+    ns[idx] = np.where(negative, -magnitude, magnitude)
+    ok[idx] = fits
+    ns[~ok] = 0
+    return ns, ok
 
 
 def _one_by_one(ctype: ColumnType, raw: pa.Array, rows: np.ndarray
@@ -346,8 +383,8 @@ def _strings(raw: pa.Array, first: np.ndarray, rows: np.ndarray
     return out.view(pa.string()), flags
 
 
-def _scalars(ctype: ColumnType, raw: pa.Array, first: np.ndarray, rows: np.ndarray
-             ) -> tuple[pa.Array, np.ndarray]:
+def _scalars(ctype: ColumnType, raw: pa.Array, first: np.ndarray, rows: np.ndarray,
+             unit_ns: int = 1) -> tuple[pa.Array, np.ndarray]:
     n = len(raw)
     k = ctype.kind
     number = rows & ((first == ord("-")) | ((first >= ord("0")) & (first <= ord("9"))))
@@ -375,6 +412,10 @@ def _scalars(ctype: ColumnType, raw: pa.Array, first: np.ndarray, rows: np.ndarr
         if k in INT_RANGES:
             lo, hi = INT_RANGES[k]
             good[idx] &= (values[idx] >= lo) & (values[idx] <= hi)
+        elif unit_ns != 1:  # epoch numbers in a coarser unit: scaled, if int64 holds them
+            fits = (values[idx] >= -((2**63) // unit_ns)) & (values[idx] <= (2**63 - 1) // unit_ns)
+            good[idx] &= fits
+            values[idx] = np.where(fits, values[idx], 0) * unit_ns
     rest = number & ~short  # long digit strings, fractions: one by one
     if k == "timestamp":
         is_str = rows & (first == ord('"'))
@@ -386,10 +427,16 @@ def _scalars(ctype: ColumnType, raw: pa.Array, first: np.ndarray, rows: np.ndarr
             values[idx] = ns
             good[idx] = ok
         rest |= escaped
+    if k == "timestamp" and unit_ns != 1 and rest.any():
+        idx = np.flatnonzero(rest)
+        ns, ok = _decimal_epochs(raw.take(pa.array(idx)), unit_ns)
+        values[idx[ok]] = ns[ok]
+        good[idx[ok]] = True
+        rest[idx[ok]] = False
     texts = raw.to_pylist() if rest.any() else []
     for i in np.flatnonzero(rest).tolist():
         try:
-            values[i] = convert(ctype, texts[i])
+            values[i] = convert(ctype, texts[i], unit_ns)
             good[i] = True
         except ValueProblem:
             pass

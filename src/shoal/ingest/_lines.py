@@ -329,19 +329,21 @@ def scanner_built() -> bool:
 
 def raw_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: Iterable[str],
              wanted: Iterable[str] = (), keep: bool = True,
-             types: dict[str, ColumnType] | None = None) -> RawRows:
+             types: dict[str, ColumnType] | None = None, unit_ns: int = 1) -> RawRows:
     """Decode `lines` (object lines of `index`) with `fields`; see the module docstring.
 
     Keeps the raw values of `wanted` (declared) keys and, if `keep`, of every unknown key
     it declares. With `keep=False` only `discovered` is filled (the evolve pre-scan).
     The C scanner does the pass when it is built and sure of every line; else msgspec.
     `types`: wanted keys of a type `scanner_converts` the scanner may convert itself
-    (`RawRows.typed`); msgspec keeps their raw values like the others'.
+    (`RawRows.typed`); msgspec keeps their raw values like the others'. `unit_ns`: the
+    nanoseconds per unit of epoch numbers in timestamp columns (the table's
+    `timestamp_unit`).
     """
     known = list(known)
     wanted = list(wanted)
     rows = _scan_pass(index, lines, fields, known=known, wanted=wanted, keep=keep,
-                      types=types)
+                      types=types, unit_ns=unit_ns)
     if rows is not None:
         return rows
     return msgspec_pass(index, lines, fields, known=known, wanted=wanted, keep=keep)
@@ -366,8 +368,9 @@ def msgspec_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *,
 
 SCAN_OK, SCAN_INVALID, SCAN_SLOW, SCAN_UNSURE = 0, 1, 2, 3
 # The scanner's `kept` codes: 0 skip, 1 raw, else the column type it converts (see _scan.c;
-# a vector(N) is -N).
+# a vector(N) is -N; a timestamp whose epoch numbers are in a coarser unit 9, 10 or 11).
 _TYPE_CODES = {"string": 2, "int": 3, "long": 4, "real": 5, "bool": 6, "timestamp": 7}
+_SCALED_TIMESTAMP_CODES = {1_000: 9, 1_000_000: 10, 1_000_000_000: 11}
 _MAX_VECTOR_DIM = 1 << 16
 
 
@@ -378,8 +381,8 @@ def scanner_converts(ctype: ColumnType) -> bool:
 
 
 def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: list[str],
-               wanted: list[str], keep: bool, types: dict[str, ColumnType] | None = None
-               ) -> RawRows | None:
+               wanted: list[str], keep: bool, types: dict[str, ColumnType] | None = None,
+               unit_ns: int = 1) -> RawRows | None:
     """`raw_pass` by the C scanner (`_scan.c`, the GIL released), or None where msgspec must
     decide: the scanner is not built, a line it is unsure of (deep nesting, a key that
     unescapes to a quote, backslash or control character), a line it finds invalid that
@@ -398,7 +401,8 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
     result = _scan.scan(
         index.body, np.ascontiguousarray(index.starts, np.int64),
         np.ascontiguousarray(index.ends, np.int64), np.ascontiguousarray(lines, np.int64),
-        [n.encode() for n in fields.names], [_code(n, wanted_set, types) for n in fields.names],
+        [n.encode() for n in fields.names],
+        [_code(n, wanted_set, types, unit_ns) for n in fields.names],
         discover, keep, unknown_room)
     if result is None:
         logger.info("keys of a body collide in the scanner's hash table: msgspec takes it")
@@ -434,7 +438,7 @@ def _scan_pass(index: LineIndex, lines: np.ndarray, fields: FieldSet, *, known: 
     return rows
 
 
-def _code(name: str, wanted: set[str], types: dict[str, ColumnType]) -> int:
+def _code(name: str, wanted: set[str], types: dict[str, ColumnType], unit_ns: int = 1) -> int:
     if name not in wanted:
         return 0
     ctype = types.get(name)
@@ -443,6 +447,8 @@ def _code(name: str, wanted: set[str], types: dict[str, ColumnType]) -> int:
     if ctype.kind == "vector":
         assert ctype.dim is not None
         return -ctype.dim
+    if ctype.kind == "timestamp" and unit_ns != 1:
+        return _SCALED_TIMESTAMP_CODES[unit_ns]
     return _TYPE_CODES[ctype.kind]
 
 

@@ -15,7 +15,9 @@
  *   declared  list of bytes: the keys the pass knows (UTF-8), in declaration order
  *   kept      list of int, one per declared key: 0 skip it, 1 keep its raw values, or a
  *             typed column (2 string, 3 int, 4 long, 5 real, 6 bool, 7 timestamp, -N
- *             vector(N)) whose values the pass converts itself (see "Typed columns" below)
+ *             vector(N); 9, 10, 11: a timestamp whose epoch numbers are in microseconds,
+ *             milliseconds, seconds) whose values the pass converts itself (see "Typed
+ *             columns" below)
  *   discover  bool: record the keys outside `declared` (else they are skipped)
  *   keep_unknown bool: keep the raw values of the first `max_unknown` discovered keys
  *   max_unknown int
@@ -53,8 +55,9 @@
  * rfc3339(offsets, data, ns, ok) -> None
  *   Epoch nanoseconds of RFC 3339 timestamps, `_values.rfc3339_ns` for each string
  *   data[offsets[i]:offsets[i+1]] (offsets int64, n + 1): the shape of `RFC3339_PATTERN`
- *   (`T`/`t`, `Z`/`z`, 1 to 9 fraction digits, an offset `+hh:mm`), month, day (leap years
- *   included), hour, minute, second and offset in range, the result within int64. Writes
+ *   (`T`/`t` or a space, 1 to 9 fraction digits, `Z`/`z`, an offset `+hh:mm` or no zone
+ *   (UTC)), month, day (leap years included), hour, minute, second and offset in range,
+ *   the result within int64. Writes
  *   ns[i] (int64) and ok[i] (uint8: 1 accepted, 0 not; ns is then 0) into writable buffers.
  *
  * Typed columns: the values `_values.convert` would store, for the values this pass is sure
@@ -69,7 +72,10 @@
  *              finite: float64 values. A literal of 64 characters or more is flagged.
  *   bool       `true` / `false`: one uint8 per row.
  *   timestamp  an integer literal in int64 (epoch nanoseconds), or a string without escapes
- *              that `rfc3339` (below) accepts: int64 values.
+ *              that `rfc3339` (below) accepts: int64 values. In a coarser unit (codes 9-11)
+ *              a number `-?digits[.digits]` (no exponent, at most 18 integer digits) is
+ *              scaled to nanoseconds, the fraction rounded half to even, as
+ *              `_values.epoch_ns`; one past int64 or spelt otherwise is flagged.
  *   vector(N)  an array of exactly N numbers, each by strtod as `real` then rounded to the
  *              nearest float32 (as numpy's float32() of Python's float()), none past
  *              float32's range: N float32 values per row.
@@ -92,7 +98,8 @@
 
 enum { ST_OK = 0, ST_INVALID = 1, ST_SLOW = 2, ST_UNSURE = 3 };
 enum { T_SKIP = 0, T_RAW = 1, T_STRING = 2, T_INT = 3, T_LONG = 4, T_REAL = 5, T_BOOL = 6,
-       T_TIMESTAMP = 7, T_LAST = 7, T_VECTOR = 8 /* `kept` says -N */ };
+       T_TIMESTAMP = 7, T_LAST = 7, T_VECTOR = 8 /* `kept` says -N */,
+       K_TIMESTAMP_US = 9, K_TIMESTAMP_MS = 10, K_TIMESTAMP_S = 11 /* `kept` codes only */ };
 #define MAX_VECTOR_DIM (1 << 16)
 /* The smallest double that rounds to infinity as a float32: FLT_MAX plus half its ulp (a tie
  * rounds to even, away from FLT_MAX's odd mantissa). */
@@ -210,6 +217,7 @@ typedef struct {
     Py_ssize_t key;     /* index into the key set */
     int type;           /* T_RAW or a typed column */
     int dim;            /* T_VECTOR: components per row */
+    int scale_digits;   /* T_TIMESTAMP: epoch numbers are in 10**-(9 - this) seconds */
     int32_t *offsets;   /* n + 1 (raw and string columns) */
     uint8_t *present;   /* n */
     uint8_t *valid;     /* n (typed columns) */
@@ -402,6 +410,43 @@ static int integer_of(const unsigned char *v, Py_ssize_t n, __int128 *out) {
     return 1;
 }
 
+/* An epoch number (valid JSON) in a unit of 10**digits nanoseconds (digits 3, 6 or 9) as
+ * nanoseconds: `-?int[.frac]`, the fraction rounded half to even. 0 for an exponent, more
+ * than 18 integer digits, or a result past int64 (the per-line path words those). */
+static int scaled_epoch(const unsigned char *v, Py_ssize_t n, int digits, int64_t *out) {
+    Py_ssize_t i = v[0] == '-', start = i;
+    __int128 whole = 0, scale = 1;
+    for (int k = 0; k < digits; k++) scale *= 10;
+    while (i < n && v[i] >= '0' && v[i] <= '9') {
+        if (i - start >= 18) return 0;
+        whole = whole * 10 + (v[i++] - '0');
+    }
+    __int128 head = 0;
+    int taken = 0, next = 0, beyond = 0;
+    if (i < n && v[i] == '.') {
+        for (i++; i < n && v[i] >= '0' && v[i] <= '9'; i++) {
+            int d = v[i] - '0';
+            if (taken < digits) {
+                head = head * 10 + d;
+                taken++;
+            } else if (taken == digits) {
+                next = d;
+                taken++;
+            } else if (d) {
+                beyond = 1;
+            }
+        }
+    }
+    if (i != n) return 0;  /* an exponent */
+    for (; taken < digits; taken++) head *= 10;
+    __int128 mag = whole * scale + head;
+    if (next > 5 || (next == 5 && (beyond || (head & 1)))) mag++;
+    __int128 ns = v[0] == '-' ? -mag : mag;
+    if (ns < (__int128)INT64_MIN || ns > (__int128)INT64_MAX) return 0;
+    *out = (int64_t)ns;
+    return 1;
+}
+
 /* A number literal (valid JSON) at p, its length through *n: its double by strtod in the C
  * locale; 0 if longer than REAL_MAX_CHARS. */
 static int real_of(const unsigned char *p, Py_ssize_t n, double *out) {
@@ -488,7 +533,11 @@ static int put_typed(Col *c, Py_ssize_t row, const unsigned char *v, Py_ssize_t 
         }
         break;
     case T_TIMESTAMP:
-        if (number) {
+        if (number && c->scale_digits) {
+            int64_t ns;
+            good = scaled_epoch(v, n, c->scale_digits, &ns);
+            if (good) ((int64_t *)c->data)[row] = ns;
+        } else if (number) {
             good = integer_of(v, n, &x) && x >= INT64_MIN && x <= INT64_MAX;
             if (good) ((int64_t *)c->data)[row] = (int64_t)x;
         } else if (first == '"' && !escaped) {
@@ -982,14 +1031,17 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (k < 0) goto nomem;
         long want = PyLong_AsLong(PyList_GET_ITEM(kept, i));
         if (want == -1 && PyErr_Occurred()) goto done;
-        if (want > T_LAST || want < -MAX_VECTOR_DIM) {
+        if ((want > T_LAST && (want < K_TIMESTAMP_US || want > K_TIMESTAMP_S))
+            || want < -MAX_VECTOR_DIM) {
             PyErr_SetString(PyExc_ValueError, "scan: a kept code out of range");
             goto done;
         }
         if (want && ps.keys.keys[k].col < 0) {
+            int scaled = want >= K_TIMESTAMP_US;
             int c = want < 0 ? cols_add(&ps.cols, k, T_VECTOR, (int)-want)
-                             : cols_add(&ps.cols, k, (int)want, 0);
+                             : cols_add(&ps.cols, k, scaled ? T_TIMESTAMP : (int)want, 0);
             if (c < 0) goto nomem;
+            if (scaled) ps.cols.cols[c].scale_digits = 3 * (int)(want - K_TIMESTAMP_US + 1);
             ps.keys.keys[k].col = c;
         }
     }
@@ -1206,13 +1258,14 @@ static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
 static int one_rfc3339(const unsigned char *p, int64_t len, int64_t *ns) {
     static const int month_days[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int64_t y, mo, d, hh, mi, ss, frac = 0, oh = 0, om = 0, sign = 1;
-    if (len < 20 || len > 35) return 0;
+    if (len < 19 || len > 35) return 0;
     if (!digits(p, 4, &y) || p[4] != '-' || !digits(p + 5, 2, &mo) || p[7] != '-'
-        || !digits(p + 8, 2, &d) || (p[10] != 'T' && p[10] != 't') || !digits(p + 11, 2, &hh)
+        || !digits(p + 8, 2, &d) || (p[10] != 'T' && p[10] != 't' && p[10] != ' ')
+        || !digits(p + 11, 2, &hh)
         || p[13] != ':' || !digits(p + 14, 2, &mi) || p[16] != ':' || !digits(p + 17, 2, &ss))
         return 0;
     int64_t i = 19;
-    if (p[i] == '.') {
+    if (i < len && p[i] == '.') {
         int64_t start = ++i;
         while (i < len && (unsigned)p[i] - '0' <= 9) i++;
         int64_t n = i - start;
@@ -1220,8 +1273,9 @@ static int one_rfc3339(const unsigned char *p, int64_t len, int64_t *ns) {
         digits(p + start, (int)n, &frac);
         for (int64_t k = n; k < 9; k++) frac *= 10;
     }
-    if (i >= len) return 0;
-    if (p[i] == 'Z' || p[i] == 'z') {
+    if (i == len) {
+        /* no zone: UTC */
+    } else if (p[i] == 'Z' || p[i] == 'z') {
         i++;
     } else if (p[i] == '+' || p[i] == '-') {
         sign = p[i] == '+' ? 1 : -1;

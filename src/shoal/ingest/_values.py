@@ -13,8 +13,12 @@ Decisions, in one place:
   and are rejected by `int`, `long` and epoch-nanosecond `timestamp` (as Arrow's reader does).
 - A scalar in a `string` column is stored as its JSON text as sent (`1.50` -> `"1.50"`).
 - `bytes` columns take a standard base64 string (RFC 4648 alphabet, padded, strict).
-- `timestamp` takes RFC 3339 (`T`/`t`, `Z`/`z` or `±hh:mm`, seconds required, 1-9 fraction
-  digits, no leap second `:60`) or an integer count of epoch nanoseconds; both must fit int64.
+- `timestamp` takes RFC 3339 text (`T`/`t` or a space between date and time, `Z`/`z` or
+  `±hh:mm`, seconds required, 1-9 fraction digits, no leap second `:60`); the zone may be
+  left out, and the time is then UTC (`2026-11-28 10:00:00`). Or an epoch number in the
+  table's `timestamp_unit` (`unit_ns` nanoseconds per unit, default 1): an integer in
+  nanoseconds; in a coarser unit a fraction or exponent is taken too, rounded half to even
+  to the nanosecond. The result must fit int64 nanoseconds.
 - `vector(N)` components are rounded to float32; one that overflows float32 is rejected.
 - JSON kept as JSON (a `dynamic` value, an object, array or number stored in a `string`
   column, an unknown field kept in `props`) obeys `shoal.types.jsonlimits`: at most 64
@@ -29,6 +33,8 @@ from __future__ import annotations
 import binascii
 import math
 import re
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Overflow as DecimalOverflow
 from typing import Any, Literal
 
 import msgspec
@@ -39,8 +45,10 @@ import pyarrow.compute as pc
 from shoal.errors import LineError
 from shoal.ingest._lines import decode_line_dict
 from shoal.types.columns import ColumnType
-from shoal.types.jsonlimits import MAX_DEPTH, LimitProblem, deep_key, problem_in
-from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Schema
+from shoal.types.jsonlimits import (MAX_DEPTH, MAX_NUMBER_CHARS, LimitProblem, deep_key,
+                                    problem_in)
+from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions
+from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Schema, is_identifier_safe
 
 UnknownFieldPolicy = Literal["props", "drop", "reject"]
 INT_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
@@ -49,10 +57,12 @@ FOUND_MAX_CHARS = 40
 INT_MAX_CHARS = 20  # "-9223372036854775808": a longer integer literal is out of every range
 
 # The same pattern drives the vectorised check (RE2) and this one (Python re): keep them equal.
-RFC3339_PATTERN = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
-                   r"([Zz]|[+-][0-9]{2}:[0-9]{2})")
+# The zone is optional (UTC when absent), and a space may stand for the `T`.
+RFC3339_PATTERN = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+                   r"([Zz]|[+-][0-9]{2}:[0-9]{2})?")
 RFC3339_RE = re.compile(RFC3339_PATTERN)
 _WS = frozenset(b" \t\r\n")
+_EXACT = Context(prec=256)  # every digit of a 100-character literal times 10**9, exactly
 _JSON_ENCODE = msgspec.json.encode
 _JSON_DECODE = msgspec.json.decode
 
@@ -159,7 +169,7 @@ def rfc3339_ns(text: str) -> int:
     ns_frac = int(frac[1:].ljust(9, "0")) if frac else 0
     zone = m.group(2)
     offset = 0
-    if zone not in ("Z", "z"):
+    if zone is not None and zone not in ("Z", "z"):
         oh, om = int(zone[1:3]), int(zone[4:6])
         if oh > 23 or om > 59:
             raise ValueError("not RFC 3339")
@@ -171,8 +181,16 @@ def rfc3339_ns(text: str) -> int:
     return ns
 
 
-def _expects(ctype: ColumnType) -> str:
+_UNIT_WORDS = {1: ("nanoseconds", "ns"), 1_000: ("microseconds", "us"),
+               1_000_000: ("milliseconds", "ms"), 1_000_000_000: ("seconds", "s")}
+
+
+def _expects(ctype: ColumnType, unit_ns: int = 1) -> str:
     k = ctype.kind
+    if k == "timestamp" and unit_ns != 1:
+        word, unit = _UNIT_WORDS[unit_ns]
+        return (f"timestamp expects an RFC 3339 string or epoch {word} "
+                f"(timestamp_unit='{unit}')")
     if k == "bool":
         return "bool expects true or false"
     if k in INT_RANGES:
@@ -189,9 +207,31 @@ def _expects(ctype: ColumnType) -> str:
     return f"{ctype} cannot take this value"  # pragma: no cover - string/dynamic take anything
 
 
-def _problem(ctype: ColumnType, raw: bytes, note: str = "") -> ValueProblem:
+def _problem(ctype: ColumnType, raw: bytes, note: str = "", unit_ns: int = 1) -> ValueProblem:
     tail = f" ({note})" if note else ""
-    return ValueProblem(f"{_expects(ctype)}, got {describe(raw)}{tail}")
+    return ValueProblem(f"{_expects(ctype, unit_ns)}, got {describe(raw)}{tail}")
+
+
+def epoch_ns(raw: bytes, unit_ns: int) -> int:
+    """Nanoseconds of an epoch number (raw JSON number text) in units of `unit_ns` ns;
+    ValueError if it is not one the unit takes, OverflowError if out of int64."""
+    if is_integer_text(raw):
+        if len(raw) > INT_MAX_CHARS:
+            raise OverflowError
+        ns = int(raw) * unit_ns
+    elif unit_ns == 1 or len(raw) > MAX_NUMBER_CHARS:
+        raise ValueError  # a fraction of a nanosecond, or past the JSON number limit
+    else:
+        try:
+            scaled = _EXACT.multiply(Decimal(raw.decode()), unit_ns)
+        except DecimalOverflow:
+            raise OverflowError from None
+        if not scaled.is_finite() or abs(scaled) > NS_MAX + 1:
+            raise OverflowError
+        ns = int(scaled.to_integral_value(ROUND_HALF_EVEN))
+    if not NS_MIN <= ns <= NS_MAX:
+        raise OverflowError
+    return ns
 
 
 def _vector(ctype: ColumnType, raw: bytes) -> list[float]:
@@ -216,11 +256,12 @@ def _vector(ctype: ColumnType, raw: bytes) -> list[float]:
     return out
 
 
-def convert(ctype: ColumnType, raw: bytes) -> Any:
+def convert(ctype: ColumnType, raw: bytes, unit_ns: int = 1) -> Any:
     """The Python value stored for a non-null raw JSON value; raises ValueProblem.
 
     Values: bool, int, float, str, bytes (bytes and dynamic), int nanoseconds (timestamp),
-    list of float32-exact floats (vector).
+    list of float32-exact floats (vector). `unit_ns`: nanoseconds per unit of an epoch
+    number in a timestamp column (the table's `timestamp_unit`).
     """
     kind = json_kind(raw)
     k = ctype.kind
@@ -253,21 +294,19 @@ def convert(ctype: ColumnType, raw: bytes) -> Any:
         return f
     if k == "timestamp":
         if kind == "number":
-            if not is_integer_text(raw):
-                raise _problem(ctype, raw)
-            if len(raw) > INT_MAX_CHARS:
-                raise _problem(ctype, raw, "out of range")
-            ns = int(raw)
-            if not NS_MIN <= ns <= NS_MAX:
-                raise _problem(ctype, raw, "out of range")
-            return ns
+            try:
+                return epoch_ns(raw, unit_ns)
+            except OverflowError:
+                raise _problem(ctype, raw, "out of range", unit_ns) from None
+            except (ValueError, ArithmeticError):
+                raise _problem(ctype, raw, unit_ns=unit_ns) from None
         if kind != "string":
-            raise _problem(ctype, raw)
+            raise _problem(ctype, raw, unit_ns=unit_ns)
         try:
             return rfc3339_ns(_JSON_DECODE(raw))
         except ValueError as e:
-            raise _problem(ctype, raw,
-                           "out of range" if str(e) == "out of range" else "") from e
+            raise _problem(ctype, raw, "out of range" if str(e) == "out of range" else "",
+                           unit_ns) from e
     if k == "vector":
         if kind != "array":
             raise _problem(ctype, raw)
@@ -298,10 +337,21 @@ def field_error(line: int, key: str, message: str) -> LineError:
     return LineError(line, key, f"line {line}: field {encode_key(key).decode()}: {message}")
 
 
+def no_props_message(key: str) -> str:
+    """Why an unknown field is refused by a table whose props are off."""
+    why = ("is not a valid column name" if not is_identifier_safe(key)
+           else "was not added as a column by this request")
+    return f"{why}, and the table keeps no props (props='off')"
+
+
 def line_result(text: bytes, line: int, schema: Schema, unknown: UnknownFieldPolicy,
-                 ingest_time_ns: int, rank: dict[str, int]
+                 ingest_time_ns: int, rank: dict[str, int],
+                 conventions: IngestConventions = DEFAULT_CONVENTIONS
                  ) -> tuple[dict[str, Any] | None, list[LineError]]:
-    """One non-blank line -> (row values by column name, or None; its errors)."""
+    """One non-blank line -> (row values by column name, or None; its errors).
+
+    `conventions`: the table's `timestamp_unit` and `props`; with props off, `unknown="props"`
+    refuses the fields it would have kept there, and a record may not write `props`."""
     if not text.isascii():
         try:
             text.decode("utf-8")
@@ -332,6 +382,8 @@ def line_result(text: bytes, line: int, schema: Schema, unknown: UnknownFieldPol
         if col is None:
             if unknown == "reject":
                 errors.append(field_error(line, key, "not in the table schema (mode reject)"))
+            elif unknown == "props" and not conventions.props:
+                errors.append(field_error(line, key, no_props_message(key)))
             elif unknown == "props":
                 problem = problem_in(value)
                 if problem is None:
@@ -343,9 +395,12 @@ def line_result(text: bytes, line: int, schema: Schema, unknown: UnknownFieldPol
                 line, key, "is a Kafka header column; only a Kafka pipeline writes it"))
         elif value == b"null":
             row[key] = None
+        elif key == PROPS_COLUMN and not conventions.props:
+            errors.append(field_error(line, key, "the table keeps no props (props='off'); "
+                                      "send the value as a field of its own"))
         else:
             try:
-                row[key] = convert(col.type, value)
+                row[key] = convert(col.type, value, conventions.unit_ns)
             except ValueProblem as p:
                 errors.append(field_error(line, key, str(p)))
     for col in schema.columns:

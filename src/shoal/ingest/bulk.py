@@ -34,6 +34,9 @@ from shoal.errors import LineError, PayloadError, RequestError
 from shoal.ingest.chunks import is_regular_file, iter_chunks, iter_file_chunks, record_lines
 
 if TYPE_CHECKING:
+    # Not at run time: `shoal.types` imports pyarrow, which `shoal ingest` imports only
+    # after its first chunk is on its way (tests/cli/test_ingest_startup.py).
+    from shoal.types.conventions import IngestConventions, IngestWarning
     from shoal.ingest._values import UnknownFieldPolicy
     from shoal.ingest.coerce import Coerced
     from shoal.ingest.write_path import Coercer, IngestAck, WritePath
@@ -162,6 +165,7 @@ class Tally:
     new_columns: list[str] = field(default_factory=list)
     rejected: list[LineError] = field(default_factory=list)    # the first MAX_SHOWN
     changed: list[str] = field(default_factory=list)   # replayed chunks the input changed in
+    warnings: list[IngestWarning] = field(default_factory=list)  # the first one per column
 
     def add(self, ack: IngestAck, chunk: Chunk) -> None:
         self.rows += ack.rows
@@ -173,6 +177,9 @@ class Tally:
         self.rejected.extend(located(le, chunk)
                              for le in ack.rejected[:MAX_SHOWN - len(self.rejected)])
         self.rejected_lines += ack.rejected_count or 0
+        for w in ack.warnings:
+            if all(w.column != seen.column for seen in self.warnings):
+                self.warnings.append(w.shifted(chunk.lines_before, chunk.item.label or ""))
         self.last_snapshot = max(self.last_snapshot or 0, ack.snapshot_id)
 
     def _check_replay(self, ack: IngestAck, chunk: Chunk) -> None:
@@ -271,19 +278,29 @@ class Speculation:
 
     def __call__(self, body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                  ingest_time_ns: int, max_errors: int = 100,
-                 unknown_fields: Sequence[str] | None = None) -> Coerced:
+                 unknown_fields: Sequence[str] | None = None,
+                 conventions: IngestConventions | None = None) -> Coerced:
         from shoal.ingest.coerce import DEFAULT_MAX_ERRORS
 
+        # The speculation ran under the default conventions: a table with others (its
+        # properties are not in the peeked hint) coerces as usual.
         if (not self._taken and body is self._body and schema == self._schema
                 and unknown == self._unknown and max_errors == DEFAULT_MAX_ERRORS
-                and unknown_fields is None):
+                and unknown_fields is None and conventions == _default_conventions()):
             self._taken = True
             try:
                 return self._result.result()
             finally:
                 self.release()
         return self._base(body, schema, unknown=unknown, ingest_time_ns=ingest_time_ns,
-                          max_errors=max_errors, unknown_fields=unknown_fields)
+                          max_errors=max_errors, unknown_fields=unknown_fields,
+                          conventions=conventions or _default_conventions())
+
+
+def _default_conventions() -> IngestConventions:
+    from shoal.types.conventions import DEFAULT_CONVENTIONS
+
+    return DEFAULT_CONVENTIONS
 
 
 class ReadAhead:

@@ -52,6 +52,16 @@ How it is fast (the common case never runs Python per field):
    error message. `_coerce_slow()` runs that path on every line: it is the reference the
    fast path is property-tested against.
 
+Table conventions (`shoal.types.conventions`, from the table's properties): with
+`timestamp_unit` other than `ns` the scanner scales the epoch numbers of timestamp columns
+itself (so does the raw path, `from_raw`; Arrow's reader never reads numbers into a
+timestamp column: they make it fail and leave it for the raw path); with `props` off,
+`unknown="props"` refuses (per line, as `reject` does, with its own message) the fields it
+would keep in `props`, and a record that writes `props` itself. Under `ns`, a timestamp
+value before 1971 that came from an epoch number earns the result a warning
+(`Coerced.warnings`): epoch seconds sent to a nanosecond table land in January 1970
+otherwise without a word.
+
 Costs beyond the common case: `unknown="props"`/`"reject"` declare every column in the
 msgspec pass to find unknown keys (about a third slower, unless `unknown_fields=` is given);
 each unknown key kept in `props` costs a raw value per line; at most 64 unknown keys get
@@ -62,7 +72,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +87,10 @@ from shoal.ingest._columns import (Converted, valid_mask, from_arrow, from_raw, 
                                    read_type)
 from shoal.ingest._lines import (BAD, BLANK, OBJECT, FieldSet, LineIndex, RawRows,
                                  decode_line_dict, raw_pass, scanner_built, scanner_converts)
-from shoal.ingest._values import (UnknownFieldPolicy, encode_key, line_result, props_object,
-                                  rows_to_arrays)
+from shoal.ingest._values import (UnknownFieldPolicy, encode_key, json_kind, line_result,
+                                  props_object, rows_to_arrays)
+from shoal.types.conventions import (DEFAULT_CONVENTIONS, NS_1971, IngestConventions,
+                                     IngestWarning)
 from shoal.types.jsonlimits import exceeding
 from shoal.types.schema import PROPS_COLUMN, TIMESTAMP_COLUMN, Column, Schema, SchemaMode
 
@@ -111,6 +123,13 @@ class Coerced:
     # with unknown="props"/"reject"). Given `unknown_fields=`, that hint (minus names of the
     # schema) may stand in; with unknown="drop" it is empty: nothing looks for them.
     unknown_fields: list[str] = field(default_factory=list)
+    warnings: list[IngestWarning] = field(default_factory=list)
+    # The 1-based line of each row of `batch`, and the text of a line by its 0-based index
+    # (on demand: only warnings need them).
+    row_lines: Callable[[], np.ndarray] | None = field(default=None, repr=False,
+                                                       compare=False)
+    line_text: Callable[[int], bytes] | None = field(default=None, repr=False,
+                                                     compare=False)
 
     @property
     def rejected_count(self) -> int:
@@ -120,17 +139,22 @@ class Coerced:
 
 def coerce_ndjson(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                   ingest_time_ns: int, max_errors: int = DEFAULT_MAX_ERRORS,
-                  unknown_fields: Sequence[str] | None = None) -> Coerced:
+                  unknown_fields: Sequence[str] | None = None,
+                  conventions: IngestConventions = DEFAULT_CONVENTIONS) -> Coerced:
     """Coerce an NDJSON body against `schema`; see the module docstring.
 
     `unknown_fields`: optional, the body's top-level keys that `schema` lacks, in order of
     first appearance, exactly as `scan_unknown_fields(body, older_schema)` returned them
     (names since added to the schema are ignored). With `unknown="props"` or `"reject"` it
     saves the pass that finds them; a key missing from it is treated as dropped.
+    `conventions`: the table's `timestamp_unit` and `props` (see the module docstring).
     """
     _check_args(unknown, max_errors)
-    return _FastPath(bytes(body), schema, unknown, ingest_time_ns,
-                     unknown_fields).run(max_errors)
+    body = bytes(body)
+    out = _FastPath(body, schema, unknown, ingest_time_ns, unknown_fields,
+                    conventions).run(max_errors)
+    out.warnings = epoch_warnings(body, schema, out, conventions)
+    return out
 
 
 def warm_up() -> pa.RecordBatch:
@@ -164,7 +188,8 @@ def _split_lines(body: bytes) -> list[bytes]:
 
 
 def _coerce_slow(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
-                 ingest_time_ns: int, max_errors: int = DEFAULT_MAX_ERRORS) -> Coerced:
+                 ingest_time_ns: int, max_errors: int = DEFAULT_MAX_ERRORS,
+                 conventions: IngestConventions = DEFAULT_CONVENTIONS) -> Coerced:
     """The reference: every line through the per-line path (tests compare the fast path)."""
     _check_args(unknown, max_errors)
     lines = _split_lines(bytes(body))
@@ -178,13 +203,17 @@ def _coerce_slow(body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                         rank[key] = len(rank)
             except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
                 pass
-    results = [(i + 1, line_result(text, i + 1, schema, unknown, ingest_time_ns, rank))
+    results = [(i + 1, line_result(text, i + 1, schema, unknown, ingest_time_ns, rank,
+                                   conventions))
                for i, text in enumerate(lines) if text.strip(b" \t\r")]
     errors = [e for _, (_, errs) in results for e in errs][:max_errors]
     rejected = [line for line, (_, errs) in results if errs]
     ok = [(line, row) for line, (row, _) in results if row is not None]
-    return _finish(schema, [], None, ok, errors, rejected,
-                   list(rank) if unknown != "drop" else [])
+    out = _finish(schema, [], None, ok, errors, rejected,
+                  list(rank) if unknown != "drop" else [])
+    out.line_text = lines.__getitem__
+    out.warnings = epoch_warnings(bytes(body), schema, out, conventions)
+    return out
 
 
 class _PerLine:
@@ -225,7 +254,7 @@ class _PerLine:
     def _one(self, i: int, *, keep_errors: bool) -> None:
         p = self.path
         row, errs = line_result(self.index.line(i), i + 1, p.schema, p.unknown,
-                                p.ingest_time_ns, self.rank)
+                                p.ingest_time_ns, self.rank, p.conventions)
         if errs:
             self.rejected.append(i + 1)
             if keep_errors:
@@ -251,7 +280,11 @@ def _finish(schema: Schema, fast_lines: Sequence[int] | np.ndarray,
             arrays = [pa.concat_arrays([a, b]).take(pa.array(order))
                       for a, b in zip(arrays, slow_arrays, strict=True)]
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema.arrow())
-    return Coerced(batch, batch.num_rows, errors, rejected, unknown_fields)
+    fast = np.asarray(fast_lines, np.int64)
+    slow = np.array([ln for ln, _ in ok], np.int64)
+    return Coerced(batch, batch.num_rows, errors, rejected, unknown_fields,
+                   row_lines=lambda: fast if not len(slow) else np.sort(
+                       np.concatenate([fast, slow])))
 
 
 # -- the fast path -------------------------------------------------------------------------
@@ -304,8 +337,10 @@ class _ArrowJob:
 
 class _FastPath:
     def __init__(self, body: bytes, schema: Schema, unknown: UnknownFieldPolicy,
-                 ingest_time_ns: int, unknown_fields: Sequence[str] | None = None) -> None:
+                 ingest_time_ns: int, unknown_fields: Sequence[str] | None = None,
+                 conventions: IngestConventions = DEFAULT_CONVENTIONS) -> None:
         self.body = body
+        self.conventions = conventions
         self.hint: list[str] | None = None
         if unknown_fields is not None and unknown != "drop":
             hint = list(dict.fromkeys(k for k in unknown_fields if k not in schema))
@@ -322,8 +357,8 @@ class _FastPath:
         # components), or all of them where the scanner is not built.
         self.scanned = ({c.name for c in arrow_cols if scanner_converts(c.type)}
                         if scanner_built() else set())
-        self.arrow_cols = [c for c in arrow_cols if c.name not in self.scanned]
         self.demoted: set[str] = set()
+        self.arrow_cols = [c for c in arrow_cols if c.name not in self.scanned]
         self.other_keys = False  # Arrow's reader met a key outside its columns
 
     def _wanted(self) -> list[str]:
@@ -342,7 +377,7 @@ class _FastPath:
             fields = FieldSet(wanted, forbid_unknown=False)
         types = {c.name: c.type for c in self.schema.columns if c.name in self.scanned}
         raw = raw_pass(index, objects, fields, known=self.schema.names, wanted=wanted,
-                       types=types)
+                       types=types, unit_ns=self.conventions.unit_ns)
         if self.hint is not None:
             raw.discovered = list(self.hint)
         return raw
@@ -525,8 +560,12 @@ class _FastPath:
             arr, col_flags = self._column(col, table, arrow_at, side, at, n)
             flags |= col_flags
             arrays.append(arr)
-        if self.unknown == "reject":
+        if self.unknown == "reject" or (self.unknown == "props"
+                                        and not self.conventions.props):
             flags |= at.mask(side.unknown_present())
+        if not self.conventions.props:  # a record may not write props itself either
+            own = side.raw_of(PROPS_COLUMN)
+            flags |= at.mask(valid_mask(own) & ~_json_null(own))
         if flags.any():
             keep = pa.array(~flags)
             arrays = [a.filter(keep) for a in arrays]
@@ -538,8 +577,10 @@ class _FastPath:
         per_line = _PerLine(self, index, {k: i for i, k in enumerate(raw.discovered)},
                             max_errors)
         per_line.run(slow_lines, known_bad)
-        return _finish(self.schema, rows[~flags] + 1, arrays, per_line.ok, per_line.errors,
-                       per_line.rejected, list(raw.discovered))
+        out = _finish(self.schema, rows[~flags] + 1, arrays, per_line.ok, per_line.errors,
+                      per_line.rejected, list(raw.discovered))
+        out.line_text = index.line
+        return out
 
     def _column(self, col: Column, table: pa.Table | None, arrow_at: _Subset,
                 side: _RawSide, at: _Subset, n: int) -> tuple[pa.Array, np.ndarray]:
@@ -625,7 +666,8 @@ class _RawSide:
         if col.name not in self._converted:
             typed = self.raw.typed.get(col.name)
             conv = (Converted(*typed) if typed is not None
-                    else from_raw(col.type, self.raw_of(col.name)))
+                    else from_raw(col.type, self.raw_of(col.name),
+                                  self.path.conventions.unit_ns))
             if col.name == PROPS_COLUMN and self.path.unknown == "props":
                 unknown = self.unknown_present()
                 if unknown.any():
@@ -686,3 +728,68 @@ class _RawSide:
 
 
 
+
+
+# -- warnings ------------------------------------------------------------------------------
+
+_WARN_LINES = 1_000  # lines decoded, at most, to tell epoch numbers from text
+
+
+def _json_null(raw: pa.Array) -> np.ndarray:
+    return _np_bool_of(pc.equal(raw, pa.scalar(b"null", pa.binary())))
+
+
+def _np_bool_of(arr: pa.Array) -> np.ndarray:
+    return np.asarray(arr.fill_null(False).to_numpy(zero_copy_only=False), bool)
+
+
+def epoch_warnings(body: bytes, schema: Schema, coerced: Coerced,
+                   conventions: IngestConventions) -> list[IngestWarning]:
+    """A warning per timestamp column where an epoch number, read as nanoseconds, landed
+    before 1971: almost surely seconds, milliseconds or microseconds. Costs one comparison
+    per column unless such a value is there; then the lines of the early values (at most
+    `_WARN_LINES`) are decoded to tell numbers from text (`"1970-01-01T..."` is not warned)."""
+    batch = coerced.batch
+    if conventions.unit_ns != 1 or batch.num_rows == 0 or coerced.row_lines is None:
+        return []
+    out: list[IngestWarning] = []
+    line_text = coerced.line_text
+    lines: np.ndarray | None = None
+    for col in schema.columns:
+        if col.type.kind != "timestamp" or col.header is not None:
+            continue
+        ns = batch.column(col.name).cast(pa.int64())
+        low = pc.min(ns).as_py()
+        if low is None or low >= NS_1971:  # the usual case: one kernel, no array made
+            continue
+        early = _np_bool_of(pc.less(ns, NS_1971))
+        if line_text is None:
+            line_text = LineIndex.build(body).line
+        if lines is None:
+            lines = coerced.row_lines()
+        rows = np.flatnonzero(early)
+        found: list[tuple[int, str, int]] = []  # line, the number as sent, its nanoseconds
+        for row in rows[:_WARN_LINES].tolist():
+            line = int(lines[row])
+            raw = decode_line_dict(line_text(line - 1)).get(col.name)
+            if raw is not None and json_kind(bytes(raw)) == "number":
+                found.append((line, bytes(raw).decode(), ns[row].as_py()))
+        if found:
+            out.append(IngestWarning(col.name, _early_message(found, len(rows) > _WARN_LINES),
+                                     found[0][0]))
+    return out
+
+
+def _early_message(found: list[tuple[int, str, int]], more: bool) -> str:
+    from shoal.types.upgrade import _ns_to_rfc3339
+
+    line, text, ns = found[0]
+    size = abs(ns)
+    unit = "s" if size < 10**11 else "ms" if size < 10**14 else "us"
+    many = len(found) > 1 or more
+    count = f"{len(found)}{'+' if more else ''} epoch number{'s' if many else ''}"
+    return (f"{count} read as nanoseconds (timestamp_unit='ns') fall{'' if many else 's'} "
+            f"before 1971: line "
+            f"{line}: {text} read as nanoseconds is {_ns_to_rfc3339(ns)}. If they are "
+            f"seconds, set timestamp_unit='s' (milliseconds: 'ms', microseconds: 'us'), e.g. "
+            f"ALTER TABLE ... SET TBLPROPERTIES ('timestamp_unit'='{unit}')")

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from shoal.errors import CoercionWorkerLostError, InternalError, LineError, UnavailableError
+from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions, IngestWarning
 from shoal.types.schema import Schema
 
 if TYPE_CHECKING:
@@ -207,12 +208,13 @@ class CoercionPool:
     # -- calls -------------------------------------------------------------------------
     def coerce(self, body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                ingest_time_ns: int,
-               max_errors: int = 100, unknown_fields: Sequence[str] | None = None
-               ) -> Coerced:
+               max_errors: int = 100, unknown_fields: Sequence[str] | None = None,
+               conventions: IngestConventions = DEFAULT_CONVENTIONS) -> Coerced:
         """`coerce_ndjson(body, schema, ...)` in a worker process (same arguments, result)."""
         header = {"schema": self._schema_json(schema), "unknown": unknown,
                   "ingest_time_ns": ingest_time_ns, "max_errors": max_errors,
-                  "unknown_fields": None if unknown_fields is None else list(unknown_fields)}
+                  "unknown_fields": None if unknown_fields is None else list(unknown_fields),
+                  "conventions": conventions.to_json()}
         worker = self._acquire()
         try:
             try:
@@ -338,7 +340,8 @@ def _coerced(answer: dict[str, Any], data: bytes, schema: Schema) -> Coerced:
         batch = pa.RecordBatch.from_arrays(batch.columns, schema=target)
     return Coerced(batch, batch.num_rows,
                    [LineError(line, field, message) for line, field, message in answer["errors"]],
-                   list(answer["rejected_lines"]), list(answer["unknown_fields"]))
+                   list(answer["rejected_lines"]), list(answer["unknown_fields"]),
+                   [IngestWarning.from_json(w) for w in answer.get("warnings", [])])
 
 
 # -- the worker side (run by `shoal.ingest._pool_worker`) -----------------------------------
@@ -380,14 +383,17 @@ def serve_worker(fd: int) -> None:
             out = coerce_ndjson(body, schema, unknown=header["unknown"],
                                 ingest_time_ns=header["ingest_time_ns"],
                                 max_errors=header["max_errors"],
-                                unknown_fields=header["unknown_fields"])
+                                unknown_fields=header["unknown_fields"],
+                                conventions=IngestConventions.from_json(
+                                    header.get("conventions")))
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, out.batch.schema) as writer:
                 writer.write_batch(out.batch)
             answer = {"ok": True,
                       "errors": [(e.line, e.field, e.message) for e in out.errors],
                       "rejected_lines": [int(x) for x in out.rejected_lines],
-                      "unknown_fields": list(out.unknown_fields)}
+                      "unknown_fields": list(out.unknown_fields),
+                      "warnings": [w.to_json() for w in out.warnings]}
             data: Any = sink.getvalue()
         except Exception as e:  # noqa: BLE001 - sent to the caller, which raises it
             answer = {"ok": False, "error": "".join(

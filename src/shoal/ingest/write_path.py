@@ -33,6 +33,7 @@ from shoal.commit import CommitCoordinator
 from shoal.errors import (IdempotencyKeyConflictError, LineError, PayloadError,
                           TableAlreadyExistsError, TableNotFoundError)
 from shoal.ingest.buffer import Arrival, StagingBuffer
+from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions, IngestWarning
 from shoal.types.schema import Schema, SchemaMode
 
 if TYPE_CHECKING:
@@ -46,8 +47,8 @@ class Coercer(Protocol):
 
     def __call__(self, body: bytes, schema: Schema, *, unknown: UnknownFieldPolicy,
                  ingest_time_ns: int,
-                 max_errors: int = 100, unknown_fields: Sequence[str] | None = None
-                 ) -> Coerced: ...
+                 max_errors: int = 100, unknown_fields: Sequence[str] | None = None,
+                 conventions: IngestConventions = DEFAULT_CONVENTIONS) -> Coerced: ...
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class IngestAck:
     rejected: list[LineError] = field(default_factory=list)   # the first ones (capped)
     extent_ids: list[str] = field(default_factory=list)
     rejected_count: int | None = None   # lines rejected in all; None = len(rejected)
+    # Accepted, but likely not meant (epoch seconds read as nanoseconds, ...).
+    warnings: list[IngestWarning] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.rejected_count is None:
@@ -69,13 +72,15 @@ class IngestAck:
         return {"table": self.table, "snapshot_id": self.snapshot_id, "rows": self.rows,
                 "replayed": self.replayed, "new_columns": self.new_columns,
                 "rejected": [r.to_json() for r in self.rejected],
-                "rejected_count": self.rejected_count, "extent_ids": self.extent_ids}
+                "rejected_count": self.rejected_count, "extent_ids": self.extent_ids,
+                "warnings": [w.to_json() for w in self.warnings]}
 
     def ledger_ack(self) -> dict[str, Any]:
         """What the ledger keeps to answer a replay (snapshot id is added by the catalog)."""
         return {"table": self.table, "rows": self.rows, "new_columns": self.new_columns,
                 "rejected": [r.to_json() for r in self.rejected],
-                "rejected_count": self.rejected_count, "extent_ids": self.extent_ids}
+                "rejected_count": self.rejected_count, "extent_ids": self.extent_ids,
+                "warnings": [w.to_json() for w in self.warnings]}
 
     @classmethod
     def from_ledger(cls, ack: dict[str, Any]) -> IngestAck:
@@ -84,7 +89,8 @@ class IngestAck:
                    rejected=[LineError(r["line"], r["field"], r["message"])
                              for r in ack.get("rejected", [])],
                    extent_ids=list(ack.get("extent_ids", [])),
-                   rejected_count=ack.get("rejected_count"))
+                   rejected_count=ack.get("rejected_count"),
+                   warnings=[IngestWarning.from_json(w) for w in ack.get("warnings", [])])
 
 
 class WritePath:
@@ -125,13 +131,15 @@ class WritePath:
         coerce: Coercer = self.coercer or coerce_ndjson
         info = self.catalog.load_table(table)
         mode = mode or info.mode
+        conventions = IngestConventions.of(info.properties)
         new_columns: list[str] = []
         body = bytes(body)
         # One msgspec pass both validates the lines and finds their unknown keys (what
         # `scan_unknown_fields` returns): in evolve mode the body is coerced again only when
         # those keys add columns.
         coerced = coerce(body, info.schema, unknown=UNKNOWN_POLICY[mode],
-                         ingest_time_ns=time.time_ns(), max_errors=self.max_errors)
+                         ingest_time_ns=time.time_ns(), max_errors=self.max_errors,
+                         conventions=conventions)
         if mode == "evolve" and coerced.unknown_fields:
             unknown = coerced.unknown_fields
             plan = plan_evolution(unknown, info.schema, cap=self.evolution_cap)
@@ -141,12 +149,14 @@ class WritePath:
                 coerced = coerce(
                     body, info.schema, unknown="props", ingest_time_ns=time.time_ns(),
                     max_errors=self.max_errors,
-                    unknown_fields=[u for u in unknown if u not in info.schema])
+                    unknown_fields=[u for u in unknown if u not in info.schema],
+                    conventions=conventions)
         if coerced.rejected_lines and not partial:
             raise PayloadError(coerced.errors, total_errors=coerced.rejected_count)
         return self._submit(info, coerced.batch, new_columns=new_columns,
                             rejected=coerced.errors, rejected_count=coerced.rejected_count,
-                            idempotency_key=idempotency_key, arrival=arrival)
+                            idempotency_key=idempotency_key, arrival=arrival,
+                            warnings=coerced.warnings)
 
     # ---- Arrow input (frontends that decode to Arrow themselves, e.g. OTLP) -------------------
     def ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
@@ -181,26 +191,35 @@ class WritePath:
     def _ingest_arrow(self, table: str, data: pa.RecordBatch | pa.Table, *,
                       mode: SchemaMode | None, idempotency_key: str | None,
                       rejected: Sequence[LineError], arrival: Arrival) -> IngestAck:
-        from shoal.ingest.arrow_input import (as_batch, plan_arrow_evolution, reject_unknown,
-                                              shape_batch, unknown_columns)
+        from shoal.ingest.arrow_input import (arrow_epoch_warnings, as_batch,
+                                              plan_arrow_evolution, reject_no_props,
+                                              reject_unknown, shape_batch, unknown_columns)
 
         replay = self._replay(table, idempotency_key)
         if replay is not None:
             return replay
         info = self.catalog.load_table(table)
         mode = mode or info.mode
+        conventions = IngestConventions.of(info.properties)
         batch = as_batch(data)
         new_columns: list[str] = []
         if mode == "reject":
             reject_unknown(table, unknown_columns(batch, info.schema))
         elif mode == "evolve":
             adds = plan_arrow_evolution(batch, info.schema, cap=self.evolution_cap)
+            if not conventions.props:   # what cannot become a column is refused, not dropped
+                added = {c.name for c in adds}
+                reject_no_props([n for n in unknown_columns(batch, info.schema)
+                                 if n not in added])
             if adds:
                 info = self._evolve(info, adds)
                 new_columns = [c.name for c in adds]
-        shaped = shape_batch(batch, info.schema, table=table, ingest_time_ns=time.time_ns())
+        warnings = arrow_epoch_warnings(batch, info.schema, conventions)
+        shaped = shape_batch(batch, info.schema, table=table, ingest_time_ns=time.time_ns(),
+                             conventions=conventions)
         return self._submit(info, shaped, new_columns=new_columns, rejected=list(rejected),
-                            idempotency_key=idempotency_key, arrival=arrival)
+                            idempotency_key=idempotency_key, arrival=arrival,
+                            warnings=warnings)
 
     def _replay(self, table: str, idempotency_key: str | None) -> IngestAck | None:
         """The original ack of a key applied to `table` (marked replayed), else None;
@@ -212,12 +231,13 @@ class WritePath:
 
     def _submit(self, info: TableInfo, batch: pa.RecordBatch, *, new_columns: list[str],
                 rejected: list[LineError], idempotency_key: str | None,
-                arrival: Arrival, rejected_count: int | None = None) -> IngestAck:
+                arrival: Arrival, rejected_count: int | None = None,
+                warnings: Sequence[IngestWarning] = ()) -> IngestAck:
         """Buffer `batch` (with its ledger row) and wait for the commit holding it; a key that
         landed meanwhile (a concurrent request) answers that request's ack."""
         draft = IngestAck(table=info.name, snapshot_id=0, rows=batch.num_rows,
                           new_columns=new_columns, rejected=rejected,
-                          rejected_count=rejected_count)
+                          rejected_count=rejected_count, warnings=list(warnings))
         if batch.num_rows == 0 and idempotency_key is None:
             # Nothing to write and no key to record: no commit, no empty snapshot; the ack
             # names the table's current snapshot (which holds everything acked before).
@@ -231,7 +251,8 @@ class WritePath:
             return _replay_of(result.replayed, info.name)
         return IngestAck(table=info.name, snapshot_id=result.snapshot_id, rows=batch.num_rows,
                          new_columns=new_columns, rejected=rejected,
-                         extent_ids=result.extent_ids, rejected_count=draft.rejected_count)
+                         extent_ids=result.extent_ids, rejected_count=draft.rejected_count,
+                         warnings=draft.warnings)
 
     def _evolve(self, info: TableInfo, columns: list[Any]) -> TableInfo:
         # Rows buffered under the old schema go out first: one flush = one schema version.

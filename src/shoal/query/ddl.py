@@ -137,9 +137,10 @@ CHANGING_STATEMENTS = (CreateTable, AlterTableAddColumns, AlterTableSetPropertie
                        AlterTableColumn, RenameTable, DropTable, UndropTable)
 
 # The table properties shoal itself reads for maintenance and layout (any property may be
-# set or unset; these are checked by `shoal.maintenance.policy` and `shoal.types.sortkey`).
+# set or unset; these are checked by `shoal.maintenance.policy`, `shoal.types.sortkey` and
+# `shoal.types.conventions`).
 ALTERABLE_PROPERTIES = ("sort_by", "block_rows", "retention", "snapshot_retention",
-                        "target_extent_size", "compact_min_extents")
+                        "target_extent_size", "compact_min_extents", "timestamp_unit", "props")
 _STRING_PROPERTIES = ("mode", "retention", "sort_by")
 
 TABLE_RESULT_SCHEMA = pa.schema([

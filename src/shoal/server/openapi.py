@@ -223,8 +223,12 @@ def _schemas() -> dict[str, Schema]:
             "rejected": {"type": "array", "items": _ref("ErrorDetail"),
                          "description": "the refused lines (partial=true), capped"},
             "extent_ids": {"type": "array", "items": STR},
-            "rejected_count": {**COUNT, "description": "all refused lines, past the cap"}},
-            optional=("rejected_count",)),
+            "rejected_count": {**COUNT, "description": "all refused lines, past the cap"},
+            "warnings": {"type": "array", "description": "accepted, but likely not meant "
+                                                         "(epoch seconds read as nanoseconds)",
+                         "items": _obj({"column": STR, "message": STR,
+                                        "line": _nullable(COUNT)})}},
+            optional=("rejected_count", "warnings")),
         "QueryRequest": {
             "type": "object",
             "properties": {"sql": {"type": "string", "minLength": 1,

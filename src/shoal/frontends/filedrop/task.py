@@ -49,6 +49,7 @@ from shoal.errors import LineError
 from shoal.frontends.filedrop.source import DropSource
 from shoal.ingest.chunks import iter_chunks
 from shoal.storage import ObjectInfo, ObjectStore
+from shoal.types.conventions import IngestConventions
 from shoal.types.schema import SchemaMode
 
 if TYPE_CHECKING:
@@ -237,8 +238,10 @@ class _FileJob:
 
         mode = self.spec.mode
         max_errors = chunk.count(b"\n") * max(len(info.schema.columns), 1) + 16
+        conventions = IngestConventions.of(info.properties)
         coerced = coerce_ndjson(chunk, info.schema, unknown=UNKNOWN_POLICY[mode],
-                                ingest_time_ns=time.time_ns(), max_errors=max_errors)
+                                ingest_time_ns=time.time_ns(), max_errors=max_errors,
+                                conventions=conventions)
         added: list[str] = []
         if mode == "evolve" and coerced.unknown_fields:
             unknown = coerced.unknown_fields
@@ -251,7 +254,8 @@ class _FileJob:
                 coerced = coerce_ndjson(
                     chunk, info.schema, unknown="props", ingest_time_ns=time.time_ns(),
                     max_errors=max_errors,
-                    unknown_fields=[u for u in unknown if u not in info.schema])
+                    unknown_fields=[u for u in unknown if u not in info.schema],
+                    conventions=conventions)
         return info, coerced, added
 
     def _rejects(self, sha: str, chunk: bytes, before: int, lines: Sequence[int],

@@ -49,6 +49,7 @@ from shoal.frontends.kafka.sink import BatchResult, KafkaSink, StagedBatch
 from shoal.frontends.kafka.staged import StageSpec
 from shoal.frontends.kafka.source import (DEFAULT_MAX_RECORDS_PER_PARTITION, KafkaAdmin,
                                           KafkaStreamSource, partition_key)
+from shoal.types.conventions import IngestConventions
 from shoal.types.schema import SchemaMode
 from shoal.types.sortkey import sort_key_of
 
@@ -292,7 +293,8 @@ class KafkaPipeline:
                              mode=b.mode, group=b.group,
                              storage_url=self.db.config.resolved_storage_url,
                              s3_endpoint=self.db.config.s3_endpoint,
-                             sort_by=sort_key_of(info.properties, info.schema))
+                             sort_by=sort_key_of(info.properties, info.schema),
+                             conventions=IngestConventions.of(info.properties).to_json())
             df = df.option("stage", spec.to_option())
         df = df.load()
         query = (df.writeStream.foreachBatch(self._batch)

@@ -48,6 +48,7 @@ from shoal.commit import (CommitCoordinator, OffsetsMovedError, Position, Reject
 from shoal.errors import InvalidSchemaError, PipelineError
 from shoal.ingest.coerce import UNKNOWN_POLICY, coerce_ndjson
 from shoal.ingest.evolve import plan_evolution
+from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions
 from shoal.types.schema import Column, Schema, SchemaMode
 
 PSEUDO_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -146,7 +147,7 @@ class KafkaSink:
         info = self.catalog.load_table(self.table)
         evolve = self._evolve if self.mode == "evolve" else None
         prep = prepare_records(records, info.schema, group=self.group, mode=self.mode,
-                               evolve=evolve)
+                               evolve=evolve, conventions=IngestConventions.of(info.properties))
         written = []
         if prep.rows is not None:
             written = [self.coordinator.write_extent(info, prep.rows.to_batches(),
@@ -243,7 +244,8 @@ def reject_record(group: str, topic: str, part: int, offset: int, raw: bytes | N
 
 
 def prepare_records(records: pa.Table, schema: Schema, *, group: str, mode: SchemaMode,
-                    evolve: Callable[[list[str], Schema], Schema] | None = None) -> Prepared:
+                    evolve: Callable[[list[str], Schema], Schema] | None = None,
+                    conventions: IngestConventions = DEFAULT_CONVENTIONS) -> Prepared:
     """Kafka records -> rows shaped to `schema` (+ header and pseudo-columns) and rejects.
 
     Pure apart from `evolve` (mode `evolve` only: adds columns, returns the new schema), so
@@ -283,7 +285,7 @@ def prepare_records(records: pa.Table, schema: Schema, *, group: str, mode: Sche
             lines.append(v)
             line_rec.append(i)
 
-    batch, schema, accepted, line_errors = _coerce(lines, schema, mode, evolve)
+    batch, schema, accepted, line_errors = _coerce(lines, schema, mode, evolve, conventions)
     for line_no, (field, message) in line_errors.items():
         i = line_rec[line_no - 1]
         rejects.append(reject_record(group, topics[i], parts[i], offsets[i], values[i],
@@ -296,19 +298,22 @@ def prepare_records(records: pa.Table, schema: Schema, *, group: str, mode: Sche
 
 
 def _coerce(lines: list[bytes], schema: Schema, mode: SchemaMode,
-            evolve: Callable[[list[str], Schema], Schema] | None
+            evolve: Callable[[list[str], Schema], Schema] | None,
+            conventions: IngestConventions = DEFAULT_CONVENTIONS
             ) -> tuple[pa.RecordBatch, Schema, np.ndarray, dict[int, tuple[str | None, str]]]:
     """(rows, their schema, accepted line mask, {line: (field, message)}) of the lines."""
     n = len(lines)
     body = b"\n".join(lines)
     coerced = coerce_ndjson(body, schema, unknown=UNKNOWN_POLICY[mode],
-                            ingest_time_ns=time.time_ns(), max_errors=max(n, 1))
+                            ingest_time_ns=time.time_ns(), max_errors=max(n, 1),
+                            conventions=conventions)
     if evolve is not None and coerced.unknown_fields:
         fresh = evolve(coerced.unknown_fields, schema)
         if fresh.version != schema.version:
             schema = fresh
             coerced = coerce_ndjson(body, schema, unknown="props",
-                                    ingest_time_ns=time.time_ns(), max_errors=max(n, 1))
+                                    ingest_time_ns=time.time_ns(), max_errors=max(n, 1),
+                                    conventions=conventions)
     accepted = np.ones(n, dtype=bool)
     if coerced.rejected_lines:
         accepted[np.asarray(coerced.rejected_lines, dtype=np.int64) - 1] = False

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from shoal.commit import ExtentStager, extent_prefix
 from shoal.frontends.kafka.sink import StagedBatch, prepare_records
+from shoal.types.conventions import IngestConventions
 from shoal.types.schema import Schema, SchemaMode
 
 
@@ -38,6 +39,7 @@ class StageSpec:
     storage_url: str
     s3_endpoint: str | None = None
     sort_by: tuple[str, ...] = ()   # the table's sort key when the pipeline started
+    conventions: dict[str, Any] | None = None  # IngestConventions.to_json() of the table
 
     def to_option(self) -> str:
         return json.dumps(asdict(self))
@@ -68,7 +70,8 @@ def stage_task(spec: StageSpec, ranges: Iterable[Iterator[pa.RecordBatch]]) -> S
             records = pa.Table.from_batches(list(batches))
             if records.num_rows == 0:
                 continue
-            prep = prepare_records(records, schema, group=spec.group, mode=spec.mode)
+            prep = prepare_records(records, schema, group=spec.group, mode=spec.mode,
+                                   conventions=IngestConventions.from_json(spec.conventions))
             rejects.extend(prep.rejects)
             first.update(prep.first)
             last.update(prep.last)
