@@ -274,7 +274,10 @@ class _Translator:
         else:
             raise semantic("range goes over numbers (a numeric step) or datetimes (a "
                            "timespan step)", src.start.at)
-        count = max(0, math.floor((hi - lo) / size) + 1)
+        steps = (hi - lo) / size if kind == "real" else (hi - lo) // size
+        if kind == "real":          # 0.3 / 0.1 is 2.9999999999999996: stop is still a row
+            steps = math.floor(steps + 1e-9)
+        count = max(0, int(steps) + 1)
         if count > MAX_RANGE_ROWS:
             raise semantic(f"range makes at most {MAX_RANGE_ROWS:,} rows, not {count:,}",
                            src.step.at)
@@ -364,20 +367,27 @@ class _Translator:
         group = 0
         for i, part in enumerate(op.parts):
             last = i == len(op.parts) - 1
+            nxt = op.parts[i + 1] if not last else None
+            # Any text up to the next constant: when that constant is one character c of a
+            # kind=simple pattern, `[^c]*` (the same match, and the regex guard does not count
+            # it as a costly repetition), else the lazy `.*?`.
+            upto = ".*?"
+            if nxt is not None and nxt.kind == "text" and not op.regex and len(nxt.text) == 1:
+                upto = f"[^{_class_char(nxt.text)}]*"
             if part.kind == "star":
-                pieces.append("" if last else ".*?")
+                pieces.append("" if last else upto)
             elif part.kind == "text":
                 if op.regex:
                     try:
                         group += re.compile(part.text).groups
                     except re.error as e:
                         raise semantic(f"the regex {part.text!r}: {e}", part.at) from None
-                    pieces.append(f"(?:{part.text})")
+                    pieces.append(f"(?:{part.text})" if "|" in part.text else part.text)
                 else:
                     pieces.append(regex_literal(part.text, caseless=False))
             else:
                 group += 1
-                pieces.append(_CAPTURES.get(part.type, "(.*)" if last else "(.*?)"))
+                pieces.append(_CAPTURES.get(part.type, "(.*)" if last else f"({upto})"))
                 columns.append((part, group))
         regex = quote_string("".join(pieces))
         matched = f"{text} RLIKE {regex}"
@@ -1037,6 +1047,11 @@ def _root_name(p: ast.Pipeline) -> str:
     while isinstance(src, ast.Pipeline):
         src = src.source
     return src.name if isinstance(src, ast.TableSource) else "union"
+
+
+def _class_char(c: str) -> str:
+    """`c` as a member of a regex character class (Java's and RE2's)."""
+    return "\\" + c if c in "]\\^-[" else c
 
 
 def _pct(p: object) -> str:
