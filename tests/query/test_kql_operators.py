@@ -177,6 +177,9 @@ def test_union_of_a_table_and_a_subquery_with_withsource(kdb):
     got = run(kdb, "union withsource=src (req | where code == 500 | project host), "
                    "(owners | where owner == 'zed' | project host), (print host = 'p')")
     assert by(got, "src", "host") == [("owners", "h9"), ("req", "h2"), ("union", "p")]
+    piped = run(kdb, "req | where code == 404 | project host | union withsource=src "
+                     "(owners | where owner == 'bob' | project host)")
+    assert by(piped, "src", "host") == [("owners", "h2"), ("req", "h1")]
 
 
 def test_as_names_the_rows_so_far_for_a_later_leg(kdb):

@@ -148,6 +148,7 @@ class _Translator:
         self.render: dict[str, object] | None = None
         self.expanding: set[str] = set()
         self.named: dict[str, tuple[str, list[Column]]] = {}    # `as` names: SQL, columns
+        self.roots: list[str] = []      # the table each pipeline being translated reads
         self.depth = 0          # pipelines being translated, `let` values expanded included
         self.at = _first_token(query.body)      # the operator being translated (errors)
 
@@ -184,6 +185,13 @@ class _Translator:
             self.depth -= 1
 
     def _pipeline(self, p: ast.Pipeline) -> Stage:
+        self.roots.append(_root_name(p))
+        try:
+            return self._operators(p)
+        finally:
+            self.roots.pop()
+
+    def _operators(self, p: ast.Pipeline) -> Stage:
         stage = self.source(p.source)
         for i, op in enumerate(p.operators):
             self.at = op.at
@@ -912,10 +920,11 @@ class _Translator:
 
     def op_union(self, stage: Stage, op: ast.Union) -> Stage:
         legs = [stage] + [self.pipeline(leg) for leg in op.legs]
-        return self.union(legs, None, op.with_source)
+        return self.union(legs, None, op.with_source,
+                          [self.roots[-1], *(_root_name(leg) for leg in op.legs)])
 
     def union(self, legs: list[Stage], sources: tuple[ast.Pipeline, ...] | None,
-              with_source: str | None) -> Stage:
+              with_source: str | None, labels: list[str] | None = None) -> Stage:
         columns: dict[str, set[str | None]] = {}
         for leg in legs:
             for c in leg.outputs:
@@ -926,7 +935,8 @@ class _Translator:
             have = {c.name: c.kind for c in leg.outputs}
             select = []
             if with_source is not None:
-                label = _root_name(sources[i]) if sources is not None else f"leg{i + 1}"
+                label = _root_name(sources[i]) if sources is not None else (
+                    labels[i] if labels is not None else f"leg{i + 1}")
                 select.append(f"{quote_string(label)} AS {quote_ident(with_source)}")
             for name, kind in kinds.items():
                 if name not in have:
