@@ -1,7 +1,7 @@
 """The commands Kusto tools run to discover a database, through the real Kusto client
 (`azure-kusto-data`, no authentication) against a live `shoal serve`: `.show databases`,
 `.show version`, `.show database X schema as json`, `.show table T`, `.show tables details`,
-`.show functions`; and a KQL query using the newer operators through the same client."""
+`.show functions`; and KQL's getschema and range through the same client."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_show_functions_is_empty(kusto):
     assert list(table) == []
 
 
-def test_getschema_and_mv_expand_free_operators_through_the_client(kusto):
+def test_getschema_and_range_through_the_client(kusto):
     rows = kusto.execute_query("shoal", "events | project host, code | getschema"
                                ).primary_results[0]
     assert [(r["ColumnName"], r["ColumnOrdinal"], r["ColumnType"]) for r in rows] == [
