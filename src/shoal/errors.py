@@ -157,6 +157,17 @@ class DroppedTableNotFoundError(NotFoundError):
         super().__init__(f'cannot undrop table "{table}": {reason}')
 
 
+class DatabaseNotFoundError(NotFoundError):
+    """A Kusto command naming a database other than the server's one."""
+
+    code = "database_not_found"
+
+    def __init__(self, name: str, database: str) -> None:
+        self.name = name
+        super().__init__(f"database {name!r} does not exist (this server holds one "
+                         f"database, {database!r})")
+
+
 class AlreadyExistsError(ConflictError):
     code = "already_exists"
 

@@ -10,7 +10,10 @@ Kusto CLI, notebooks) work against a shoal server.
 - `POST /v1/rest/mgmt` `{"csl": ".show tables" | ".show table T schema [as json]" |
   ".show table T cslschema"}`: Kusto's v1 answer (`{"Tables": [...]}`); the commands on
   one table (`.drop table`, `.rename table`, `.alter table T policy retention`, `.show
-  table T details`) are `shoal.frontends.kusto.table_commands`'.
+  table T details`) are `shoal.frontends.kusto.table_commands`', the discovery commands
+  tools run first (`.show databases`, `.show version`, `.show database X schema as json`,
+  `.show table T`, `.show tables details`, `.show functions`)
+  `shoal.frontends.kusto.discovery`'.
 
 `db` is accepted and ignored: a shoal server holds one database (named `shoal` in the
 answers). Both routes take `Content-Type: application/json` only (with any parameters, as
@@ -38,6 +41,7 @@ from fastapi.responses import JSONResponse
 from shoal.errors import (BadJsonError, JsonLimitError, ShoalError, TableNotFoundError,
                           UnavailableError)
 from shoal.query.routing import engine_mode
+from shoal.frontends.kusto.discovery import DOTNET, KIND_TYPES, run_discovery_command
 from shoal.frontends.kusto.table_commands import is_changing, run_table_command
 from shoal.http.auth import bearer_token, require_scope
 from shoal.http.body import read_body
@@ -49,13 +53,7 @@ from shoal.types.jsonlimits import loads as json_loads
 
 router = APIRouter(tags=["kusto"])
 DATABASE = "shoal"
-# shoal type kind -> Kusto column type (and .NET type, for v1 management answers)
-_KIND_TYPES = {"bool": "bool", "int": "int", "long": "long", "real": "real",
-               "string": "string", "timestamp": "datetime", "dynamic": "dynamic",
-               "bytes": "string", "vector": "dynamic", "headers": "dynamic"}
-_DOTNET = {"bool": "System.Boolean", "int": "System.Int32", "long": "System.Int64",
-           "real": "System.Double", "string": "System.String", "datetime": "System.DateTime",
-           "dynamic": "System.Object", "decimal": "System.Data.SqlTypes.SqlDecimal"}
+_KIND_TYPES, _DOTNET = KIND_TYPES, DOTNET
 _SHOW_SCHEMA = re.compile(r"^\.show\s+table\s+(\[?['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1\]?\s+"
                           r"(schema(?:\s+as\s+json)?|cslschema)\s*;?$", re.IGNORECASE)
 
@@ -227,7 +225,8 @@ async def _mgmt(request: Request) -> JSONResponse:
     csl = (await _command(request)).strip()
     if is_changing(csl) and state.tokens.enabled:
         state.tokens.allows(bearer_token(request), "admin")
-    answer = await anyio.to_thread.run_sync(lambda: run_table_command(csl, state.db, DATABASE))
+    answer = await anyio.to_thread.run_sync(lambda: run_table_command(csl, state.db, DATABASE)
+                                            or run_discovery_command(csl, state.db, DATABASE))
     if answer is not None:
         return JSONResponse({"Tables": [_v1_table(*answer)]}, headers=_headers(request))
     tables = await anyio.to_thread.run_sync(state.db.catalog.list_tables)
@@ -238,9 +237,10 @@ async def _mgmt(request: Request) -> JSONResponse:
     m = _SHOW_SCHEMA.match(csl)
     if m is None:
         raise BadRequestError(f"unsupported management command {csl[:80]!r}: shoal answers "
-                              ".show tables, .show table T schema|cslschema|details, "
-                              ".drop table, .rename table and .alter table T policy "
-                              "retention",
+                              ".show databases, .show version, .show database X schema as "
+                              "json, .show tables [details], .show table T [schema|cslschema|"
+                              "details], .show functions, .drop table, .rename table and "
+                              ".alter table T policy retention",
                               code="unsupported_command")
     name, form = m.group(2).lower(), m.group(3).lower()
     info = next((t for t in tables if t.name == name), None)

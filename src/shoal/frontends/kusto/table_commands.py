@@ -95,7 +95,26 @@ def _retention(m: re.Match[str], db: Any, database: str) -> V1:
 
 
 def _details(m: re.Match[str], db: Any, database: str) -> V1:
-    info: TableInfo = db.catalog.load_table(m.group(2).lower())
+    names, types, row = table_details(db.catalog.load_table(m.group(2).lower()), db, database)
+    return names, types, [row]
+
+
+_DETAIL_COLUMNS = [("TableName", "string"), ("DatabaseName", "string"), ("Folder", "string"),
+                   ("DocString", "string"), ("TotalExtents", "long"),
+                   ("TotalExtentSize", "real"), ("TotalOriginalSize", "real"),
+                   ("TotalRowCount", "long"), ("HotExtents", "long"),
+                   ("HotExtentSize", "real"), ("HotOriginalSize", "real"),
+                   ("HotRowCount", "long"), ("RetentionPolicy", "dynamic"),
+                   ("MinExtentsCreationTime", "datetime"),
+                   ("MaxExtentsCreationTime", "datetime")]
+
+
+def table_details(info: TableInfo | None, db: Any, database: str
+                  ) -> tuple[list[str], list[str], list[Any]]:
+    """The columns of `.show table T details` and T's row (empty without a table)."""
+    names, types = [n for n, _ in _DETAIL_COLUMNS], [t for _, t in _DETAIL_COLUMNS]
+    if info is None:
+        return names, types, []
     entries = db.catalog.manifests(info.name)
     created = {s.snapshot_id: s.created_at for s in db.catalog.snapshots(info.name)}
     times = sorted(created[e.added_snapshot_id] for e in entries
@@ -104,17 +123,10 @@ def _details(m: re.Match[str], db: Any, database: str) -> V1:
     size = float(sum(e.byte_size for e in entries))
     rows = sum(e.row_count for e in entries)
     policy = retention_policy(info)
-    columns = [("TableName", "string"), ("DatabaseName", "string"), ("Folder", "string"),
-               ("DocString", "string"), ("TotalExtents", "long"),
-               ("TotalExtentSize", "real"), ("TotalOriginalSize", "real"),
-               ("TotalRowCount", "long"), ("HotExtents", "long"), ("HotExtentSize", "real"),
-               ("HotOriginalSize", "real"), ("HotRowCount", "long"),
-               ("RetentionPolicy", "dynamic"), ("MinExtentsCreationTime", "datetime"),
-               ("MaxExtentsCreationTime", "datetime")]
     row = [info.name, database, "", "", extents, size, None, rows, extents, size, None, rows,
            None if policy is None else json.dumps(policy),
            _iso(times[0]) if times else None, _iso(times[-1]) if times else None]
-    return [n for n, _ in columns], [t for _, t in columns], [row]
+    return names, types, row
 
 
 def retention_policy(info: TableInfo) -> dict[str, Any] | None:

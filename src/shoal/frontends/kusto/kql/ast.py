@@ -171,6 +171,7 @@ class Join(Operator):
     kind: str
     right: Tabular
     on: tuple[JoinOn, ...]
+    lookup: bool = False    # `lookup`: the right side's keys of the left's names not repeated
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,49 @@ class Render(Operator):
     properties: dict[str, object] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class GetSchema(Operator):
+    pass
+
+
+@dataclass(frozen=True)
+class ParsePart:
+    """One element of a `parse` pattern: `*`, a string constant, or `name[:type]`."""
+
+    at: Token
+    kind: str               # star | text | column
+    text: str = ""          # the constant (a regex with kind=regex), or the column's name
+    type: str = "string"    # the column's type
+
+
+@dataclass(frozen=True)
+class Parse(Operator):
+    source: Expr
+    parts: tuple[ParsePart, ...]
+    regex: bool = False     # kind=regex
+    flags: str = ""         # flags= of kind=regex
+    keep_only_parsed: bool = False      # parse-where
+
+
+@dataclass(frozen=True)
+class ExpandItem:
+    name: str | None
+    expr: Expr
+    type: str | None        # to typeof(T)
+
+
+@dataclass(frozen=True)
+class MvExpand(Operator):
+    items: tuple[ExpandItem, ...]
+    index: str | None = None            # with_itemindex=
+    limit: Expr | None = None
+
+
+@dataclass(frozen=True)
+class As(Operator):
+    name: str
+
+
 # ---- sources and queries --------------------------------------------------------------------
 @dataclass(frozen=True)
 class TableSource:
@@ -233,8 +277,31 @@ class UnionSource:
 
 
 @dataclass(frozen=True)
+class PrintSource:
+    """`print [name =] expr, ...`: one row."""
+
+    at: Token
+    items: tuple[Assignment, ...]
+
+
+@dataclass(frozen=True)
+class RangeSource:
+    """`range name from start to stop step size`: one column, start, start + size, ... up to
+    and including stop."""
+
+    at: Token
+    name: str
+    start: Expr
+    stop: Expr
+    step: Expr
+
+
+Source = TableSource | UnionSource | PrintSource | RangeSource
+
+
+@dataclass(frozen=True)
 class Pipeline:
-    source: TableSource | UnionSource | Pipeline
+    source: Source | Pipeline
     operators: tuple[Operator, ...]
 
 

@@ -5,13 +5,20 @@ Grammar (lowest precedence first):
     query      := (let ';')* pipeline ';'?
     let        := 'let' name '=' (pipeline | expr)
     pipeline   := source ('|' operator)*
-    operator   := where | project | summarize | ... | top-nested | make-series | join | render
+    operator   := where | project | summarize | ... | top-nested | make-series | join | lookup
+                | parse | parse-where | mv-expand | getschema | as | render
+    parse      := ('parse' | 'parse-where') ['kind' '=' ('simple' | 'regex') ['flags' '=' name]]
+                  expr 'with' ('*' | string | name [':' type])+
+    mv-expand  := 'mv-expand' ['kind' '=' 'array'] ['with_itemindex' '=' name]
+                  [name '='] expr ['to' 'typeof' '(' type ')'] (',' ...)* ['limit' N]
+    lookup     := 'lookup' ['kind' '=' ('leftouter' | 'inner')] source-or-(pipeline) 'on' keys
     top-nested := 'top-nested' [N] 'of' [name '='] expr ['with' 'others' '=' expr]
                   'by' [name '='] aggregation ['asc' | 'desc'] (',' top-nested)*
     make-series:= 'make-series' [name '='] aggregation ['default' '=' expr] (',' ...)*
                   'on' axis ['from' start] ['to' end] 'step' size ['by' [name '='] expr, ...]
     source     := name | table('t' [, version=N | asof=datetime(..)]) | union legs
-                | '(' pipeline ')'
+                | '(' pipeline ')' | 'materialize' '(' pipeline ')'
+                | 'print' [name '='] expr, ... | 'range' name 'from' expr 'to' expr 'step' expr
     expr       := and ('or' and)*
     and        := compare ('and' compare)*
     compare    := additive [cmp-op additive | [!]in [~] '(' list ')' | [!]between '(' a '..' b ')'
@@ -39,8 +46,13 @@ JOIN_KINDS = frozenset({"inner", "innerunique", "leftouter", "rightouter", "full
                         "leftsemi", "leftanti", "anti", "leftantisemi", "rightsemi",
                         "rightanti", "rightantisemi"})
 _OPERATORS = ("where, filter, project, project-away, project-rename, extend, summarize, take, "
-              "limit, top, top-nested, sort, order, distinct, count, make-series, union, join "
-              "or render")
+              "limit, top, top-nested, sort, order, distinct, count, make-series, union, join, "
+              "lookup, parse, parse-where, mv-expand, getschema, as or render")
+# The types a `parse` column or `mv-expand ... to typeof()` may name (Kusto's spellings).
+PARSE_TYPES = {"string": "string", "long": "long", "int": "int", "real": "real",
+               "double": "real", "bool": "bool", "boolean": "bool", "datetime": "timestamp",
+               "date": "timestamp", "dynamic": "dynamic"}
+LOOKUP_KINDS = frozenset({"leftouter", "inner"})
 
 
 # Bounds that keep parsing and translating in bounded stack and memory (a query past one is
@@ -155,7 +167,9 @@ class _Parser:
         t, nxt = self.tok, self.peek()
         if t.kind == "name" and t.word == "union":
             return True
-        if t.kind == "name" and t.word == "table" and nxt.text == "(":
+        if t.kind == "name" and t.word in ("table", "materialize") and nxt.text == "(":
+            return True
+        if t.kind == "name" and t.word in ("print", "range") and nxt.kind == "name":
             return True
         if self.is_op("("):
             depth, k = 0, 0
@@ -187,12 +201,28 @@ class _Parser:
         self.pipelines -= 1
         return ast.Pipeline(source, tuple(ops))
 
-    def source(self) -> ast.TableSource | ast.UnionSource | ast.Pipeline:
-        if self.is_op("("):
+    def source(self) -> ast.Source | ast.Pipeline:
+        if self.is_op("(") or (self.is_word("materialize") and self.peek().text == "("):
+            # materialize(): a hint to compute once; the one statement computes it inline
+            if not self.is_op("("):
+                self.advance()
             self.advance()
             inner = self.pipeline()
             self.expect_op(")")
             return inner
+        if self.is_word("print") and self.peek().kind != "end" and self.peek().text not in (
+                "|", ";", ")", ","):
+            at = self.advance()
+            return ast.PrintSource(at, tuple(self.assignments()))
+        if self.is_word("range") and self.peek().kind == "name":
+            at = self.advance()
+            name = self.name("the range's column name").text
+            self.expect_word("from")
+            start = self.additive()
+            self.expect_word("to")
+            stop = self.additive()
+            self.expect_word("step")
+            return ast.RangeSource(at, name, start, stop, self.additive())
         if self.is_word("union"):
             at = self.advance()
             with_source, legs = self.union_legs()
@@ -318,6 +348,22 @@ class _Parser:
             return ast.Union(t, tuple(legs), with_source)
         if word == "join":
             return self.join(t)
+        if word == "lookup":
+            return self.join(t, lookup=True)
+        if word in ("parse", "parse-where"):
+            return self.parse_op(t, keep_only_parsed=word == "parse-where")
+        if word == "mv-expand":
+            return self.mv_expand(t)
+        if word == "getschema":
+            return ast.GetSchema(t)
+        if word == "as":
+            while self.tok.kind == "name" and self.peek().text == ".":     # hint.x=y: ignored
+                self.advance()
+                self.advance()
+                self.name()
+                self.expect_op("=")
+                self.advance()
+            return ast.As(t, self.name("the name the rows so far are known by").text)
         if word == "render":
             return self.render(t)
         raise self.fail(f"a tabular operator ({_OPERATORS})", t)
@@ -420,8 +466,96 @@ class _Parser:
             default = self.additive()
         return ast.SeriesAggregate(a.name, a.expr, default)
 
-    def join(self, at: Token) -> ast.Join:
-        kind = "innerunique"
+    def parse_op(self, at: Token, *, keep_only_parsed: bool) -> ast.Parse:
+        regex, flags = False, ""
+        while self.tok.kind == "name" and self.peek().text == "=" and self.is_word(
+                "kind", "flags"):
+            key = self.advance()
+            self.advance()
+            value = self.name("a parse kind (simple, regex)" if key.word == "kind"
+                              else "regex flags (i, m, s)")
+            if key.word == "kind":
+                if value.word not in ("simple", "regex"):
+                    raise self.fail("a parse kind (simple or regex; relaxed is not supported)",
+                                    value)
+                regex = value.word == "regex"
+            else:
+                if not regex:
+                    raise self.fail("flags= only after kind=regex", key)
+                bad = next((c for c in value.text if c not in "ims"), None)
+                if bad is not None:
+                    raise self.fail("regex flags among i, m, s (U is not supported)", value)
+                flags = value.text
+        source = self.expr()
+        self.expect_word("with")
+        parts: list[ast.ParsePart] = []
+        while True:
+            t = self.tok
+            if self.is_op("*"):
+                self.advance()
+                parts.append(ast.ParsePart(t, "star"))
+            elif t.kind == "string":
+                text = self.primary()       # adjacent string literals are one
+                assert isinstance(text, ast.Literal)
+                parts.append(ast.ParsePart(t, "text", str(text.value)))
+            elif t.kind == "name" or (self.is_op("[") and self.peek().kind == "string"):
+                name = self.name("a column name")
+                kind = "string"
+                if self.is_op(":"):
+                    self.advance()
+                    type_tok = self.name("a column type")
+                    if type_tok.word not in PARSE_TYPES:
+                        raise self.fail("a column type (" + ", ".join(PARSE_TYPES) + ")",
+                                        type_tok)
+                    kind = PARSE_TYPES[type_tok.word]
+                parts.append(ast.ParsePart(name, "column", str(name.value), kind))
+            elif self.is_op(",") and parts:
+                self.advance()
+                continue
+            else:
+                break
+        if not any(p.kind == "column" for p in parts):
+            raise self.fail("a parse pattern: '*', string constants and columns (name or "
+                            "name:type)")
+        return ast.Parse(at, source, tuple(parts), regex, flags, keep_only_parsed)
+
+    def mv_expand(self, at: Token) -> ast.MvExpand:
+        index = None
+        while self.tok.kind == "name" and self.peek().text == "=" and self.is_word(
+                "kind", "bagexpansion", "with_itemindex"):
+            key = self.advance()
+            self.advance()
+            value = self.name("a value")
+            if key.word == "with_itemindex":
+                index = value.text
+            elif value.word != "array":
+                raise self.fail("kind=array (shoal expands arrays, not property bags)", value)
+        items = [self.expand_item()]
+        while self.is_op(","):
+            self.advance()
+            items.append(self.expand_item())
+        limit = None
+        if self.is_word("limit"):
+            self.advance()
+            limit = self.additive()
+        return ast.MvExpand(at, tuple(items), index, limit)
+
+    def expand_item(self) -> ast.ExpandItem:
+        a = self.assignment()
+        kind = None
+        if self.is_word("to"):
+            self.advance()
+            self.expect_word("typeof")
+            self.expect_op("(")
+            type_tok = self.name("a type")
+            if type_tok.word not in PARSE_TYPES:
+                raise self.fail("a type (" + ", ".join(PARSE_TYPES) + ")", type_tok)
+            kind = PARSE_TYPES[type_tok.word]
+            self.expect_op(")")
+        return ast.ExpandItem(a.name, a.expr, kind)
+
+    def join(self, at: Token, *, lookup: bool = False) -> ast.Join:
+        kind = "leftouter" if lookup else "innerunique"
         while self.tok.kind == "name" and self.peek().text in ("=", "."):
             key = self.advance()
             if key.word == "hint":          # hint.strategy=shuffle: accepted, ignored
@@ -434,8 +568,10 @@ class _Parser:
             if key.word != "kind":
                 raise self.fail("kind=inner|leftouter|...", key)
             value = self.name("a join kind")
-            if value.word not in JOIN_KINDS:
-                raise self.fail("a join kind (" + ", ".join(sorted(JOIN_KINDS)) + ")", value)
+            kinds = LOOKUP_KINDS if lookup else JOIN_KINDS
+            if value.word not in kinds:
+                raise self.fail(f"a {'lookup' if lookup else 'join'} kind ("
+                                + ", ".join(sorted(kinds)) + ")", value)
             kind = value.word
         if self.is_op("("):
             self.advance()
@@ -448,7 +584,7 @@ class _Parser:
         while self.is_op(",") or self.is_word("and"):
             self.advance()
             conditions.append(self.join_condition())
-        return ast.Join(at, kind, right, tuple(conditions))
+        return ast.Join(at, kind, right, tuple(conditions), lookup)
 
     def join_condition(self) -> ast.JoinOn:
         at = self.tok

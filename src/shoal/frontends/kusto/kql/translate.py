@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -35,11 +36,25 @@ from shoal.frontends.kusto.kql.lexer import Token
 from shoal.frontends.kusto.kql.parser import MAX_KQL_NESTING
 from shoal.frontends.kusto.kql.scalar import Scalars, path_name
 from shoal.frontends.kusto.kql.sqltext import (NUMERIC, SPARK_TYPES, Sql, SqlBudget, literal,
-                                               over_bound, quote_ident, quote_string, semantic)
+                                               over_bound, quote_ident, quote_string,
+                                               regex_literal, semantic)
 from shoal.frontends.kusto.kql.values import spark_timestamp
 
 # The most bins one `make-series` writes: each bin is a term of the statement's arrays.
 MAX_SERIES_BINS = 4096
+# The most rows one `range` makes (its rows come from cross joins of ten-row tables).
+MAX_RANGE_ROWS = 1_000_000
+# shoal kind -> (.NET type, Kusto type) as `getschema` reports a column
+_SCHEMA_TYPES = {"bool": ("System.Boolean", "bool"), "int": ("System.Int32", "int"),
+                 "long": ("System.Int64", "long"), "real": ("System.Double", "real"),
+                 "string": ("System.String", "string"), "bytes": ("System.String", "string"),
+                 "timestamp": ("System.DateTime", "datetime"),
+                 "timespan": ("System.TimeSpan", "timespan")}
+# A `parse` column's capture by type (read alike by Java's regex and RE2), and its value
+_CAPTURES = {"long": "(-?[0-9]+)", "int": "(-?[0-9]+)",
+             "real": "(-?[0-9]+(?:[.][0-9]+)?(?:[eE][-+]?[0-9]+)?)",
+             "bool": "([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])"}
+_TEN = " UNION ALL ".join(f"SELECT {d} AS d" for d in range(10))
 JOIN_SQL = {"inner": "INNER JOIN", "innerunique": "INNER JOIN", "leftouter": "LEFT OUTER JOIN",
             "rightouter": "RIGHT OUTER JOIN", "fullouter": "FULL OUTER JOIN",
             "leftsemi": "LEFT SEMI JOIN", "leftanti": "LEFT ANTI JOIN",
@@ -88,8 +103,10 @@ class Stage:
     def sql(self) -> str:
         items = self.items if self.items is not None else [
             (quote_ident(c.name), c.name) for c in self.inputs]
-        select = ", ".join(text if text == quote_ident(name) else f"{text} AS "
-                           f"{quote_ident(name)}" for text, name in items)
+        # a name with capitals is aliased even when it is the column itself: the embedded
+        # engine names a bare column only when it is written in lower case
+        select = ", ".join(text if text == quote_ident(name) and name == name.lower() else
+                           f"{text} AS {quote_ident(name)}" for text, name in items)
         out = f"SELECT {'DISTINCT ' if self.distinct else ''}{select} FROM {self.frm}"
         if self.where:
             out += " WHERE " + " AND ".join(self.where)
@@ -130,6 +147,8 @@ class _Translator:
         self.columns = itertools.count(1)
         self.render: dict[str, object] | None = None
         self.expanding: set[str] = set()
+        self.named: dict[str, tuple[str, list[Column]]] = {}    # `as` names: SQL, columns
+        self.roots: list[str] = []      # the table each pipeline being translated reads
         self.depth = 0          # pipelines being translated, `let` values expanded included
         self.at = _first_token(query.body)      # the operator being translated (errors)
 
@@ -166,6 +185,13 @@ class _Translator:
             self.depth -= 1
 
     def _pipeline(self, p: ast.Pipeline) -> Stage:
+        self.roots.append(_root_name(p))
+        try:
+            return self._operators(p)
+        finally:
+            self.roots.pop()
+
+    def _operators(self, p: ast.Pipeline) -> Stage:
         stage = self.source(p.source)
         for i, op in enumerate(p.operators):
             self.at = op.at
@@ -178,12 +204,21 @@ class _Translator:
             stage = getattr(self, "op_" + type(op).__name__.lower())(stage, op)
         return stage
 
-    def source(self, src: ast.TableSource | ast.UnionSource | ast.Pipeline) -> Stage:
+    def source(self, src: ast.Source | ast.Pipeline) -> Stage:
         if isinstance(src, ast.Pipeline):
             return self.wrap(self.pipeline(src))
         if isinstance(src, ast.UnionSource):
             return self.union([self.pipeline(leg) for leg in src.legs], src.legs,
                               src.with_source)
+        if isinstance(src, ast.PrintSource):
+            return self.print_source(src)
+        if isinstance(src, ast.RangeSource):
+            return self.range_source(src)
+        named = self.named.get(src.name)
+        if named is not None and src.version is None and src.timestamp is None:
+            sql, columns = named
+            frm = self.scalars.budget.spend(f"({sql}) AS {self.alias()}", src.at)
+            return Stage.reading(frm, columns)
         let = self.lets.get(src.name)
         if let is not None and src.version is None and src.timestamp is None:
             if src.name in self.expanding:
@@ -209,7 +244,227 @@ class _Translator:
             frm += f" TIMESTAMP AS OF {literal[len('CAST('):-len(' AS TIMESTAMP)')]}"
         return Stage.reading(frm, [Column(c, k) for c, k in self.tables[name].items()])
 
+    def one_row(self) -> str:
+        return self.scalars.budget.spend(f"(SELECT 1 AS __kql_one) AS {self.alias()}", self.at)
+
+    def print_source(self, src: ast.PrintSource) -> Stage:
+        """`print`: one row of the expressions (unnamed ones `print_0`, `print_1`...)."""
+        items: list[tuple[str, str]] = []
+        outputs: list[Column] = []
+        for i, a in enumerate(src.items):
+            value = self.scalars.translate(a.expr, {})
+            name = a.name or f"print_{i}"
+            if name in (c.name for c in outputs):
+                raise semantic(f"a column named '{name}' is printed twice", a.expr.at)
+            items.append((value.text, name))
+            outputs.append(Column(name, value.kind))
+        return Stage(self.one_row(), [], items=items, outputs=outputs)
+
+    def range_source(self, src: ast.RangeSource) -> Stage:
+        """`range`: start, start + step, ... while not past stop (stop included), in order.
+        The row numbers come from cross joins of a ten-row table, one per decimal digit, so
+        the statement stays small and the embedded engine answers it."""
+        start, stop, step = (self.scalars.translate(e, {}) for e in (src.start, src.stop,
+                                                                     src.step))
+        if not all(x.is_const for x in (start, stop, step)):
+            raise semantic("range takes constant bounds and step", src.start.at)
+        if start.kind == "timestamp" and stop.kind == "timestamp":
+            if step.kind != "timespan" or step.const % 1_000 or not step.const:
+                raise semantic("range over datetimes steps by a non-zero timespan of whole "
+                               "microseconds", src.step.at)
+            lo, hi, size = start.const // 1_000, stop.const // 1_000, step.const // 1_000
+            kind = "timestamp"
+        elif all(x.kind in NUMERIC for x in (start, stop, step)):
+            lo, hi, size = start.const, stop.const, step.const
+            kind = "real" if "real" in (start.kind, stop.kind, step.kind) else "long"
+            if not size:
+                raise semantic("range takes a non-zero step", src.step.at)
+        else:
+            raise semantic("range goes over numbers (a numeric step) or datetimes (a "
+                           "timespan step)", src.start.at)
+        steps = (hi - lo) / size if kind == "real" else (hi - lo) // size
+        if kind == "real":          # 0.3 / 0.1 is 2.9999999999999996: stop is still a row
+            steps = math.floor(steps + 1e-9)
+        count = max(0, int(steps) + 1)
+        if count > MAX_RANGE_ROWS:
+            raise semantic(f"range makes at most {MAX_RANGE_ROWS:,} rows, not {count:,}",
+                           src.step.at)
+        digits = max(1, len(str(max(count - 1, 0))))
+        index = " + ".join(f"_d{i}.d" + (f" * {10 ** i}" if i else "") for i in range(digits))
+        index = f"CAST({index} AS BIGINT)"
+        if kind == "timestamp":
+            value = f"timestamp_micros({lo} + {index} * {size})"
+        elif kind == "real":
+            value = f"CAST({float(lo)!r} AS DOUBLE) + {index} * CAST({float(size)!r} AS DOUBLE)"
+        else:
+            value = f"{literal('long', lo, src.at).text} + {index} * " \
+                    f"{literal('long', size, src.at).text}"
+        joins = " CROSS JOIN ".join(f"({_TEN}) AS _d{i}" for i in range(digits))
+        name = quote_ident(src.name)
+        frm = self.scalars.budget.spend(
+            f"(SELECT {value} AS {name} FROM {joins} WHERE {index} < {count}) AS {self.alias()}",
+            src.at)
+        out = Stage.reading(frm, [Column(src.name, kind)])
+        out.carried = [f"{name} {'ASC' if size > 0 else 'DESC'}"]
+        return out
+
+    def rows(self, columns: list[Column], rows: list[list[Sql]], order: str) -> Stage:
+        """A stage of constant rows (at least one), ordered by the column `order`."""
+        selects = []
+        for row in rows:
+            cells = [f"{v.text} AS {quote_ident(c.name)}" for c, v in zip(columns, row,
+                                                                          strict=True)]
+            selects.append("SELECT " + ", ".join(cells))
+        frm = self.scalars.budget.spend(f"({' UNION ALL '.join(selects)}) AS {self.alias()}",
+                                        self.at)
+        out = Stage.reading(frm, columns)
+        out.carried = [f"{quote_ident(order)} ASC"]
+        return out
+
+    def with_columns(self, stage: Stage, added: list[tuple[str, str, str | None]]) -> Stage:
+        """`stage` with columns (name, SQL over its inputs, kind) set as `extend` sets them:
+        a column of an existing name replaced in place, a new one appended."""
+        items = stage.items if stage.items is not None else [
+            (quote_ident(c.name), c.name) for c in stage.inputs]
+        outputs = list(stage.outputs)
+        for name, text, kind in added:
+            names = [c.name for c in outputs]
+            if name in names:
+                i = names.index(name)
+                items = [*items[:i], (text, name), *items[i + 1:]]
+                outputs[i] = Column(name, kind)
+            else:
+                items = [*items, (text, name)]
+                outputs.append(Column(name, kind))
+        return replace(stage, items=items, outputs=outputs,
+                       passthrough=stage.passthrough - {n for n, _, _ in added})
+
     # ---- operators --------------------------------------------------------------------------
+    def op_as(self, stage: Stage, op: ast.As) -> Stage:
+        self.named[op.name] = (stage.sql(), list(stage.outputs))
+        return stage
+
+    def op_getschema(self, stage: Stage, op: ast.GetSchema) -> Stage:
+        columns = [Column("ColumnName", "string"), Column("ColumnOrdinal", "int"),
+                   Column("DataType", "string"), Column("ColumnType", "string")]
+        rows = []
+        for i, c in enumerate(stage.outputs):
+            dotnet, kusto = _SCHEMA_TYPES.get(c.kind or "string", ("System.Object", "dynamic"))
+            rows.append([literal("string", c.name, op.at), Sql(str(i), "int", const=i),
+                         literal("string", dotnet, op.at), literal("string", kusto, op.at)])
+        if not rows:
+            raise semantic("getschema of rows without columns", op.at)
+        return self.rows(columns, rows, "ColumnOrdinal")
+
+    def op_parse(self, stage: Stage, op: ast.Parse) -> Stage:
+        """`parse`/`parse-where`: the pattern becomes one regex (constants matched literally
+        with kind=simple, as regexes with kind=regex; `*` any text, lazily; a column any
+        text lazily, or to the end when it ends the pattern, or a number or bool by its
+        type), anchored at the start. A row the regex does not match gets nulls
+        (`parse`) or is dropped (`parse-where`)."""
+        if stage.shaped:
+            stage = self.wrap(stage)
+        src = self.scalars.translate(op.source, stage.scope())
+        if src.names - stage.passthrough:
+            stage = self.wrap(stage)
+            src = self.scalars.translate(op.source, stage.scope())
+        text = src.text if src.kind in ("string", "dynamic", None) else \
+            f"CAST({src.text} AS STRING)"
+        pieces: list[str] = [f"(?{op.flags})" if op.flags else "", "^"]
+        columns: list[tuple[ast.ParsePart, int]] = []
+        group = 0
+        for i, part in enumerate(op.parts):
+            last = i == len(op.parts) - 1
+            nxt = op.parts[i + 1] if not last else None
+            # Any text up to the next constant: when that constant is one character c of a
+            # kind=simple pattern, `[^c]*` (the same match, and the regex guard does not count
+            # it as a costly repetition), else the lazy `.*?`.
+            upto = ".*?"
+            if nxt is not None and nxt.kind == "text" and not op.regex and len(nxt.text) == 1:
+                upto = f"[^{_class_char(nxt.text)}]*"
+            if part.kind == "star":
+                pieces.append("" if last else upto)
+            elif part.kind == "text":
+                if op.regex:
+                    try:
+                        group += re.compile(part.text).groups
+                    except re.error as e:
+                        raise semantic(f"the regex {part.text!r}: {e}", part.at) from None
+                    pieces.append(f"(?:{part.text})" if "|" in part.text else part.text)
+                else:
+                    pieces.append(regex_literal(part.text, caseless=False))
+            else:
+                group += 1
+                pieces.append(_CAPTURES.get(part.type, "(.*)" if last else f"({upto})"))
+                columns.append((part, group))
+        regex = quote_string("".join(pieces))
+        matched = f"{text} RLIKE {regex}"
+        if op.keep_only_parsed:
+            stage.where.append(matched)
+        added: list[tuple[str, str, str | None]] = []
+        for part, g in columns:
+            value = f"regexp_extract({text}, {regex}, {g})"
+            kind: str | None = part.type
+            if part.type in ("long", "int", "real"):
+                value = f"CAST({value} AS {SPARK_TYPES[part.type]})"
+            elif part.type == "bool":
+                value = f"(lower({value}) = 'true')"
+            elif part.type == "timestamp":
+                value = f"try_cast({value} AS TIMESTAMP)"
+            if part.text in (n for n, _, _ in added):
+                raise semantic(f"the pattern names '{part.text}' twice", part.at)
+            added.append((part.text, value if op.keep_only_parsed else
+                          f"CASE WHEN {matched} THEN {value} END", kind))
+        return self.with_columns(stage, added)
+
+    def op_mvexpand(self, stage: Stage, op: ast.MvExpand) -> Stage:
+        """`mv-expand`: one row per element of the arrays (in parallel, the shorter padded
+        with nulls); a null or non-array value gives one row with null, an empty array
+        none. Elements are JSON text (`dynamic`) unless `to typeof()` casts them. Spark
+        answers it (the embedded engine does not explode arrays)."""
+        if stage.shaped:
+            stage = self.wrap(stage)
+        scope = stage.scope()
+        arrays: list[str] = []
+        values: list[tuple[str, str, str | None]] = []
+        for j, item in enumerate(op.items, 1):
+            value = self.scalars.translate(item.expr, scope)
+            name = item.name or path_name(item.expr)
+            if name is None:
+                raise semantic("mv-expand of an expression needs a name (name = expr)",
+                               item.expr.at)
+            if value.kind == "array":
+                array = f"CAST({value.text} AS ARRAY<STRING>)"
+            elif value.kind in ("dynamic", "string", None):
+                array = f"from_json({value.text}, 'array<string>')"
+            else:
+                raise semantic(f"mv-expand expands dynamic arrays, not {value.kind}",
+                               item.expr.at)
+            arrays.append(f"coalesce({array}, array(CAST(NULL AS STRING))) AS __kql_a{j}")
+            element = f"get(__kql_a{j}, __kql_i)"
+            kind = item.type or "dynamic"
+            if kind in ("long", "int", "real", "bool", "timestamp"):
+                element = f"try_cast({element} AS {SPARK_TYPES[kind]})"
+            if name in (n for n, _, _ in values):
+                raise semantic(f"mv-expand names '{name}' twice", item.expr.at)
+            values.append((name, element, kind))
+        sizes = [f"size(__kql_a{j})" for j in range(1, len(arrays) + 1)]
+        count = sizes[0] if len(sizes) == 1 else f"greatest({', '.join(sizes)})"
+        if op.limit is not None:
+            count = f"least({count}, {self.count_of(op.limit, 'mv-expand limit')})"
+        cols = [quote_ident(c.name) for c in stage.outputs]
+        inner = (f"SELECT {', '.join(cols + arrays)} FROM ({stage.sql()}) AS {self.alias()}")
+        frm = self.scalars.budget.spend(
+            f"({inner}) AS {self.alias()} LATERAL VIEW explode(sequence(0, {count})) "
+            f"{self.alias()} AS __kql_i", self.at)
+        out = Stage(frm, [*stage.outputs, Column("__kql_i", "int")])
+        out.where.append(f"__kql_i < {count}")
+        out = self.with_columns(replace(out, items=[(q, c.name) for q, c in zip(
+            cols, stage.outputs, strict=True)], outputs=list(stage.outputs)), values)
+        if op.index is not None:
+            out = self.with_columns(out, [(op.index, "CAST(__kql_i AS BIGINT)", "long")])
+        return out
+
     def op_where(self, stage: Stage, op: ast.Where) -> Stage:
         preds = [self.scalars.translate(c, stage.scope()) for c in _conjuncts(op.predicate)]
         for pred in preds:
@@ -665,10 +920,11 @@ class _Translator:
 
     def op_union(self, stage: Stage, op: ast.Union) -> Stage:
         legs = [stage] + [self.pipeline(leg) for leg in op.legs]
-        return self.union(legs, None, op.with_source)
+        return self.union(legs, None, op.with_source,
+                          [self.roots[-1], *(_root_name(leg) for leg in op.legs)])
 
     def union(self, legs: list[Stage], sources: tuple[ast.Pipeline, ...] | None,
-              with_source: str | None) -> Stage:
+              with_source: str | None, labels: list[str] | None = None) -> Stage:
         columns: dict[str, set[str | None]] = {}
         for leg in legs:
             for c in leg.outputs:
@@ -679,7 +935,8 @@ class _Translator:
             have = {c.name: c.kind for c in leg.outputs}
             select = []
             if with_source is not None:
-                label = _root_name(sources[i]) if sources is not None else f"leg{i + 1}"
+                label = _root_name(sources[i]) if sources is not None else (
+                    labels[i] if labels is not None else f"leg{i + 1}")
                 select.append(f"{quote_string(label)} AS {quote_ident(with_source)}")
             for name, kind in kinds.items():
                 if name not in have:
@@ -715,8 +972,10 @@ class _Translator:
                 raise semantic(f"the join key '{rname}' is not a column of the right side", at)
         la, ra = self.alias(), self.alias()
         left_sql = left.sql()
-        if op.kind == "innerunique":
+        if op.kind == "innerunique" and not op.lookup:
             left_sql = _dedupe(left, [lname for lname, _, _ in on], self.alias())
+        # lookup: a right key of the same name as its left key is not repeated
+        same_keys = {rname for lname, rname, _ in on if lname == rname} if op.lookup else set()
         cond = " AND ".join(f"{la}.{quote_ident(lname)} = {ra}.{quote_ident(rname)}"
                             for lname, rname, _ in on)
         items: list[tuple[str, str]] = []
@@ -727,6 +986,8 @@ class _Translator:
         if "SEMI" not in JOIN_SQL[op.kind] and "ANTI" not in JOIN_SQL[op.kind]:
             taken = {c.name for c in outputs}
             for c in right.outputs:
+                if c.name in same_keys:
+                    continue
                 name = c.name
                 k = 1
                 while name in taken:
@@ -746,7 +1007,7 @@ class _Translator:
 
 
 def _first_token(p: ast.Pipeline) -> Token:
-    src: ast.TableSource | ast.UnionSource | ast.Pipeline = p
+    src: ast.Source | ast.Pipeline = p
     while isinstance(src, ast.Pipeline):
         src = src.source
     return src.at
@@ -796,6 +1057,11 @@ def _root_name(p: ast.Pipeline) -> str:
     while isinstance(src, ast.Pipeline):
         src = src.source
     return src.name if isinstance(src, ast.TableSource) else "union"
+
+
+def _class_char(c: str) -> str:
+    """`c` as a member of a regex character class (Java's and RE2's)."""
+    return "\\" + c if c in "]\\^-[" else c
 
 
 def _pct(p: object) -> str:
