@@ -176,7 +176,7 @@ _STATEMENT_WORDS = frozenset([
     "COMMENT", "GRANT", "REVOKE", "REPAIR", "EXPORT", "IMPORT",
 ])
 
-_DDL_WORDS = frozenset({"CREATE", "ALTER", "DESCRIBE", "DESC", "SHOW"})
+_DDL_WORDS = frozenset({"CREATE", "ALTER", "DESCRIBE", "DESC", "SHOW", "DELETE", "TRUNCATE"})
 
 # The bulk of any tree: nodes that cannot name a relation, a function or a statement.
 _HARMLESS = (exp.Literal, exp.Identifier, exp.Column, exp.Star, exp.Binary, exp.Paren,
@@ -272,11 +272,11 @@ def classify(sql: str) -> Statement:
     """The kind of `sql`; refuses (400) what is neither a query nor shoal's DDL.
 
     DDL is recognised by `shoal.query.ddl.parse_ddl` (token based, so a leading comment
-    cannot hide a CREATE); `admin_ddl` is CREATE/ALTER (properties included), `ddl`
-    DESCRIBE/SHOW TABLES.
+    cannot hide a CREATE); `admin_ddl` is what changes a table (CREATE, ALTER, DELETE,
+    TRUNCATE), `ddl` DESCRIBE/SHOW TABLES.
     """
     from shoal.query.ddl import (AlterTableAddColumns, AlterTableSetProperties, CreateTable,
-                                 parse_ddl)
+                                 DeleteRows, TruncateTable, parse_ddl)
 
     tokens = _tokens(sql)
     if not tokens:
@@ -286,7 +286,8 @@ def classify(sql: str) -> Statement:
     word = first.text.upper()
     ddl = parse_ddl(sql) if word in _DDL_WORDS else None
     if ddl is not None:
-        admin = isinstance(ddl, (CreateTable, AlterTableAddColumns, AlterTableSetProperties))
+        admin = isinstance(ddl, (CreateTable, AlterTableAddColumns, AlterTableSetProperties,
+                                 DeleteRows, TruncateTable))
         return Statement("admin_ddl" if admin else "ddl", sql)
     if word == "EXPLAIN":
         if len(tokens) < 2:
