@@ -168,3 +168,31 @@ def test_delete_and_truncate_need_the_admin_scope():
     for sql in ("DELETE FROM t WHERE a = 1", "delete from t", "TRUNCATE TABLE t",
                 "/* x */ DELETE FROM t WHERE a = 1"):
         assert classify(sql).kind == "admin_ddl", sql
+
+
+def test_a_delete_racing_a_compaction_starts_again_and_misses_no_row(db):
+    """Compaction replaces the extents a delete has just rewritten, right before the
+    delete commits: the delete lands nothing from that read, starts again on the compacted
+    extent and deletes the rows there."""
+    from shoal.commit import Replacement, swap_extents
+    from shoal.query.ddl import parse_ddl
+
+    everything = _ns(db)
+    compacted = []
+
+    def compact_first(stage: str, **_info) -> None:
+        if stage != "extents_written" or compacted:
+            return
+        info = db.catalog.load_table("ev")
+        live = db.catalog.manifests("ev")
+        rows, _ = db.read("ev")
+        merged = db.coordinator.write_extent(info, [rows])
+        out = swap_extents(db.coordinator, "ev", [Replacement(live, merged)])
+        compacted.append(out.snapshot)
+
+    report = db.query_engine.delete(parse_ddl("DELETE FROM ev WHERE svc = 's4'"),
+                                    on_stage=compact_first)
+    assert compacted and compacted[0] is not None and report.rounds == 2
+    assert report.rows_deleted == 40 and report.extents_rewritten == 1
+    assert _ns(db) == [n for n in everything if n % 100 % 5 != 4]
+    assert collect_garbage(db.catalog, db.store, grace_s=0).deleted == 0   # nothing left over
