@@ -21,12 +21,12 @@ A delete reads one snapshot S of the table and works on the extents live at S on
    commits, the new extents are discarded and the delete starts again from a fresh
    snapshot. So the table is seen before or after the statement, never in between.
 
-Where it runs: extents are matched and rewritten in this process when the bytes of the
-extents to read fit the embedded engine's budget (`Config.local_scan_max_bytes`), else as
-one Spark task per extent (`run_extent_delete` is a module-level function over a picklable
-`ExtentDelete`, as compaction's tasks are; each task opens its own embedded engine). A
-predicate the embedded engine cannot answer exactly as Spark would is refused with the
-reason (400).
+Where it runs: extents are matched and rewritten in this process, a few at a time, when
+the bytes of the extents to read fit the embedded engine's budget
+(`Config.local_scan_max_bytes`), else as one Spark task per extent (`run_extent_delete` is
+a module-level function over a picklable `ExtentDelete`, as compaction's tasks are; each
+task opens its own embedded engine). A predicate the embedded engine cannot answer exactly
+as Spark would is refused with the reason (400).
 
 TRUNCATE TABLE, and DELETE without WHERE, remove every extent live at S (appends committed
 after S stay). Earlier snapshots still hold the rows for time travel until snapshot
@@ -35,8 +35,11 @@ retention expires them; the files are deleted then (docs/maintenance.md, "Erasur
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +67,7 @@ from shoal.types.sortkey import block_rows_of
 ROW = "__shoal_row"          # a row's position in its extent, beside the predicate's columns
 VIEW = "__shoal_delete"
 MAX_ROUNDS = 8               # fresh starts after a touched extent stopped being live
+LOCAL_THREADS = max(1, min(4, os.cpu_count() or 1))    # extents rewritten at once in process
 
 DELETE_RESULT_SCHEMA = pa.schema([
     ("table", pa.string()), ("operation", pa.string()), ("rows_deleted", pa.int64()),
@@ -363,9 +367,14 @@ def execute_delete(stmt: DeleteRows | TruncateTable, db: Database, *,
                     from shoal.query.embedded.local_engine import DuckDBExecutor
 
                     own_executor = DuckDBExecutor(threads=2, idle=1)
-                results = [run_extent_delete(t, store=db.store,
-                                             executor=executor or own_executor)
-                           for t in tasks]
+                run = functools.partial(run_extent_delete, store=db.store,
+                                        executor=executor or own_executor)
+                if len(tasks) > 1:
+                    with ThreadPoolExecutor(LOCAL_THREADS,
+                                            thread_name_prefix="shoal-delete") as pool:
+                        results = list(pool.map(run, tasks))
+                else:
+                    results = [run(t) for t in tasks]
             touched = [r for r in results if r.deleted > 0]
             report.bytes_read = stats.bytes_read + sum(r.bytes_read for r in results)
             if not touched:
