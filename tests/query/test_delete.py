@@ -196,3 +196,40 @@ def test_a_delete_racing_a_compaction_starts_again_and_misses_no_row(db):
     assert report.rows_deleted == 40 and report.extents_rewritten == 1
     assert _ns(db) == [n for n in everything if n % 100 % 5 != 4]
     assert collect_garbage(db.catalog, db.store, grace_s=0).deleted == 0   # nothing left over
+
+
+def test_a_rewritten_extent_keeps_shredded_paths_only_if_it_had_them(tmp_path):
+    import pyarrow as pa
+
+    from shoal.commit import ExtentStager, extent_prefix
+    from shoal.format import rewrite_format
+    from shoal.format.shred import parse_hidden
+
+    db = shoal.connect(data_dir=str(tmp_path / "data"))
+    db.create_table("j", [Column("n", parse_type("long")), Column("attrs", parse_type("dynamic"))])
+    info = db.catalog.load_table("j")
+    rows = [{"_timestamp": T0 + i, "n": i,
+             "attrs": json.dumps({"http": {"method": "GET" if i % 2 else "POST"}}).encode()}
+            for i in range(200)]
+    batch = pa.Table.from_pylist([{c: r.get(c) for c in info.schema.names} for r in rows],
+                                 schema=info.schema.arrow())
+    shredded = ExtentStager(db.store, rewrite_format(db.formats["tlm"])).write(
+        extent_prefix(info.name, info.id), info.schema, [batch])
+    db.coordinator.append("j", [shredded])
+    db.ingest_ndjson("j", "\n".join(json.dumps({"n": 1000 + i, "attrs": {"k": i}})
+                                    for i in range(50)).encode())
+
+    def has_paths(entry) -> bool:
+        reader = db.formats[entry.format].open_extent(db.store, entry.object_path)
+        return any(parse_hidden(n) is not None for st in reader.metadata().block_stats
+                   for n in st.get("columns") or ())
+
+    assert [has_paths(e) for e in db.catalog.manifests("j")] == [True, False]
+    row = _answer(db, "DELETE FROM j WHERE n % 10 = 3")
+    assert row["extents_rewritten"] == 2 and row["rows_deleted"] == 25
+    by_rows = sorted(db.catalog.manifests("j"), key=lambda e: e.row_count, reverse=True)
+    assert [has_paths(e) for e in by_rows] == [True, False]
+    got = db.sql("SELECT get_json_object(attrs, '$.http.method') AS m, count(*) AS c FROM j "
+                 "WHERE n < 1000 GROUP BY 1 ORDER BY 1").table.to_pylist()
+    assert got == [{"m": "GET", "c": 80}, {"m": "POST", "c": 100}]   # n % 10 = 3 is odd
+    db.close()

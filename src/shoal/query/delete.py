@@ -52,6 +52,7 @@ from shoal.commit import CommitCoordinator, ExtentStager, Replacement, extent_pr
 from shoal.errors import CommitError, QueryError, UnavailableError
 from shoal.format import rewrite_format
 from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.format.shred import parse_hidden
 from shoal.query.database import Database
 from shoal.query.ddl import DeleteRows, TruncateTable
 from shoal.query.embedded.transpile import NotLocal, spark_sql_type, to_local
@@ -115,7 +116,7 @@ class ExtentDelete:
     storage_url: str
     s3_endpoint: str | None
     prefix: str
-    writer_format: SegmentFormat
+    writer_format: SegmentFormat     # the table's (ingest's) format; shredding as the source
     formats: dict[str, SegmentFormat]
     schema: dict[str, Any]           # Schema JSON of the snapshot's version: read and written
     path: str
@@ -185,7 +186,7 @@ def run_extent_delete(task: ExtentDelete, *, store: ObjectStore | None = None,
         nbytes[0] += n
 
     try:
-        matched = _matched_rows(task, store, executor, count)
+        matched, shredded = _matched_rows(task, store, executor, count)
     finally:
         if own:
             executor.close()
@@ -201,7 +202,10 @@ def run_extent_delete(task: ExtentDelete, *, store: ObjectStore | None = None,
     gone = pa.array(matched, pa.int64())
     keep = pc.invert(pc.is_in(pa.array(range(rows.num_rows), pa.int64()), value_set=gone))
     kept = rows.filter(keep)
-    entry = ExtentStager(store, task.writer_format).write(
+    # Shredded dynamic paths cost more to write than the rest together: an extent keeps them
+    # if it had them (a compacted one), and does without if it did not (as ingest wrote it).
+    fmt = rewrite_format(task.writer_format) if shredded else task.writer_format
+    entry = ExtentStager(store, fmt).write(
         task.prefix, schema, kept.to_batches(max_chunksize=task.block_rows),
         block_rows=task.block_rows)
     return ExtentDeleteResult(task.index, rows.num_rows - kept.num_rows, entry, nbytes[0],
@@ -214,8 +218,9 @@ def _spec(task: ExtentDelete, columns: Sequence[str]) -> ScanSpec:
 
 
 def _matched_rows(task: ExtentDelete, store: ObjectStore, executor: Any,
-                  count: Callable[[int], None]) -> list[int]:
-    """Positions (in the extent) of the rows whose predicate is TRUE."""
+                  count: Callable[[int], None]) -> tuple[list[int], bool]:
+    """Positions (in the extent) of the rows whose predicate is TRUE, and whether the extent
+    holds shredded dynamic paths."""
     assert task.match is not None
     reader = task.formats[task.format].open_extent(store, task.path)
     try:
@@ -230,6 +235,8 @@ def _matched_rows(task: ExtentDelete, store: ObjectStore, executor: Any,
         starts = [0]
         for st in meta.block_stats:
             starts.append(starts[-1] + int(st["rows"]))
+    shredded = any(parse_hidden(name) is not None for st in meta.block_stats or ()
+                   for name in st.get("columns") or ())
     spec = _spec(task, task.match.columns)
     parts: list[pa.RecordBatch] = []
     offset = 0
@@ -242,10 +249,10 @@ def _matched_rows(task: ExtentDelete, store: ObjectStore, executor: Any,
         parts.append(pa.RecordBatch.from_arrays([*batch.columns, ids],
                                                 names=[*batch.schema.names, ROW]))
     if not parts:
-        return []
+        return [], shredded
     table = pa.Table.from_batches(parts)
     answer = executor.run(task.match.sql, {VIEW: table}, list(task.match.functions))
-    return answer.column(0).to_pylist()
+    return answer.column(0).to_pylist(), shredded
 
 
 class SparkTasks:
@@ -350,7 +357,7 @@ def execute_delete(stmt: DeleteRows | TruncateTable, db: Database, *,
             tasks = [ExtentDelete(
                 index=i, storage_url=db.config.resolved_storage_url,
                 s3_endpoint=db.config.s3_endpoint, prefix=extent_prefix(info.name, info.id),
-                writer_format=rewrite_format(coordinator.format), formats=db.formats,
+                writer_format=coordinator.format, formats=db.formats,
                 schema=schema.to_json(), path=s.path, format=s.format,
                 rows=by_path[s.path].row_count,
                 blocks=tuple(s.blocks) if s.blocks is not None else None,
