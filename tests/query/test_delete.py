@@ -232,4 +232,9 @@ def test_a_rewritten_extent_keeps_shredded_paths_only_if_it_had_them(tmp_path):
     got = db.sql("SELECT get_json_object(attrs, '$.http.method') AS m, count(*) AS c FROM j "
                  "WHERE n < 1000 GROUP BY 1 ORDER BY 1").table.to_pylist()
     assert got == [{"m": "GET", "c": 80}, {"m": "POST", "c": 100}]   # n % 10 = 3 is odd
+    # a predicate on a path reads it from the shredded sub-column or the JSON alike
+    row = _answer(db, "DELETE FROM j WHERE get_json_object(attrs, '$.http.method') = 'GET' "
+                      "OR get_json_object(attrs, '$.k') = '7'")
+    assert row["rows_deleted"] == 81
+    assert db.sql("SELECT count(*) AS c FROM j").table.to_pylist() == [{"c": 100 + 44}]
     db.close()

@@ -376,7 +376,7 @@ def execute_delete(stmt: DeleteRows | TruncateTable, db: Database, *,
                     own_executor = DuckDBExecutor(threads=2, idle=1)
                 run = functools.partial(run_extent_delete, store=db.store,
                                         executor=executor or own_executor)
-                if len(tasks) > 1:
+                if len(tasks) > 1 and LOCAL_THREADS > 1:
                     with ThreadPoolExecutor(LOCAL_THREADS,
                                             thread_name_prefix="shoal-delete") as pool:
                         results = list(pool.map(run, tasks))
