@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     stmt = parse_ddl(args.sql)
     assert isinstance(stmt, DeleteRows | TruncateTable)
     print("STARTED", flush=True)
-    report = db.query_engine.delete(stmt, on_stage=pause_hook(args.pause_at,
+    report = db.query_engine.run_delete(stmt, on_stage=pause_hook(args.pause_at,
                                                               report=args.stages))
     print("DONE " + json.dumps(report.to_table().to_pylist()[0]), flush=True)
     return 0

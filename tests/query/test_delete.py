@@ -190,7 +190,7 @@ def test_a_delete_racing_a_compaction_starts_again_and_misses_no_row(db):
         out = swap_extents(db.coordinator, "ev", [Replacement(live, merged)])
         compacted.append(out.snapshot)
 
-    report = db.query_engine.delete(parse_ddl("DELETE FROM ev WHERE svc = 's4'"),
+    report = db.query_engine.run_delete(parse_ddl("DELETE FROM ev WHERE svc = 's4'"),
                                     on_stage=compact_first)
     assert compacted and compacted[0] is not None and report.rounds == 2
     assert report.rows_deleted == 40 and report.extents_rewritten == 1

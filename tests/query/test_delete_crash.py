@@ -112,7 +112,7 @@ def test_kill_at_each_stage_of_a_delete(tmp_path, catalog_url, stage, expected):
     _kill_during(tmp_path, catalog_url, pause_at=stage, kill_after=None)
     assert _check_before_or_after(db, before) == expected
     if expected == "before":         # the statement run again completes it
-        report = db.query_engine.delete(_parsed())
+        report = db.query_engine.run_delete(_parsed())
         assert report.rows_deleted == sum(1 for n in before if n % 3 == 0 or n >= 500)
         assert _check_before_or_after(db, before) == "after"
     db.close()

@@ -25,10 +25,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from shoal.catalog.base import ManifestEntry, Snapshot, TableInfo
 from shoal.commit.coordinator import CommitCoordinator, CommitSpec
-from shoal.commit.extents import discard_extents
+from shoal.commit.extents import ExtentStager, discard_extents, extent_prefix
 from shoal.errors import PipelineError
+from shoal.format.base import SegmentFormat
+from shoal.storage.base import ObjectStore
+from shoal.types.schema import Schema
 
 
 class SwapRowCountError(PipelineError):
@@ -110,3 +115,13 @@ def swap_extents(coordinator: CommitCoordinator, table: str,
                     [a for i, r in enumerate(replacements)
                      if i not in kept and (a := r.add) is not None])
     return SwapOutcome(outcome.snapshot, list(kept))
+
+
+def stage_rewrite(store: ObjectStore, fmt: SegmentFormat, table_name: str, table_id: int,
+                  schema: Schema, rows: pa.Table, *, block_rows: int) -> ManifestEntry:
+    """Write `rows` (shaped to `schema`, in the order they stay in) as one new extent of the
+    table, not committed: a delete's rewrite of an extent, for `swap_extents`. Picklable by
+    reference, so a Spark task calls it."""
+    return ExtentStager(store, fmt).write(extent_prefix(table_name, table_id), schema,
+                                          rows.to_batches(max_chunksize=block_rows),
+                                          block_rows=block_rows)

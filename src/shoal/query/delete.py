@@ -14,12 +14,13 @@ A delete reads one snapshot S of the table and works on the extents live at S on
    read, upgraded to S's schema version, and written again without those rows (in their
    stored order) as one new extent.
 3. Commit: one snapshot, `operation="delete"` (or `"truncate"`), removes the touched
-   extents and adds the rewritten ones, through the commit layer's `swap_extents` (the
-   compaction recipe) with `all_or_none`: the commit rebases over appends that landed
-   meanwhile (their rows were never read, so they are never deleted), and if any touched
-   extent stopped being live (compacted, expired, deleted by another statement) nothing
-   commits, the new extents are discarded and the delete starts again from a fresh
-   snapshot. So the table is seen before or after the statement, never in between.
+   extents and adds the rewritten ones, through the write side's `db.replace_extents` (the
+   commit layer's compaction recipe, `swap_extents`, with `all_or_none`): the commit
+   rebases over appends that landed meanwhile (their rows were never read, so they are
+   never deleted), and if any touched extent stopped being live (compacted, expired,
+   deleted by another statement) nothing commits, the new extents are discarded and the
+   delete starts again from a fresh snapshot. So the table is seen before or after the
+   statement, never in between.
 
 Where it runs: extents are matched and rewritten in this process, a few at a time, when
 the bytes of the extents to read fit the embedded engine's budget
@@ -48,7 +49,6 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from shoal.catalog.base import ManifestEntry
-from shoal.commit import CommitCoordinator, ExtentStager, Replacement, extent_prefix, swap_extents
 from shoal.errors import CommitError, QueryError, UnavailableError
 from shoal.format import rewrite_format
 from shoal.format.base import BlockPredicate, SegmentFormat
@@ -115,7 +115,9 @@ class ExtentDelete:
     index: int
     storage_url: str
     s3_endpoint: str | None
-    prefix: str
+    table_name: str
+    table_id: int
+    stage: Callable[..., ManifestEntry]   # writes the rewrite (the write side's function)
     writer_format: SegmentFormat     # the table's (ingest's) format; shredding as the source
     formats: dict[str, SegmentFormat]
     schema: dict[str, Any]           # Schema JSON of the snapshot's version: read and written
@@ -205,9 +207,8 @@ def run_extent_delete(task: ExtentDelete, *, store: ObjectStore | None = None,
     # Shredded dynamic paths cost more to write than the rest together: an extent keeps them
     # if it had them (a compacted one), and does without if it did not (as ingest wrote it).
     fmt = rewrite_format(task.writer_format) if shredded else task.writer_format
-    entry = ExtentStager(store, fmt).write(
-        task.prefix, schema, kept.to_batches(max_chunksize=task.block_rows),
-        block_rows=task.block_rows)
+    entry = task.stage(store, fmt, task.table_name, task.table_id, schema, kept,
+                       block_rows=task.block_rows)
     return ExtentDeleteResult(task.index, rows.num_rows - kept.num_rows, entry, nbytes[0],
                               entry.byte_size)
 
@@ -317,20 +318,19 @@ def _plan_where(stmt: DeleteRows, schema: Schema) -> _Where:
 
 # ---- the statement ---------------------------------------------------------------------------
 def execute_delete(stmt: DeleteRows | TruncateTable, db: Database, *,
-                   coordinator: CommitCoordinator | None = None,
                    footers: FooterCache | None = None, executor: Any = None,
                    spark_runner: Callable[[], Any] | None = None,
                    on_stage: Callable[..., None] | None = None) -> DeleteReport:
     """Run a DELETE or TRUNCATE (see the module docstring). `executor`: the embedded
     engine's executor to match rows with in process; `spark_runner()` gives a
     `TaskRunner` for a delete too big for this process; `on_stage(stage, **info)` is told
-    "extents_written" (before the commit) and the coordinator's stages."""
+    "extents_written" (before the commit) and the commit's stages ("committing",
+    "committed"). The commit is the write side's (`db.replace_extents`)."""
     start = time.perf_counter()
     catalog = db.catalog
     truncate = isinstance(stmt, TruncateTable)
     where = stmt if isinstance(stmt, DeleteRows) and stmt.where is not None else None
-    coordinator = coordinator or CommitCoordinator(catalog, db.store, db.formats["tlm"],
-                                                   on_stage=on_stage)
+    writer = db.formats["tlm"]
     report = DeleteReport(stmt.name, "truncate" if truncate else "delete")
     footers = footers if footers is not None else FooterCache()
     own_executor = None
@@ -356,8 +356,8 @@ def execute_delete(stmt: DeleteRows | TruncateTable, db: Database, *,
             report.extents_scanned = len(scans) if planned is not None else 0
             tasks = [ExtentDelete(
                 index=i, storage_url=db.config.resolved_storage_url,
-                s3_endpoint=db.config.s3_endpoint, prefix=extent_prefix(info.name, info.id),
-                writer_format=coordinator.format, formats=db.formats,
+                s3_endpoint=db.config.s3_endpoint, table_name=info.name, table_id=info.id,
+                stage=db.stage_rewrite, writer_format=writer, formats=db.formats,
                 schema=schema.to_json(), path=s.path, format=s.format,
                 rows=by_path[s.path].row_count,
                 blocks=tuple(s.blocks) if s.blocks is not None else None,
@@ -387,19 +387,18 @@ def execute_delete(stmt: DeleteRows | TruncateTable, db: Database, *,
             if not touched:
                 report.rows_deleted = 0
                 break
-            replacements = [Replacement([by_path[tasks[r.index].path]], r.entry, r.deleted)
-                            for r in touched]
+            changes = [(by_path[tasks[r.index].path], r.entry, r.deleted) for r in touched]
             written = [r.entry.object_path for r in touched if r.entry is not None]
             if on_stage is not None:
                 on_stage("extents_written", table=stmt.name, paths=written)
             deleted = sum(r.deleted for r in touched)
-            outcome = swap_extents(coordinator, stmt.name, replacements,
-                                   operation=report.operation, all_or_none=True,
-                                   summary={"deleted_rows": deleted,
-                                            "read_snapshot_id": plan.snapshot_id})
-            if outcome.snapshot is None:
+            snapshot = db.replace_extents(stmt.name, changes, operation=report.operation,
+                                          summary={"deleted_rows": deleted,
+                                                   "read_snapshot_id": plan.snapshot_id},
+                                          on_stage=on_stage)
+            if snapshot is None:
                 continue            # a touched extent is gone: start again from a fresh read
-            report.snapshot_id = outcome.snapshot.snapshot_id
+            report.snapshot_id = snapshot.snapshot_id
             report.rows_deleted = deleted
             report.extents_rewritten = sum(1 for r in touched if r.entry is not None)
             report.extents_removed = sum(1 for r in touched if r.entry is None)

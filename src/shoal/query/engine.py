@@ -269,7 +269,7 @@ class QueryEngine:
             ddl = parse_ddl(sql)
             assert ddl is not None
             if isinstance(ddl, (DeleteRows, TruncateTable)):
-                return QueryResult(self.delete(ddl).to_table(), QueryStats(), kind="ddl")
+                return QueryResult(self.run_delete(ddl).to_table(), QueryStats(), kind="ddl")
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
         from shoal.query.embedded.functions.time import pin_statement_time
 
@@ -337,7 +337,7 @@ class QueryEngine:
         df, stats, _ = self._plan(sql, prune=prune, keep_accumulator=True)
         return df, stats
 
-    def delete(self, stmt: DeleteRows | TruncateTable, *,
+    def run_delete(self, stmt: DeleteRows | TruncateTable, *,
                on_stage: Callable[..., None] | None = None) -> DeleteReport:
         """A DELETE or TRUNCATE (`shoal.query.delete`): rows matched by the embedded engine
         in process, or by Spark tasks when the extents to read exceed its budget."""
