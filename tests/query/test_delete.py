@@ -13,6 +13,7 @@ import shoal
 from shoal.errors import QueryError, SnapshotNotFoundError, TableNotFoundError
 from shoal.maintenance.gc import collect_garbage
 from shoal.maintenance.retention import apply_retention
+from shoal.query.delete import DeleteNotLocalError
 from shoal.query.guard import classify
 from shoal.types import Column, parse_type
 
@@ -161,7 +162,15 @@ def test_bad_deletes_are_clear_4xx_errors(db):
         db.sql("DELETE FROM ev WHERE n = = 1")
     with pytest.raises(QueryError, match="not allowed"):
         db.sql("DELETE FROM ev WHERE reflect('java.lang.System', 'exit', 1) IS NULL")
+    with pytest.raises(DeleteNotLocalError, match="cannot evaluate this WHERE in process: CAST"):
+        db.sql("DELETE FROM ev WHERE n > 1.5BD")       # Spark's decimal semantics
     assert db.catalog.table_counts("ev") == (200, 4)
+
+
+def test_column_names_resolve_case_insensitively_as_in_spark(db):
+    row = _answer(db, "DELETE FROM ev WHERE User_ID = 'u0' AND N < 100")
+    assert row["rows_deleted"] == 8
+    assert [n for n in _ns(db) if n < 100 and n % 7 == 0] == []
 
 
 def test_delete_and_truncate_need_the_admin_scope():

@@ -294,6 +294,12 @@ def _plan_where(stmt: DeleteRows, schema: Schema) -> _Where:
     tree = analysis.tree
     if not isinstance(tree, exp.Select):
         raise QueryError("DELETE needs DELETE FROM <table> [WHERE <predicate>]")
+    # Spark resolves column names case-insensitively: spell them as the table does
+    spelled = {c.lower(): c for c in [*schema.names, TIMESTAMP_NS]}
+    for col in tree.find_all(exp.Column):
+        name = spelled.get(col.name.lower())
+        if name is not None and name != col.name:
+            col.set("this", exp.to_identifier(name))
     mentioned = {c.name for c in tree.find_all(exp.Column)}
     columns = [c for c in schema.names if c in mentioned]
     if TIMESTAMP_NS in mentioned:
