@@ -16,6 +16,21 @@ small extents, one `db.append` each (embedded SQLite catalog + local store). The
 
 The default is a smaller size that runs in a few minutes; the issue's full size is
 `--rows 10000000 --extents 1000` (10k rows per extent). Output is Markdown on stdout.
+
+    .venv/bin/python bench/bench_maintain.py --delete [--rows 2000000] [--extents 48]
+
+The DELETE benchmark instead: one day of `bench/logdata.py`'s logs (`generate_day`),
+ingested in time order as `--extents` NDJSON requests (48: one extent per half hour), then
+
+1. `DELETE FROM logs WHERE _timestamp` in one hour (10:00-11:00): only that hour's extents
+   may be touched (asserted from the answer and from the snapshot);
+2. then `DELETE FROM logs WHERE duration_ms % 1000 = 7`: 0.1% of the rows, spread over
+   every extent (nothing to prune: every extent left is read and rewritten);
+
+each with its wall time, rows deleted, extents touched/rewritten/removed and bytes
+rewritten, and the same two deletes by DuckDB (`DELETE` on its own table in a database
+file, the same rows) and delta-rs (`DeltaTable.delete` on a Delta table written with the
+same rows as the same number of files), as a ratio (shoal's time / the peer's).
 """
 
 from __future__ import annotations
@@ -27,7 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -55,18 +70,131 @@ def run_queries(db, queries, repeat: int) -> dict[str, dict]:
     return out
 
 
+SPREAD = "duration_ms % 1000 = 7"
+HOUR = ("_timestamp >= '{day}T10:00:00Z' AND _timestamp < '{day}T11:00:00Z'")
+
+
+def delete_benchmark(rows: int, extents: int, work: Path) -> None:
+    """The DELETE benchmark (see the module docstring); Markdown on stdout."""
+    import duckdb
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from logdata import COLUMNS, DAY_START, generate_day
+
+    from shoal.types import Column, parse_type
+
+    load = os.getloadavg()[0]
+    src = generate_day(rows)
+    lines = src.read_bytes().splitlines()
+    assert len(lines) == rows
+    db = shoal.connect(data_dir=str(work / "shoal"))
+    db.create_table("logs", [Column(c["name"], parse_type(c["type"])) for c in COLUMNS])
+    t0 = time.perf_counter()
+    bounds = [round(k * rows / extents) for k in range(extents + 1)]
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        db.ingest_ndjson("logs", b"\n".join(lines[a:b]))
+    del lines
+    n, live = db.catalog.table_counts("logs")
+    print(f"ingested {n:,} rows as {live} extents in {time.perf_counter() - t0:.1f}s",
+          file=sys.stderr)
+    table, _ = db.read("logs")
+    flat = table.set_column(table.schema.get_field_index("attrs"), "attrs",
+                            table.column("attrs").cast(pa.string()))
+    flat = flat.set_column(0, "_timestamp",
+                           flat.column("_timestamp").cast(pa.timestamp("us", tz="UTC")))
+    flat = flat.drop_columns([c for c in flat.column_names if c == "props"])
+    hour = HOUR.format(day=DAY_START)
+
+    lo = int(datetime.fromisoformat(f"{DAY_START}T10:00:00+00:00").timestamp()) * 10**9
+    hi = lo + 3600 * 10**9
+    results = {}
+    for name, where in (("one hour", hour), ("spread 0.1%", SPREAD)):
+        before = {e.object_path: e for e in db.catalog.manifests("logs")}
+        t0 = time.perf_counter()
+        row = db.sql(f"DELETE FROM logs WHERE {where}").table.to_pylist()[0]
+        secs = time.perf_counter() - t0
+        after = {e.object_path for e in db.catalog.manifests("logs")}
+        touched = [e for p, e in before.items() if p not in after]
+        assert len(touched) == row["extents_touched"]
+        if name == "one hour":      # only extents holding rows of that hour were touched
+            assert all(e.min_ts < hi and e.max_ts >= lo for e in touched), touched
+        results[name] = {"s": secs, **row}
+
+    duck_path = str(work / "duck.db")
+    con = duckdb.connect(duck_path)
+    con.register("src", flat)
+    con.execute("CREATE TABLE logs AS SELECT * FROM src")
+    con.unregister("src")
+    con.execute("CHECKPOINT")
+    duck = {}
+    for name, where in (("one hour", hour), ("spread 0.1%", SPREAD)):
+        t0 = time.perf_counter()
+        deleted = con.execute(f"DELETE FROM logs WHERE {where}").fetchone()[0]
+        con.execute("CHECKPOINT")
+        duck[name] = {"s": time.perf_counter() - t0, "rows": deleted}
+    con.close()
+
+    delta_path = str(work / "delta")
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        write_deltalake(delta_path, flat.slice(a, b - a), mode="append")
+    delta = {}
+    for name, where in (("one hour", " AND ".join(
+                            f"_timestamp {op} arrow_cast('{DAY_START}T{h}:00:00Z', "
+                            "'Timestamp(Microsecond, Some(\"UTC\"))')"
+                            for op, h in ((">=", 10), ("<", 11)))),
+                        ("spread 0.1%", SPREAD)):
+        dt = DeltaTable(delta_path)
+        sizes = {a["path"]: a["size_bytes"]
+                 for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist()}
+        t0 = time.perf_counter()
+        metrics = dt.delete(where)
+        secs = time.perf_counter() - t0
+        dt = DeltaTable(delta_path)
+        new = {a["path"]: a["size_bytes"]
+               for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist()}
+        delta[name] = {"s": secs, "rows": metrics.get("num_deleted_rows"),
+                       "files": metrics.get("num_removed_files"),
+                       "bytes": sum(v for k, v in new.items() if k not in sizes)}
+
+    print(f"## DELETE benchmark ({rows:,} rows, one day, {extents} extents; load {load:.1f})\n")
+    print("| delete | rows deleted | shoal s | extents touched (rewritten + removed) of "
+          f"{extents} | bytes rewritten | DuckDB s | ratio | delta-rs s | files touched | "
+          "bytes rewritten | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        d, dl = duck[name], delta[name]
+        assert d["rows"] == r["rows_deleted"] == dl["rows"], (name, r, d, dl)
+        print(f"| {name} | {r['rows_deleted']:,} | {r['s']:.2f} | {r['extents_touched']} "
+              f"({r['extents_rewritten']} + {r['extents_removed']}) | "
+              f"{r['bytes_rewritten'] / 1e6:.1f} MB | {d['s']:.2f} | "
+              f"{r['s'] / d['s']:.1f}x | {dl['s']:.2f} | {dl['files']} | "
+              f"{dl['bytes'] / 1e6:.1f} MB | {r['s'] / dl['s']:.1f}x |")
+    db.close()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--extents", type=int, default=1000)
-    p.add_argument("--rows", type=int, default=200_000)
+    p.add_argument("--delete", action="store_true",
+                   help="run the DELETE benchmark instead (see the module docstring)")
+    p.add_argument("--extents", type=int, default=None)
+    p.add_argument("--rows", type=int, default=None)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--target", default="128MB", help="target_extent_size of the table")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--work", type=Path, default=None)
     p.add_argument("--keep", action="store_true")
     args = p.parse_args()
-    per = args.rows // args.extents
     work = args.work or Path(tempfile.mkdtemp(prefix="shoal-bench-maintain-"))
+    if args.delete:
+        try:
+            delete_benchmark(args.rows or 2_000_000, args.extents or 48, work)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        return 0
+    args.rows = args.rows or 200_000
+    args.extents = args.extents or 1000
+    per = args.rows // args.extents
     load = os.getloadavg()[0]
     try:
         db = shoal.connect(data_dir=str(work / "shoal"), spark_master=args.master)

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from shoal.catalog import open_catalog
-from shoal.catalog.base import Catalog, TableInfo
+from shoal.catalog.base import Catalog, ManifestEntry, Snapshot, TableInfo
 from shoal.catalog.describe import describe_table
 from shoal.config import Config, load_config
 from shoal.format import default_formats
@@ -189,6 +189,27 @@ class Shoal:
         return [describe_table(self.catalog, t.name) for t in self.catalog.list_tables()]
 
     # data
+    @property
+    def stage_rewrite(self) -> Callable[..., ManifestEntry]:
+        """See `shoal.query.database.Database.stage_rewrite`."""
+        from shoal.commit import stage_rewrite
+
+        return stage_rewrite
+
+    def replace_extents(self, name: str,
+                        changes: Sequence[tuple[ManifestEntry, ManifestEntry | None, int]], *,
+                        operation: str, summary: dict[str, Any],
+                        on_stage: Callable[..., None] | None = None) -> Snapshot | None:
+        """A delete's commit (`shoal.query.delete`): `swap_extents`, all or none."""
+        from shoal.commit import Replacement, swap_extents
+
+        coordinator = self.coordinator if on_stage is None else CommitCoordinator(
+            self.catalog, self.store, self.coordinator.format, on_stage=on_stage)
+        outcome = swap_extents(coordinator, name,
+                               [Replacement([old], new, dropped) for old, new, dropped in changes],
+                               operation=operation, all_or_none=True, summary=summary)
+        return outcome.snapshot
+
     def append(self, name: str, data: pa.Table | Iterable[pa.RecordBatch]) -> CommitOutcome:
         """Append Arrow data already shaped to the table's current schema."""
         batches = data.to_batches() if isinstance(data, pa.Table) else data

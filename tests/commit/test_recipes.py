@@ -117,3 +117,32 @@ def test_swap_refuses_a_replacement_that_changes_the_rows(coord):
         swap_extents(coord, "t", [Replacement(olds, extent(coord, 0))])
     assert objects(coord) == before
     assert rows(coord) == [0, 1]
+
+
+def test_swap_of_a_delete_drops_the_rows_it_says_and_lands_whole_or_not_at_all(coord):
+    olds = [extent(coord, 0, 1, 2), extent(coord, 3, 4), extent(coord, 5)]
+    coord.append("t", olds)
+    # a delete: the first keeps 0 and 2, the second loses every row (no new extent)
+    rewritten = extent(coord, 0, 2)
+    out = swap_extents(coord, "t", [Replacement([olds[0]], rewritten, deleted=1),
+                                    Replacement([olds[1]], None, deleted=2)],
+                       operation="delete", all_or_none=True, summary={"deleted_rows": 3})
+    assert out.snapshot is not None and out.kept == [0, 1]
+    assert out.snapshot.operation == "delete" and out.snapshot.summary["deleted_rows"] == 3
+    assert rows(coord) == [0, 2, 5]
+    # all or none: one input is gone (another writer removed it), so nothing lands and the
+    # new extent is discarded
+    coord.run("t", lambda _info: CommitSpec(operation="retention", remove=[olds[2].extent_id]))
+    again = extent(coord, 0)
+    out = swap_extents(coord, "t", [Replacement([olds[2]], None, deleted=1),
+                                    Replacement([coord.catalog.manifests("t")[0]], again,
+                                                deleted=1)],
+                       operation="delete", all_or_none=True)
+    assert out.snapshot is None and again.object_path not in objects(coord)
+    assert rows(coord) == [0, 2]
+    # a delete must say what it drops: other counts are refused before anything commits
+    bad = extent(coord, 0)
+    with pytest.raises(SwapRowCountError):
+        swap_extents(coord, "t", [Replacement(coord.catalog.manifests("t")[:1], bad,
+                                              deleted=0)])
+    assert bad.object_path not in objects(coord)

@@ -6,6 +6,10 @@
   run units until none is claimable, print what ran (JSON lines), exit 0 (1 if a unit failed).
 - `shoal maintain --status [--format table|json]`: the status document of
   `shoal.maintenance.status` (the same as `GET /v1/maintenance`).
+- `shoal maintain --expire-now TABLE` (repeatable): expire every snapshot of TABLE older
+  than its current one at once, whatever its `snapshot_retention` (time travel to them ends,
+  and the files only they held are deleted: the last step of an erasure after a DELETE);
+  prints one JSON line per table, then exits.
 - `--kind compact` (repeatable) limits what this worker claims and what `--once` enqueues;
   `--metrics-port N` serves this worker's Prometheus metrics on 127.0.0.1:N.
 """
@@ -53,6 +57,10 @@ def maintain_command(
     limit: Annotated[int, typer.Option("--limit", help="Units shown by --status")] = 20,
     metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT")] = None,
+    expire_now: Annotated[list[str] | None, typer.Option(
+        "--expire-now", help="Expire all snapshots of this table but the current one, "
+                             "deleting the files only they hold (repeatable); then exit")
+                          ] = None,
 ) -> None:
     """Run maintenance: compaction, retention, orphan GC, ledger sweep."""
     from shoal.maintenance.scheduler import Scheduler
@@ -62,6 +70,13 @@ def maintain_command(
 
     db = connect(ctx)
     try:
+        if expire_now:
+            from shoal.maintenance.retention import expire_snapshots
+
+            for table in expire_now:
+                report = expire_snapshots(db.catalog, db.store, table, older_than_s=0)
+                typer.echo(json.dumps({"table": table, **report.to_json()}))
+            return
         if status:
             _print_status(maintenance_status(db.catalog, limit=limit), fmt)
             return

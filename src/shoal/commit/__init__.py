@@ -13,8 +13,9 @@ their commit *certainly* failed; an unknown outcome leaves them for orphan GC.
 - the recipes callers need, each owning its discards:
   `files.append_files` (file-drop: each file once by its ledger key, replays discarded),
   `offsets.append_ranges` (Kafka: staged ranges with the source offsets they reach),
-  `rejects.commit_rejects` (the reject tables), `swap.swap_extents` (compaction: old
-  extents out, new ones in, in one CAS with the live-inputs rebase),
+  `rejects.commit_rejects` (the reject tables), `swap.swap_extents` (compaction and
+  DELETE: old extents out, new ones in, in one CAS with the live-inputs rebase;
+  `swap.stage_rewrite` writes a delete's rewritten extent),
   `expiry.expire_history` / `expiry.purge_dropped` / `expiry.delete_unreferenced`
   (retention's expired files, dropped tables' files, orphan GC's deletes);
 - `ledger`: the idempotency ledger's TTL and its sweeper (ledger rows are written by the
@@ -38,7 +39,8 @@ from shoal.commit.ledger import (LEDGER_TTL_S, SWEEP_AGE_S, SWEEP_INTERVAL_S,
 from shoal.commit.offsets import (OffsetsMovedError, Position, RangesOutcome, StagedOverlapError,
                                   StagedRange, append_ranges, read_offsets)
 from shoal.commit.rejects import RejectRecord, commit_rejects, ensure_rejects_table
-from shoal.commit.swap import Replacement, SwapOutcome, SwapRowCountError, swap_extents
+from shoal.commit.swap import (Replacement, SwapOutcome, SwapRowCountError, stage_rewrite,
+                               swap_extents)
 
 __all__ = [
     "DEFAULT_BLOCK_ROWS", "LEDGER_TTL_S", "SWEEP_AGE_S", "SWEEP_INTERVAL_S", "CommitCoordinator",
@@ -48,5 +50,5 @@ __all__ = [
     "StagedOverlapError", "StagedRange", "SwapOutcome", "SwapRowCountError", "append_files",
     "append_ranges", "commit_rejects", "delete_unreferenced", "discard_extents",
     "discard_on_failure", "ensure_rejects_table", "expire_history", "extent_prefix",
-    "purge_dropped", "read_offsets", "swap_extents",
+    "purge_dropped", "read_offsets", "stage_rewrite", "swap_extents",
 ]

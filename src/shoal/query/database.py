@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from shoal.catalog.base import TableInfo
+from shoal.catalog.base import ManifestEntry, Snapshot, TableInfo
 from shoal.catalog.workspace import Workspace
 from shoal.types import Column, ColumnType, SchemaMode
 
@@ -36,3 +36,18 @@ class Database(Workspace, Protocol):
     def describe(self, name: str) -> dict[str, Any]: ...
 
     def tables(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def stage_rewrite(self) -> Callable[..., ManifestEntry]:
+        """The write side's function that writes an extent's rows left after a delete as a
+        new extent, not committed (`shoal.commit.stage_rewrite`; picklable by reference)."""
+        ...
+
+    def replace_extents(self, name: str,
+                        changes: Sequence[tuple[ManifestEntry, ManifestEntry | None, int]], *,
+                        operation: str, summary: dict[str, Any],
+                        on_stage: Callable[..., None] | None = None) -> Snapshot | None:
+        """Commit, as one snapshot, each (old extent, its rewrite or None, rows dropped)
+        change, all of them or none: None when an old extent is no longer live (the new
+        extents are then deleted)."""
+        ...

@@ -19,6 +19,8 @@ Spark:
     DESCRIBE | DESC [TABLE] t
     SHOW TABLES
     SHOW TBLPROPERTIES t
+    DELETE FROM t [[AS] alias] [WHERE predicate]
+    TRUNCATE TABLE t
 
 A statement that starts like one of these is shoal's: if it does not parse, `DdlSyntaxError`
 names the line and column of the offending token, what was expected and what was found.
@@ -37,6 +39,8 @@ RENAME COLUMN, DROP COLUMN and ALTER COLUMN each commit the next schema version
 pyarrow table: CREATE/ALTER/UNDROP one row describing the table, DROP one row (name,
 status), DESCRIBE one row per column, SHOW TABLES one row per table, SHOW TBLPROPERTIES one
 (key, value) row per property. WITH keys other than `mode` become table properties.
+DELETE and TRUNCATE are parsed here (the predicate is kept as text, for the planner) and
+run by `shoal.query.delete`, which needs the planner and the embedded engine.
 SET/UNSET TBLPROPERTIES change any property, `mode` included (UNSET gives it back its
 default), and the result is checked as at CREATE (`shoal.lifecycle`): bindings, allowed
 locations, the maintenance policy, the sort key. A key may be written as a string or a bare
@@ -129,12 +133,29 @@ class ShowTables:
     pass
 
 
+@dataclass(frozen=True)
+class DeleteRows:
+    name: str
+    where: str | None                     # the predicate's SQL text; None deletes every row
+    alias: str | None = None
+    # The statement as `SELECT*FROM t [alias] WHERE <predicate>`, spaced as written (so the
+    # planner's errors name the user's lines and columns); None without a WHERE.
+    select_sql: str | None = None
+
+
+@dataclass(frozen=True)
+class TruncateTable:
+    name: str
+
+
 DdlStatement = (CreateTable | AlterTableAddColumns | AlterTableSetProperties | DescribeTable
                 | ShowTables | AlterTableColumn | RenameTable | DropTable | UndropTable
-                | ShowTblProperties)
-# The statements that change the catalog (admin scope); the others only read it.
+                | ShowTblProperties | DeleteRows | TruncateTable)
+# The statements that change the catalog or a table's rows (admin scope); the others only
+# read.
 CHANGING_STATEMENTS = (CreateTable, AlterTableAddColumns, AlterTableSetProperties,
-                       AlterTableColumn, RenameTable, DropTable, UndropTable)
+                       AlterTableColumn, RenameTable, DropTable, UndropTable, DeleteRows,
+                       TruncateTable)
 
 # The table properties shoal itself reads for maintenance and layout (any property may be
 # set or unset; these are checked by `shoal.maintenance.policy`, `shoal.types.sortkey` and
@@ -189,6 +210,10 @@ def _is_shoal_statement(tokens: Sequence[Token]) -> bool:
         return head[1] == "TABLE"
     if head[0] == "SHOW":
         return head[1] in ("TABLES", "TBLPROPERTIES")
+    if head[0] == "DELETE":
+        return head[1] == "FROM"
+    if head[0] == "TRUNCATE":
+        return head[1] == "TABLE"
     if head[0] in ("DESCRIBE", "DESC"):
         if head[1] == "TABLE":
             return head[2] not in ("EXTENDED", "FORMATTED")
@@ -328,6 +353,11 @@ class _Parser:
         elif head == "SHOW":
             self.expect("TABLES")
             stmt = ShowTables()
+        elif head == "DELETE":
+            return self.delete_rows()
+        elif head == "TRUNCATE":
+            self.expect("TABLE")
+            stmt = TruncateTable(self.name("a table name"))
         else:
             self.accept("TABLE")
             stmt = DescribeTable(self.name("a table name"))
@@ -336,6 +366,37 @@ class _Parser:
         if self.peek() is not None:
             raise self.error("end of statement")
         return stmt
+
+    def delete_rows(self) -> DeleteRows:
+        """`FROM t [[AS] alias] [WHERE <predicate to the end>]`; the predicate's syntax is
+        the planner's to check."""
+        self.expect("FROM")
+        name = self.name("a table name")
+        alias = None
+        if self.accept("AS"):
+            alias = self.name("an alias")
+        elif not self.at_end() and not self.at("WHERE"):
+            alias = self.name("WHERE, an alias or end of statement")
+        if self.at_end():
+            return DeleteRows(name, None, alias)
+        self.expect("WHERE")
+        last = len(self.tokens)
+        if self.tokens[-1].token_type == TokenType.SEMICOLON:
+            last -= 1
+        if self.i >= last:
+            raise self.error("a predicate")
+        first = self.tokens[self.i]
+        if any(t.token_type == TokenType.SEMICOLON for t in self.tokens[self.i:last]):
+            raise self.error_at(next(t for t in self.tokens[self.i:last]
+                                     if t.token_type == TokenType.SEMICOLON),
+                                "one statement")
+        end = self.tokens[last - 1].end + 1
+        head = self.tokens[0]
+        if self.sql[head.end + 1:head.end + 2] == " ":
+            select = self.sql[:head.start] + "SELECT*" + self.sql[head.end + 2:end]
+        else:
+            select = self.sql[:head.start] + "SELECT *" + self.sql[head.end + 1:end]
+        return DeleteRows(name, self.sql[first.start:end], alias, select)
 
     def create_table(self) -> CreateTable:
         self.expect("TABLE")

@@ -57,7 +57,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -82,6 +82,8 @@ if TYPE_CHECKING:
 
     from shoal.format.base import BlockPredicate
     from shoal.query.database import Database
+    from shoal.query.ddl import DeleteRows, TruncateTable
+    from shoal.query.delete import DeleteReport
     from shoal.query.embedded.local_engine import LocalEngine
     from shoal.query.embedded.transpile import LocalStatement
 
@@ -260,12 +262,14 @@ class QueryEngine:
         work and the answer (see the module docstring). `cancel` lets another thread
         interrupt the statement (`CancelHandle.cancel()`: a client that went away).
         `now_ns` is the statement's `current_timestamp()` (default: when it starts)."""
-        from shoal.query.ddl import execute_ddl, parse_ddl
+        from shoal.query.ddl import DeleteRows, TruncateTable, execute_ddl, parse_ddl
 
         statement = classify(sql)
         if statement.kind in ("ddl", "admin_ddl"):
             ddl = parse_ddl(sql)
             assert ddl is not None
+            if isinstance(ddl, (DeleteRows, TruncateTable)):
+                return QueryResult(self.run_delete(ddl).to_table(), QueryStats(), kind="ddl")
             return QueryResult(execute_ddl(ddl, self.db), QueryStats(), kind="ddl")
         from shoal.query.embedded.functions.time import pin_statement_time
 
@@ -332,6 +336,16 @@ class QueryEngine:
         stats fills in as the DataFrame runs)."""
         df, stats, _ = self._plan(sql, prune=prune, keep_accumulator=True)
         return df, stats
+
+    def run_delete(self, stmt: DeleteRows | TruncateTable, *,
+               on_stage: Callable[..., None] | None = None) -> DeleteReport:
+        """A DELETE or TRUNCATE (`shoal.query.delete`): rows matched by the embedded engine
+        in process, or by Spark tasks when the extents to read exceed its budget."""
+        from shoal.query.delete import SparkTasks, execute_delete
+
+        return execute_delete(stmt, self.db, footers=self.footers,
+                              executor=self.local.executor,
+                              spark_runner=lambda: SparkTasks(self.spark), on_stage=on_stage)
 
     # ---- planning ------------------------------------------------------------------------
     def _scans(self, sql: str, *, prune: bool) -> Planned:

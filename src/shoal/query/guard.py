@@ -176,7 +176,8 @@ _STATEMENT_WORDS = frozenset([
     "COMMENT", "GRANT", "REVOKE", "REPAIR", "EXPORT", "IMPORT",
 ])
 
-_DDL_WORDS = frozenset({"CREATE", "ALTER", "DESCRIBE", "DESC", "SHOW", "DROP", "UNDROP"})
+_DDL_WORDS = frozenset({"CREATE", "ALTER", "DESCRIBE", "DESC", "SHOW", "DROP", "UNDROP",
+                        "DELETE", "TRUNCATE"})
 
 # The bulk of any tree: nodes that cannot name a relation, a function or a statement.
 _HARMLESS = (exp.Literal, exp.Identifier, exp.Column, exp.Star, exp.Binary, exp.Paren,
@@ -272,8 +273,8 @@ def classify(sql: str) -> Statement:
     """The kind of `sql`; refuses (400) what is neither a query nor shoal's DDL.
 
     DDL is recognised by `shoal.query.ddl.parse_ddl` (token based, so a leading comment
-    cannot hide a CREATE); `admin_ddl` is what changes the catalog (CREATE, ALTER, DROP,
-    UNDROP), `ddl` DESCRIBE/SHOW.
+    cannot hide a CREATE); `admin_ddl` is what changes the catalog or a table's rows
+    (CREATE, ALTER, DROP, UNDROP, DELETE, TRUNCATE), `ddl` DESCRIBE/SHOW.
     """
     from shoal.query.ddl import CHANGING_STATEMENTS, parse_ddl
 
