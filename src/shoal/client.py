@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
 
@@ -30,6 +30,9 @@ from shoal.storage import ObjectStore, open_store
 from shoal.types import Column, ColumnType, Schema, SchemaMode
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
+
+if TYPE_CHECKING:
+    from shoal.remote import RemoteShoal
 
 # Imported where used, to keep `shoal ingest`'s start-up to what ingest needs:
 # shoal.bindings' checkers, shoal.locations,
@@ -274,6 +277,26 @@ class Shoal:
         self.catalog.close()
 
 
-def connect(config: Config | None = None, **settings: Any) -> Shoal:
-    """Open shoal from a Config, or from settings layered over file/env defaults."""
+@overload
+def connect(config: Config | None = None, *, url: None = None, **settings: Any) -> Shoal: ...
+
+
+@overload
+def connect(config: None = None, *, url: str, token: str | None = None,
+            **options: Any) -> RemoteShoal: ...
+
+
+def connect(config: Config | None = None, *, url: str | None = None,
+            token: str | None = None, **settings: Any) -> Shoal | RemoteShoal:
+    """Open shoal from a Config, or from settings layered over file/env defaults.
+
+    With `url`, a client of the server there instead (`shoal.remote.RemoteShoal`: the same
+    `sql`, `kql`, `query`, `promql`, `ingest_ndjson`, `tables`, `describe` and answers, run
+    by the server); `token` defaults to the configured one (`SHOAL_TOKEN`)."""
+    if url is not None:
+        from shoal.remote import connect_remote
+
+        if config is not None:
+            raise ValueError("connect takes a config or a url, not both")
+        return connect_remote(url, token, **settings)
     return Shoal(config or load_config(**settings))

@@ -130,6 +130,10 @@ class Config:
     spark_start_timeout_s: float = 180.0
     # `spark.driver.memory` of the sessions shoal starts, unless set by the user.
     spark_driver_memory: str = "2g"
+    # A running server the CLI and `shoal.connect(url=...)` talk to instead of the data
+    # directory (`shoal.remote`), and the bearer token they send it.
+    url: str | None = None
+    token: str | None = None
 
     @property
     def spark_settings(self) -> dict[str, str]:
@@ -306,6 +310,10 @@ SETTINGS: dict[str, str] = {
     "port": "HTTP port of `shoal serve` (`--port`).",
     "tokens": "Bearer tokens and their scopes, `tok1=ingest,query;tok2=admin`; with no "
               "token only loopback clients are served ([security](security.md)).",
+    "url": "A running `shoal serve` (`http://host:8720`) that the CLI and "
+           "`shoal.connect(url=...)` send their work to instead of opening the data "
+           "directory (`--url`; [CLI](cli.md#talking-to-a-server)).",
+    "token": "The bearer token the CLI and Python client send to `url` (`--token`).",
     "tokens_file": "A file of tokens, one `token scope,scope` per line (`#` comments).",
     "otlp_grpc_port": "OTLP/gRPC port of `shoal serve` (`--otlp-grpc-port`); 0 = off.",
     "otlp_logs_table": "Table OTLP logs land in, made on first use ([OTLP](otlp.md)).",

@@ -549,6 +549,13 @@ def _operations() -> dict[tuple[str, str], Operation]:
                     "schema": STR},
                     "X-Shoal-Render": {
                         "description": "a KQL query's render hint (JSON), when it has one",
+                        "schema": STR},
+                    "X-Shoal-Kind": {
+                        "description": "what the statement was: select, ddl or explain",
+                        "schema": STR},
+                    "X-Shoal-Sql": {
+                        "description": "the SQL a KQL query ran as (a JSON string), on an "
+                                       "Arrow answer",
                         "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
         ("POST", "/v2/rest/query"): _op(
             "kusto_query", "Kusto query REST API (v2): a KQL query, Kusto's frames",
