@@ -38,6 +38,12 @@ def load_configuration(
         "--data-dir", help="Data directory (SHOAL_DATA_DIR, default ./shoal-data)")] = None,
     config: Annotated[str | None, typer.Option(
         "--config", help="TOML config file (SHOAL_CONFIG, default ./shoal.toml)")] = None,
+    url: Annotated[str | None, typer.Option(
+        "--url", help="A running shoal server to send the work to, e.g. "
+                      "http://127.0.0.1:8720 (SHOAL_URL); the data directory is not read")
+    ] = None,
+    token: Annotated[str | None, typer.Option(
+        "--token", help="Bearer token for --url (SHOAL_TOKEN)")] = None,
 ) -> None:
     """shoal: telemetry and event lakehouse"""
     from shoal.config import load_config
@@ -47,9 +53,43 @@ def load_configuration(
         one_blas_thread()   # before any command imports numpy
 
     try:
-        ctx.obj = load_config(config_file=config, data_dir=data_dir)
+        ctx.obj = load_config(config_file=config, data_dir=data_dir, url=url, token=token)
     except ShoalError as e:
         fail(str(e))
+
+
+# The root's options, also taken after the command (`shoal sql --data-dir D "..."`): they
+# are moved in front of it before click parses (`hoist_global_options`).
+GLOBAL_OPTIONS = frozenset({"--data-dir", "--config", "--url", "--token"})
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """`args` with the root's options that follow the command moved before it (each with
+    its value; `--opt=value` too), so they mean the same wherever they are written. Nothing
+    after `--` moves; a later value still wins over an earlier one."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        i += 2 if args[i] in GLOBAL_OPTIONS else 1
+    if i >= len(args) or args[i] == "--":
+        return args
+    moved: list[str] = []
+    kept: list[str] = []
+    rest = args[i + 1:]
+    j = 0
+    while j < len(rest):
+        arg = rest[j]
+        if arg == "--":
+            kept += rest[j:]
+            break
+        if arg.split("=", 1)[0] in GLOBAL_OPTIONS and (
+                "=" in arg or j + 1 < len(rest)):
+            take = 1 if "=" in arg else 2
+            moved += rest[j:j + take]
+            j += take
+            continue
+        kept.append(arg)
+        j += 1
+    return [*args[:i], *moved, args[i], *kept]
 
 
 def _add(group: typer.Typer, name: str, command: Callable[..., Any]) -> None:
@@ -99,6 +139,7 @@ def _spark() -> Command:
 
 # The command tree, in help order: name -> builder of its click command.
 COMMANDS: dict[str, Callable[[], Command]] = {
+    "init": _single("init", "shoal.cli.tables:init_command"),
     "tables": _single("tables", "shoal.cli.tables:tables_command"),
     "describe": _single("describe", "shoal.cli.tables:describe_command"),
     "create-table": _single("create-table", "shoal.cli.tables:create_table_command"),
@@ -151,6 +192,9 @@ class _LazyGroup(typer.core.TyperGroup):
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(list(args)))
 
 
 def build_app() -> typer.Typer:
