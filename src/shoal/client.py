@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 
 class Shoal:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, create: bool = True) -> None:
+        """Open shoal on `config`; its data directory is made if missing, or with
+        `create=False` must exist (`DataDirNotFoundError`)."""
         if not config.spark_master.strip().startswith("local"):
             # A cluster master: refuse, before anything is created on this machine, what
             # executors elsewhere could not use (imported only then: `shoal ingest` start-up).
@@ -48,7 +50,10 @@ class Shoal:
 
             check_deployment(config)
         self.config = config
-        config.ensure_data_dir()
+        if create:
+            config.ensure_data_dir()
+        else:
+            config.require_data_dir()
         self.catalog: Catalog = open_catalog(config.resolved_catalog_url)
         self.store: ObjectStore = open_store(config.resolved_storage_url,
                                              s3_endpoint=config.s3_endpoint)

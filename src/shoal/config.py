@@ -155,6 +155,15 @@ class Config:
         if self.catalog_url is None or self.storage_url is None:
             self.data_path.mkdir(parents=True, exist_ok=True)
 
+    def require_data_dir(self) -> None:
+        """Fail, naming it, when the data directory that holds the catalog or the objects
+        does not exist (for the commands that must not make one)."""
+        if (self.catalog_url is None or self.storage_url is None) \
+                and not self.data_path.is_dir():
+            from shoal.errors import DataDirNotFoundError
+
+            raise DataDirNotFoundError(str(self.data_path))
+
 
 _FIELDS = {f.name: f for f in fields(Config)}
 _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",

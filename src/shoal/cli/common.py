@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
-from shoal.errors import ConfigError, DataDirNotFoundError, ShoalError
+from shoal.errors import ConfigError, ShoalError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -96,27 +96,17 @@ def remote_of(ctx: typer.Context) -> RemoteShoal | None:
         raise ConfigError(f"--url: {e}") from None
 
 
-def require_data_dir(cfg: Config) -> None:
-    """A command that reads the data directory fails, naming it, when it does not exist:
-    it is made only on purpose (`shoal init`, `shoal create-table`, `shoal serve`)."""
-    if cfg.catalog_url is not None and cfg.storage_url is not None:
-        return      # the catalog and the objects live elsewhere: nothing to read here
-    if not cfg.data_path.is_dir():
-        raise DataDirNotFoundError(str(cfg.data_path))
-
-
 def connect(ctx: typer.Context, *, create: bool = False) -> Shoal:
     """The embedded client on the command's configuration; a `ShoalError` propagates. The
-    data directory must exist unless `create` (a command that makes tables)."""
+    data directory must exist unless `create` (a command that makes tables): it is made
+    only on purpose (`shoal init`, `shoal create-table`, `shoal serve`)."""
     from shoal.client import Shoal
 
     cfg = config_of(ctx)
     if cfg.url is not None:
         raise ConfigError(f"`shoal {ctx.info_name}` works on the data directory, not through "
                           "a server: leave out --url (and SHOAL_URL)")
-    if not create:
-        require_data_dir(cfg)
-    return Shoal(cfg)
+    return Shoal(cfg, create=create)
 
 
 def connect_or_exit(ctx: typer.Context) -> Shoal:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from shoal.cli.common import (SchemaModeOption, config_of, connect_or_exit, fail,
-                              remote_of, require_data_dir, stderr_is_tty)
+                              remote_of, stderr_is_tty)
 from shoal.errors import PayloadError, ShoalError
 from shoal.ingest.bulk import (IN_FLIGHT, MAX_SHOWN, STDIN, Input, InputUnreadableError,
                                ReadAhead, Tally, input_chunks, pipeline, send_chunks,
@@ -137,7 +137,7 @@ def ingest_command(
         from shoal.ingest.nopandas import forgo_pandas
         from shoal.native import tune_allocators
 
-        require_data_dir(config_of(ctx))
+        config_of(ctx).require_data_dir()
         if own_process:
             forgo_pandas()
             tune_allocators(KEEP_FREED, 2 * KEEP_FREED)

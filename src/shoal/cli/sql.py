@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from enum import StrEnum
 from typing import Annotated, Any
@@ -45,6 +46,10 @@ class EngineOption(StrEnum):
     LOCAL = "local"
     SPARK = "spark"
 
+
+# A statement that may make the data directory (the first table of a new one); any other
+# statement needs it to exist.
+_CREATE_TABLE = re.compile(r"\s*CREATE\s+TABLE\b", re.IGNORECASE)
 
 # The options `sql` and `kql` share.
 FormatOpt = Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format")]
@@ -97,7 +102,7 @@ def _run(ctx: typer.Context, statement: str, *, fmt: SqlFormat, stats: bool, pru
 
     from shoal.query.results import answer_document
 
-    db = connect(ctx)
+    db = connect(ctx, create=not kql and _CREATE_TABLE.match(text) is not None)
     try:
         result = (db.kql(text, prune=prune, engine=chosen) if kql
                   else db.sql(text, prune=prune, engine=chosen))
