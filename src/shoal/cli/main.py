@@ -5,7 +5,10 @@ command modules only define functions, so importing one has no side effect and t
 tree reads top to bottom below. Every command is wrapped by `one_line_errors` (a `ShoalError`
 prints one line `error: <message>` on stderr and exits 1); bad usage exits 2 (click's
 convention, also for a value outside an option's enum). The root callback loads the
-configuration once (defaults < file < `SHOAL_*` < flags) into `ctx.obj`.
+configuration once (defaults < file < `SHOAL_*` < flags) into `ctx.obj`; its options
+(`--data-dir`, `--config`, `--url`, `--token`) may also follow the command's name
+(`hoist_global_options`). With `--url` the commands that can send their work to a server do
+(`shoal.remote`); the others refuse it.
 
 Startup stays cheap: a command's module is imported, and its click command built, only when
 that command runs (or a help page lists it): `shoal ingest` does not import the SQL, serve
