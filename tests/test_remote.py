@@ -20,6 +20,7 @@ from shoal.server import create_app
 from tests.support.server import serve_app
 
 ADMIN, INGEST, QUERY = "admin-tok-a", "ingest-tok-i", "query-tok-q"
+EVERY = "every-tok-e"     # all three scopes, as one user's token would have
 ROWS = (b'{"_timestamp": "2026-03-01T00:00:00.123456Z", "service": "api", "n": 1, '
         b'"attrs": {"k": [1, 2]}, "ok": true, "ratio": 0.5}\n'
         b'{"_timestamp": "2026-03-01T00:00:01Z", "service": "web", "n": 2, "attrs": null, '
@@ -35,7 +36,8 @@ class Live:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory) -> Iterator[Live]:
     db = shoal.connect(data_dir=str(tmp_path_factory.mktemp("remote-py")),
-                       tokens=f"{ADMIN}=admin;{INGEST}=ingest;{QUERY}=query")
+                       tokens=f"{ADMIN}=admin;{INGEST}=ingest;{QUERY}=query;"
+                              f"{EVERY}=admin,ingest,query")
     db.create_table("ev", [shoal.Column("service", shoal.STRING),
                            shoal.Column("n", shoal.LONG), shoal.Column("attrs", shoal.DYNAMIC),
                            shoal.Column("ok", shoal.BOOL), shoal.Column("ratio", shoal.REAL)])
@@ -181,3 +183,21 @@ def test_one_client_serves_threads(live, client):
                                range(12)))
     assert [t.column("i")[0].as_py() for t in tables] == list(range(12))
     assert all(isinstance(t, pa.Table) and t.num_rows == 2 for t in tables)
+
+
+def test_the_readme_python_quick_start_through_a_server(live, tmp_path):
+    """The README's Python lines, once on a data directory and once with `url=`."""
+    answers = []
+    for db in (shoal.connect(data_dir=str(tmp_path / "d")),
+               shoal.connect(url=live.url, token=EVERY)):
+        try:
+            db.sql("CREATE TABLE qs (service string, status int)")
+            db.ingest_ndjson("qs", b'{"service": "api", "status": 200}\n',
+                             idempotency_key="k1")
+            result = db.sql("SELECT service, count(*) AS n FROM qs GROUP BY service")
+            answers.append((result.table, result.stats.to_json()))
+        finally:
+            db.close()
+    (here, here_stats), (there, there_stats) = answers
+    assert there.equals(here) and there.to_pylist() == [{"service": "api", "n": 1}]
+    assert there_stats["extents_read"] == here_stats["extents_read"] == 1

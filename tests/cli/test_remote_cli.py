@@ -137,6 +137,22 @@ def test_a_replayed_ingest_through_the_server_says_so(server, both):
     assert count.stdout == "n\n3\n"
 
 
+def test_stdin_ingest_through_the_server(server, both):
+    work, _ = both
+    assert run("--url", server, "--token", ADMIN, "create-table", "piped", "-c", "n:long",
+               cwd=work).returncode == 0
+    out = run("--url", server, "--token", INGEST, "ingest", "-", "--table", "piped",
+              cwd=work, stdin=b'{"n": 1}\n{"n": 2}\n{"n": "x"}\n')
+    assert out.returncode == 1
+    assert out.stderr.startswith('error: line 3: field "n": long expects an integer')
+    out = run("--url", server, "--token", INGEST, "ingest", "-", "--table", "piped",
+              "--partial", cwd=work, stdin=b'{"n": 1}\n{"n": 2}\n{"n": "x"}\n')
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ingested 2 rows into piped in 1 chunk(s)")
+    assert "1 line(s) rejected" in out.stdout
+    assert out.stderr.startswith('rejected line 3: field "n"')
+
+
 def test_promql_answers_the_same_through_the_server(server, both):
     work, data = both
     q = ("promql", "vector(1) + 2", "--time", "1700000000", "--format", "json")
