@@ -109,6 +109,12 @@ def connect(ctx: typer.Context, *, create: bool = False) -> Shoal:
     return Shoal(cfg, create=create)
 
 
+def spark_log_to_file(db: Shoal) -> None:
+    """A Spark this command starts logs its errors to `<data dir>/spark.log`, not stderr:
+    the command prints the error itself, once (`one_line_errors`)."""
+    db.query_engine.spark_jvm_log = str(db.config.data_path / "spark.log")
+
+
 def connect_or_exit(ctx: typer.Context) -> Shoal:
     """The embedded client for a command, or a one-line error and exit 1."""
     try:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from shoal.cli.common import connect, print_json, print_table, remote_of
+from shoal.cli.common import connect, print_json, print_table, remote_of, spark_log_to_file
 
 
 class PromFormat(StrEnum):
@@ -53,6 +53,7 @@ def promql_command(
     from shoal.frontends.prometheus.promql.params import parse_duration_ms, parse_time
 
     db = connect(ctx)
+    spark_log_to_file(db)
     try:
         if start is not None and end is not None and step is not None:
             result = db.promql(expr, start=parse_time(start, "start") / 1000,

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 import typer
 
-from shoal.cli.common import connect, print_json, print_table, remote_of
+from shoal.cli.common import connect, print_json, print_table, remote_of, spark_log_to_file
 
 
 class SqlFormat(StrEnum):
@@ -103,6 +103,7 @@ def _run(ctx: typer.Context, statement: str, *, fmt: SqlFormat, stats: bool, pru
     from shoal.query.results import answer_document
 
     db = connect(ctx, create=not kql and _CREATE_TABLE.match(text) is not None)
+    spark_log_to_file(db)
     try:
         result = (db.kql(text, prune=prune, engine=chosen) if kql
                   else db.sql(text, prune=prune, engine=chosen))
