@@ -219,7 +219,11 @@ def test_options_and_env_after_the_command(server, both):
     for out in (a, b, c, d):
         assert (out.returncode, out.stdout) == (0, "n\n3\n"), out.stderr
     assert e.returncode == 0 and json.loads(e.stdout)["name"] == "logs"
-    # A later value wins, wherever it is written; nothing after `--` moves.
+    # `--data-dir` on the command line means that directory, whatever SHOAL_URL says.
+    g = run("sql", "SELECT count(*) AS n FROM logs", "-f", "csv", "--data-dir", str(data),
+            cwd=work, env={"SHOAL_URL": "http://127.0.0.1:9"})
+    assert g.stdout == "n\n3\n", g.stderr
+    # A later value wins, wherever it is written.
     f = run("--data-dir", "/nonexistent", "sql", "--data-dir", str(data),
             "SELECT count(*) AS n FROM logs", "-f", "csv", cwd=work)
     assert f.stdout == "n\n3\n", f.stderr

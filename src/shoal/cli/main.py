@@ -56,9 +56,15 @@ def load_configuration(
         one_blas_thread()   # before any command imports numpy
 
     try:
-        ctx.obj = load_config(config_file=config, data_dir=data_dir, url=url, token=token)
+        cfg = load_config(config_file=config, data_dir=data_dir, url=url, token=token)
     except ShoalError as e:
         fail(str(e))
+    if data_dir is not None and url is None and cfg.url is not None:
+        # `--data-dir` on the command line means that directory, whatever SHOAL_URL says
+        from dataclasses import replace
+
+        cfg = replace(cfg, url=None)
+    ctx.obj = cfg
 
 
 # The root's options, also taken after the command (`shoal sql --data-dir D "..."`): they
