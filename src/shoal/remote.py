@@ -52,7 +52,7 @@ _SUMMARY = re.compile(r"^([\d,]+) lines? rejected")
 
 class RemoteStats:
     """The pruning stats of a remote answer: `to_json()` is the document the server sent
-    (the totals, the engine and why; an Arrow answer leaves out the per-scan list)."""
+    (the totals, the engine and why, each scan; and `truncated`)."""
 
     def __init__(self, doc: Mapping[str, Any]) -> None:
         self._doc = dict(doc)
@@ -251,7 +251,8 @@ class RemoteShoal:
     # queries
     def _statement(self, text: str, *, kql: bool, prune: bool, engine: str | None,
                    accept: str) -> tuple[dict[str, str], bytes]:
-        params = {"prune": None if prune else "false", "engine": engine}
+        params = {"prune": None if prune else "false", "engine": engine,
+                  "scans": "true" if accept == ARROW_STREAM else None}
         body = json.dumps({"kql" if kql else "sql": text}).encode()
         return self._call("POST", "/v1/query", params=params, body=body,
                           headers={"Content-Type": "application/json", "Accept": accept})

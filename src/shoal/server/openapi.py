@@ -533,7 +533,11 @@ def _operations() -> dict[tuple[str, str], Operation]:
             "query", "Run one SQL statement or KQL query", "query", scope="query",
             parameters=[{"name": "prune", "in": "query", "required": False,
                          "schema": {"type": "boolean", "default": True},
-                         "description": "false reads every extent"}],
+                         "description": "false reads every extent"},
+                        {"name": "scans", "in": "query", "required": False,
+                         "schema": {"type": "boolean", "default": False},
+                         "description": "an Arrow answer's X-Shoal-Stats also lists the "
+                                        "scans"}],
             body=_json_body(_ref("QueryRequest"), show={"sql": "SHOW TABLES"},
                             select={"sql": "SELECT 1 AS one"},
                             kql={"kql": "logs | where level == 'error' | count"}),
@@ -545,7 +549,8 @@ def _operations() -> dict[tuple[str, str], Operation]:
                                 "description": "an Arrow IPC stream, for Accept: " + ARROW_STREAM
                             }}},
                 "headers": {"X-Shoal-Stats": {
-                    "description": "the stats (JSON, without scans) of an Arrow answer",
+                    "description": "the stats (JSON; scans only with ?scans=true) of an "
+                                   "Arrow answer",
                     "schema": STR},
                     "X-Shoal-Render": {
                         "description": "a KQL query's render hint (JSON), when it has one",

@@ -6,7 +6,8 @@ and run exactly as that SQL; the JSON answer then also holds `"sql"`, the statem
 as, and `"render"`, the query's render hint or null; an Arrow answer carries the hint in
 `X-Shoal-Render`). KQL reads only (the `query` scope). `Accept:
 application/vnd.apache.arrow.stream` gives the rows as an Arrow IPC stream, with the stats
-JSON in the `X-Shoal-Stats` header; anything else gives the JSON document
+JSON in the `X-Shoal-Stats` header (the per-scan list too with `?scans=true`, as
+`shoal.connect(url=...)` asks); anything else gives the JSON document
 `{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. Both say what the
 statement was in `X-Shoal-Kind` (`select`, `ddl` or `explain`); an Arrow answer to KQL
 carries the SQL it ran as in `X-Shoal-Sql` (a JSON string). `?prune=false` reads
@@ -70,7 +71,8 @@ def _statement(raw: bytes) -> tuple[str, str]:
 @router.post("/v1/query", dependencies=[Depends(require_scope("query"))])
 async def query(request: Request,
                 prune: Annotated[bool, Query()] = True,
-                engine: Annotated[str | None, Query()] = None) -> Response:
+                engine: Annotated[str | None, Query()] = None,
+                scans: Annotated[bool, Query()] = False) -> Response:
     state = server_state(request)
     state.check_accepting()
     engine = engine_mode(engine, state.db.config.query_engine)
@@ -98,7 +100,7 @@ async def query(request: Request,
     kind = {"X-Shoal-Kind": result.kind}
     if ARROW_STREAM in request.headers.get("accept", ""):
         headers = {**kind, "X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
-                                                        if k != "scans"})}
+                                                        if scans or k != "scans"})}
         if result.render is not None:
             headers["X-Shoal-Render"] = json.dumps(result.render)
         if language == "kql" and result.translated_sql is not None:
