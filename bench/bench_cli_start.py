@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/bench_cli_start.py [--before REV] [--repeat 3] [--typed-mb 150]
                                               [--rss-mb 150 512] [--skip-typed]
+                                              [--remote | --remote-only] [--remote-mb 64]
 
 1. Start-up, before (the tree of `--before`, default the branch point `b2f1825`, run from a
    `git archive` of its `src/` with the same interpreter and packages) and after (this
@@ -15,6 +16,13 @@
    process. Target: >= 0.6x.
 3. Peak RSS (`os.wait4` of the command's process) of `shoal ingest` at the default chunk
    size on bench/bench_ingest.py's files, against the documented bound.
+
+4. `--remote` (alone: `--remote-only`): `shoal --url ... sql` of a needle (one trace id) on
+   a warm `shoal serve` (`--lazy-spark`: the needle is the embedded engine's either way),
+   end to end from exec to exit (target < 0.3 s), beside `shoal sql` of the same needle on
+   the same data directory, as a ratio; then `python -X importtime` of each: the top
+   imports, and the packages each loaded (the remote one must load no pyspark, duckdb,
+   pyarrow or SQLAlchemy).
 
 Every figure is wall seconds and CPU seconds (user + system of the child process, from its
 own rusage); the load average is printed with each part, because the machine may be shared.
@@ -43,7 +51,7 @@ from bench.logdata import COLUMNS, generate  # noqa: E402
 from shoal.cli.ingest import memory_bound_mb  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
-PY = str(ROOT / ".venv" / "bin" / "python")
+PY = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").is_dir() else sys.executable
 PROBE = str(ROOT / "tests" / "support" / "first_chunk.py")
 
 
@@ -191,6 +199,65 @@ def peak_rss(mbs: list[int], work: Path) -> None:
               f"{r.wall:6.1f} s wall {r.cpu:6.1f} s CPU  ({load()})")
 
 
+def remote_needle(mb: int, work: Path, repeat: int) -> None:
+    """`shoal --url U sql <needle>` against a warm server beside `shoal sql <needle>` on the
+    data directory (see the module docstring, part 4)."""
+    from tests.support.server import start_server
+
+    path = generate(mb)
+    with open(path, "rb") as f:
+        for _ in range(1234):
+            line = f.readline()
+    needle = json.loads(line)["trace_id"]
+    data = work / "remote"
+    create_table(ROOT / "src", data, COLUMNS)
+    Run([PY, "-m", "shoal", "--data-dir", str(data), "ingest", str(path), "--table", "logs"])
+    sql = f"SELECT service, message, status FROM logs WHERE trace_id = '{needle}'"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    print(f"\n## remote vs embedded `shoal sql` of a needle ({path.stat().st_size / 1e6:.0f} "
+          f"MB of logs, best of {repeat}, interleaved; {load()})")
+    with start_server(data, extra_args=["--lazy-spark"]) as server:
+        remote = [PY, "-m", "shoal", "--url", server.url, "sql", sql, "-f", "csv"]
+        local = [PY, "-m", "shoal", "--data-dir", str(data), "sql", sql, "-f", "csv"]
+        Run(remote, env=env)    # the server's first query: its engine's own start-up
+        runs: dict[str, list[Run]] = {"remote": [], "embedded": [], "remote, table": []}
+        for _ in range(repeat):
+            runs["remote"].append(Run(remote, env=env))
+            runs["embedded"].append(Run(local, env=env))
+            runs["remote, table"].append(Run(remote[:-2], env=env))   # rich's table
+        assert runs["remote"][0].stdout == runs["embedded"][0].stdout, \
+            (runs["remote"][0].stdout, runs["embedded"][0].stdout)
+        for name, rs in runs.items():
+            print(f"shoal sql -f {'table' if 'table' in name else 'csv  '} "
+                  f"({name.split(',')[0]:8}) {best(rs)}")
+        rw = min(r.wall for r in runs["remote"])
+        ew = min(r.wall for r in runs["embedded"])
+        print(f"remote / embedded: {rw / ew:.2f}x wall ({ew / rw:.1f}x faster); remote "
+              f"{'within' if rw < 0.3 else 'OVER'} the 0.3 s target ({load()})")
+        for name, argv in (("remote", remote), ("embedded", local)):
+            _importtime(name, [PY, "-X", "importtime", *argv[1:]], env)
+
+
+def _importtime(name: str, argv: list[str], env: dict[str, str]) -> None:
+    """The top-level imports of one command by cumulative time, and the heavy packages."""
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    tops: dict[str, int] = {}
+    for row in out.stderr.splitlines():
+        if not row.startswith("import time:") or "|" not in row:
+            continue
+        _, cumulative, module = row.split("|")
+        if not module[1:].startswith(" ") and cumulative.strip().isdigit():
+            tops[module.strip()] = int(cumulative)
+    every = {r.split("|")[2].strip().split(".")[0] for r in out.stderr.splitlines()
+             if r.startswith("import time:") and r.count("|") == 2}
+    heavy = sorted(every & {"pyspark", "py4j", "duckdb", "pyarrow", "sqlalchemy", "httpx",
+                            "rich", "numpy", "fastapi"})
+    top = sorted(tops.items(), key=lambda kv: -kv[1])[:6]
+    print(f"importtime {name:8}: {sum(tops.values()) / 1e6:.3f} s in all; top: "
+          + ", ".join(f"{m} {us / 1e3:.0f} ms" for m, us in top)
+          + f"; heavy packages: {', '.join(heavy) or 'none'}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", default="b2f1825")
@@ -198,18 +265,26 @@ def main() -> int:
     ap.add_argument("--typed-mb", type=int, default=150)
     ap.add_argument("--rss-mb", type=int, nargs="*", default=[150, 512])
     ap.add_argument("--skip-typed", action="store_true")
+    ap.add_argument("--remote", action="store_true", help="also part 4 (remote vs embedded)")
+    ap.add_argument("--remote-only", action="store_true", help="only part 4")
+    ap.add_argument("--remote-mb", type=int, default=64)
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)   # progress shows when redirected to a file
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {load()}")
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         work = Path(tmp)
         compile_tree(ROOT / "src")
+        if args.remote_only:
+            remote_needle(args.remote_mb, work, args.repeat)
+            return 0
         variants = {"before": tree_of(args.before, work), "after": ROOT / "src"}
         startup(variants, work, args.repeat)
         if not args.skip_typed:
             typed_case(args.typed_mb, work, args.repeat)
         if args.rss_mb:
             peak_rss(args.rss_mb, work)
+        if args.remote:
+            remote_needle(args.remote_mb, work, args.repeat)
     return 0
 
 

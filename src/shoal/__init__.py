@@ -1,9 +1,10 @@
 """shoal: a telemetry and event lakehouse (see docs/architecture.md).
 
-`shoal.connect()` opens the embedded client; the column types and `Column` are re-exported
-so that table definitions read naturally. Every name here is imported on first use (PEP 562),
-so `import shoal` costs nothing: `shoal --help` does not load pyarrow, and `import shoal.types`
-in a Spark worker does not load the client (SQLAlchemy, stores).
+`shoal.connect()` opens the embedded client (with `url=...`, a client of a running server);
+the column types and `Column` are re-exported so that table definitions read naturally.
+Every other name here is imported on first use (PEP 562), so `import shoal` costs nothing:
+`shoal --help` does not load pyarrow, and `import shoal.types` in a Spark worker does not
+load the client (SQLAlchemy, stores).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ _register_language("kql", "shoal.frontends.kusto.kql")
 _register_language("promql", "shoal.frontends.prometheus.promql")
 
 if TYPE_CHECKING:
-    from shoal.client import Shoal, connect
+    from shoal.client import Shoal
+    from shoal.remote import RemoteShoal
     from shoal.config import Config, load_config
     from shoal.errors import ShoalError
     from shoal.types import (BOOL, BYTES, DYNAMIC, HEADERS, INT, LONG, REAL, STRING,
@@ -32,11 +34,27 @@ __all__ = ["BOOL", "BYTES", "DYNAMIC", "HEADERS", "INT", "LONG", "REAL", "STRING
            "Column", "Config", "Schema", "Shoal", "ShoalError", "connect", "load_config",
            "vector"]
 
-_HOME = {"Shoal": "shoal.client", "connect": "shoal.client", "Config": "shoal.config",
+_HOME = {"Shoal": "shoal.client", "Config": "shoal.config",
          "load_config": "shoal.config", "ShoalError": "shoal.errors",
          **{name: "shoal.types" for name in ("BOOL", "BYTES", "DYNAMIC", "HEADERS", "INT",
                                              "LONG", "REAL", "STRING", "TIMESTAMP", "Column",
                                              "Schema", "vector")}}
+
+
+def connect(config: Config | None = None, *, url: str | None = None,
+            token: str | None = None, **settings: Any) -> Shoal | RemoteShoal:
+    """The embedded client (`shoal.client.connect`), or with `url` a client of the server
+    there (`shoal.remote`; imports neither the catalog nor pyarrow until an answer needs
+    it)."""
+    if url is not None:
+        if config is not None:
+            raise ValueError("connect takes a config or a url, not both")
+        from shoal.remote import connect_remote
+
+        return connect_remote(url, token, **settings)
+    from shoal.client import connect as connect_embedded
+
+    return connect_embedded(config, **settings)
 
 
 def __getattr__(name: str) -> Any:

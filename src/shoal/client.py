@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
 
@@ -32,13 +32,18 @@ from shoal.types.conventions import normalize as normalize_conventions
 from shoal.types.sortkey import (BLOCK_ROWS, SORT_BY, format_sort_key, parse_block_rows,
                                  parse_sort_key)
 
+if TYPE_CHECKING:
+    from shoal.remote import RemoteShoal
+
 # Imported where used, to keep `shoal ingest`'s start-up to what ingest needs:
 # shoal.bindings' checkers, shoal.locations,
 # shoal.maintenance.policy (table properties), shoal.query (reads).
 
 
 class Shoal:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, create: bool = True) -> None:
+        """Open shoal on `config`; its data directory is made if missing, or with
+        `create=False` must exist (`DataDirNotFoundError`)."""
         if not config.spark_master.strip().startswith("local"):
             # A cluster master: refuse, before anything is created on this machine, what
             # executors elsewhere could not use (imported only then: `shoal ingest` start-up).
@@ -46,7 +51,10 @@ class Shoal:
 
             check_deployment(config)
         self.config = config
-        config.ensure_data_dir()
+        if create:
+            config.ensure_data_dir()
+        else:
+            config.require_data_dir()
         self.catalog: Catalog = open_catalog(config.resolved_catalog_url)
         self.store: ObjectStore = open_store(config.resolved_storage_url,
                                              s3_endpoint=config.s3_endpoint)
@@ -298,6 +306,26 @@ class Shoal:
         self.catalog.close()
 
 
-def connect(config: Config | None = None, **settings: Any) -> Shoal:
-    """Open shoal from a Config, or from settings layered over file/env defaults."""
+@overload
+def connect(config: Config | None = None, *, url: None = None, **settings: Any) -> Shoal: ...
+
+
+@overload
+def connect(config: None = None, *, url: str, token: str | None = None,
+            **options: Any) -> RemoteShoal: ...
+
+
+def connect(config: Config | None = None, *, url: str | None = None,
+            token: str | None = None, **settings: Any) -> Shoal | RemoteShoal:
+    """Open shoal from a Config, or from settings layered over file/env defaults.
+
+    With `url`, a client of the server there instead (`shoal.remote.RemoteShoal`: the same
+    `sql`, `kql`, `query`, `promql`, `ingest_ndjson`, `tables`, `describe` and answers, run
+    by the server); `token` defaults to the configured one (`SHOAL_TOKEN`)."""
+    if url is not None:
+        from shoal.remote import connect_remote
+
+        if config is not None:
+            raise ValueError("connect takes a config or a url, not both")
+        return connect_remote(url, token, **settings)
     return Shoal(config or load_config(**settings))

@@ -130,6 +130,10 @@ class Config:
     spark_start_timeout_s: float = 180.0
     # `spark.driver.memory` of the sessions shoal starts, unless set by the user.
     spark_driver_memory: str = "2g"
+    # A running server the CLI and `shoal.connect(url=...)` talk to instead of the data
+    # directory (`shoal.remote`), and the bearer token they send it.
+    url: str | None = None
+    token: str | None = None
 
     @property
     def spark_settings(self) -> dict[str, str]:
@@ -150,6 +154,15 @@ class Config:
     def ensure_data_dir(self) -> None:
         if self.catalog_url is None or self.storage_url is None:
             self.data_path.mkdir(parents=True, exist_ok=True)
+
+    def require_data_dir(self) -> None:
+        """Fail, naming it, when the data directory that holds the catalog or the objects
+        does not exist (for the commands that must not make one)."""
+        if (self.catalog_url is None or self.storage_url is None) \
+                and not self.data_path.is_dir():
+            from shoal.errors import DataDirNotFoundError
+
+            raise DataDirNotFoundError(str(self.data_path))
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
@@ -306,6 +319,10 @@ SETTINGS: dict[str, str] = {
     "port": "HTTP port of `shoal serve` (`--port`).",
     "tokens": "Bearer tokens and their scopes, `tok1=ingest,query;tok2=admin`; with no "
               "token only loopback clients are served ([security](security.md)).",
+    "url": "A running `shoal serve` (`http://host:8720`) that the CLI and "
+           "`shoal.connect(url=...)` send their work to instead of opening the data "
+           "directory (`--url`; [CLI](cli.md#talking-to-a-server)).",
+    "token": "The bearer token the CLI and Python client send to `url` (`--token`).",
     "tokens_file": "A file of tokens, one `token scope,scope` per line (`#` comments).",
     "otlp_grpc_port": "OTLP/gRPC port of `shoal serve` (`--otlp-grpc-port`); 0 = off.",
     "otlp_logs_table": "Table OTLP logs land in, made on first use ([OTLP](otlp.md)).",

@@ -619,3 +619,112 @@ class ScrapeFailedError(UnavailableError):
         self.target = target
         self.reason = reason
         super().__init__(f"scrape of {target} failed: {reason}")
+
+
+# ---- a shoal server's answers, as a client (`shoal.remote`) raises them --------------------
+
+
+class DataDirNotFoundError(ConfigError):
+    """The data directory a command would read does not exist (nothing is created for it)."""
+
+    code = "data_dir_not_found"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"data directory {path} does not exist: create it with `shoal init` "
+                         "(or `shoal create-table`), pass --data-dir, or talk to a server "
+                         "with --url")
+
+
+class ServerUnreachableError(UnavailableError):
+    """The server at `url` did not answer (refused, reset, timed out, not HTTP)."""
+
+    code = "server_unreachable"
+    retryable = True
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"cannot reach the shoal server at {url}: {reason}")
+
+
+class _FromServer:
+    """What a server's error answer said: its HTTP `status`, its `code` and `details`.
+
+    The client raises the class of the branch the status belongs to (`server_error`), so
+    `except NotFoundError` catches a remote 404 as it catches a local one."""
+
+    status: int
+    code: str
+    details: list[dict[str, object]]
+
+    def _keep(self, status: int, code: str, details: list[dict[str, object]] | None) -> None:
+        self.status = status
+        self.code = code
+        self.details = list(details or ())
+
+
+class ServerRequestError(_FromServer, RequestError):
+    """A 4xx answer without a more specific branch (400, 401, 408, 413, 415, ...)."""
+
+    def __init__(self, message: str, *, status: int = 400, code: str = "bad_request",
+                 details: list[dict[str, object]] | None = None) -> None:
+        self._keep(status, code, details)
+        super().__init__(message)
+
+
+class ServerNotAllowedError(_FromServer, NotAllowedError):
+    """A 403 answer: the token lacks the scope, or the place is not allowed."""
+
+    def __init__(self, message: str, *, status: int = 403, code: str = "forbidden",
+                 details: list[dict[str, object]] | None = None) -> None:
+        self._keep(status, code, details)
+        super().__init__(message)
+
+
+class ServerNotFoundError(_FromServer, NotFoundError):
+    """A 404 answer (an unknown table, snapshot or route)."""
+
+    def __init__(self, message: str, *, status: int = 404, code: str = "not_found",
+                 details: list[dict[str, object]] | None = None) -> None:
+        self._keep(status, code, details)
+        super().__init__(message)
+
+
+class ServerConflictError(_FromServer, ConflictError):
+    """A 409 answer (the table exists, a schema or idempotency-key conflict)."""
+
+    def __init__(self, message: str, *, status: int = 409, code: str = "conflict",
+                 details: list[dict[str, object]] | None = None) -> None:
+        self._keep(status, code, details)
+        super().__init__(message)
+
+
+class ServerPayloadError(_FromServer, PayloadError):
+    """A 400 `bad_payload` answer to an ingest: its details are the bad lines."""
+
+    def __init__(self, errors: list[LineError], *, total_errors: int | None = None,
+                 status: int = 400, code: str = "bad_payload",
+                 details: list[dict[str, object]] | None = None) -> None:
+        self._keep(status, code, details)
+        super().__init__(errors, total_errors=total_errors)
+
+
+class ServerUnavailableError(_FromServer, UnavailableError):
+    """A 429 or 503 answer: retry after `retry_after_s` (None when the server said nothing)."""
+
+    def __init__(self, message: str, *, status: int = 503, code: str = "unavailable",
+                 details: list[dict[str, object]] | None = None,
+                 retry_after_s: float | None = None) -> None:
+        self._keep(status, code, details)
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class ServerInternalError(_FromServer, InternalError):
+    """A 5xx answer other than 503: the server failed."""
+
+    def __init__(self, message: str, *, status: int = 500, code: str = "internal_error",
+                 details: list[dict[str, object]] | None = None) -> None:
+        self._keep(status, code, details)
+        super().__init__(message)

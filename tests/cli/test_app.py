@@ -32,7 +32,7 @@ def _plain(text: str) -> str:
 def test_the_command_tree():
     root = get_command(app)
     assert sorted(root.commands) == sorted(
-        ["tables", "describe", "create-table", "ingest", "sql", "kql", "promql", "serve",
+        ["init", "tables", "describe", "create-table", "ingest", "sql", "kql", "promql", "serve",
          "maintain", "demo", "extent", "pipeline", "spark"])
     assert sorted(root.commands["spark"].commands) == ["pack"]
     assert sorted(root.commands["extent"].commands) == ["inspect"]

@@ -48,6 +48,7 @@ def test_tables_and_describe(tmp_path):
 
 
 def test_errors_are_one_line_with_nonzero_exit(tmp_path):
+    (tmp_path / "d").mkdir()
     out = run("--data-dir", str(tmp_path / "d"), "describe", "nope", cwd=tmp_path)
     assert out.returncode == 1
     assert out.stderr.strip() == 'error: table "nope" does not exist'

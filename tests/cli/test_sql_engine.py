@@ -41,3 +41,20 @@ def test_sql_engine_flag_forces_each_engine(tmp_path):
     assert len(refused.stderr.strip().splitlines()) == 1
     bad = run(*data, "sql", sql, "--engine", "fast", cwd=tmp_path)
     assert bad.returncode == 2 and "'fast' is not one of" in bad.stderr
+
+
+@pytest.mark.spark
+def test_a_spark_failure_is_printed_once(tmp_path):
+    """Spark's own log of a failed task (its stack trace) goes to `<data dir>/spark.log`;
+    stderr holds shoal's one error line, not the same error twice."""
+    data = ["--data-dir", str(tmp_path / "data")]
+    assert run(*data, "sql", "CREATE TABLE dz (n long)", cwd=tmp_path).returncode == 0
+    (tmp_path / "dz.ndjson").write_text('{"n": 3}\n')
+    assert run(*data, "ingest", "dz.ndjson", "--table", "dz", cwd=tmp_path).returncode == 0
+    out = run(*data, "sql", "SELECT 1 / (n - n) AS x FROM dz", "--engine", "spark",
+              cwd=tmp_path)
+    assert out.returncode == 1
+    errors = [ln for ln in out.stderr.splitlines() if "DIVIDE_BY_ZERO" in ln]
+    assert len(errors) == 1 and errors[0].startswith("error: [DIVIDE_BY_ZERO]"), out.stderr
+    assert " ERROR " not in out.stderr and "\tat org.apache" not in out.stderr
+    assert "DIVIDE_BY_ZERO" in (tmp_path / "data" / "spark.log").read_text()

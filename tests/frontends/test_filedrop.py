@@ -337,6 +337,14 @@ def test_cli_pipeline_filedrop_once(tmp_path):
     missing = shoal_cli("--data-dir", data, "pipeline", "filedrop", "--path", str(drop),
                         "--table", "events", "--once")
     assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        f"error: data directory {data} does not exist: create it with `shoal init` (or "
+        "`shoal create-table`), pass --data-dir, or talk to a server with --url"]
+    assert not Path(data).exists()
+    assert shoal_cli("--data-dir", data, "init").returncode == 0
+    missing = shoal_cli("--data-dir", data, "pipeline", "filedrop", "--path", str(drop),
+                        "--table", "events", "--once")
+    assert missing.returncode == 1
     assert missing.stderr.strip().splitlines() == ['error: table "events" does not exist']
 
     out = shoal_cli("--data-dir", data, "pipeline", "filedrop", "--path", str(drop),

@@ -1,4 +1,5 @@
-"""What every `shoal` command shares: the client, the one-line error edge, output, progress.
+"""What every `shoal` command shares: the client (embedded, or of a server with `--url`), the
+one-line error edge, output, progress.
 
 Exit codes (docs/cli.md): 0 success; 1 a shoal error, printed as one line `error: <message>`
 on stderr; 2 bad usage, click's own (an unknown option, a value outside an option's enum,
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
-from shoal.errors import ShoalError
+from shoal.errors import ConfigError, ShoalError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from shoal.client import Shoal
     from shoal.config import Config
+    from shoal.remote import RemoteShoal
     from shoal.types.schema import SchemaMode
 
 EXIT_ERROR = 1
@@ -80,11 +82,37 @@ def config_of(ctx: typer.Context) -> Config:
     return cfg
 
 
-def connect(ctx: typer.Context) -> Shoal:
-    """The embedded client on the command's configuration; a `ShoalError` propagates."""
+def remote_of(ctx: typer.Context) -> RemoteShoal | None:
+    """A client of the server the command talks to (`--url` / `SHOAL_URL`), else None: the
+    command then works on the data directory itself."""
+    cfg = config_of(ctx)
+    if cfg.url is None:
+        return None
+    from shoal.remote import RemoteShoal
+
+    try:
+        return RemoteShoal(cfg.url, token=cfg.token)
+    except ValueError as e:
+        raise ConfigError(f"--url: {e}") from None
+
+
+def connect(ctx: typer.Context, *, create: bool = False) -> Shoal:
+    """The embedded client on the command's configuration; a `ShoalError` propagates. The
+    data directory must exist unless `create` (a command that makes tables): it is made
+    only on purpose (`shoal init`, `shoal create-table`, `shoal serve`)."""
     from shoal.client import Shoal
 
-    return Shoal(config_of(ctx))
+    cfg = config_of(ctx)
+    if cfg.url is not None:
+        raise ConfigError(f"`shoal {ctx.info_name}` works on the data directory, not through "
+                          "a server: leave out --url (and SHOAL_URL)")
+    return Shoal(cfg, create=create)
+
+
+def spark_log_to_file(db: Shoal) -> None:
+    """A Spark this command starts logs its errors to `<data dir>/spark.log`, not stderr:
+    the command prints the error itself, once (`one_line_errors`)."""
+    db.query_engine.spark_jvm_log = str(db.config.data_path / "spark.log")
 
 
 def connect_or_exit(ctx: typer.Context) -> Shoal:

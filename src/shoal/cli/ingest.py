@@ -19,6 +19,9 @@ i of an input carries `K#<absolute path of the input>#i` (`K#-#i` for stdin), so
 the same command after a failure applies exactly the chunks that did not land, however the
 inputs are ordered and whatever else a glob matches by then.
 
+With `--url` the chunks go to that server's `POST /v1/ingest/{table}` (two requests at once,
+with the same idempotency keys); the server coerces and commits them.
+
 Errors name the input and the line within it (`b.ndjson.gz line 7: field "n": ...`; stdin has
 no name: `line 7: ...`). On a terminal a progress bar shows bytes (rich, imported only then);
 the last line is a one-line summary of all inputs.
@@ -29,17 +32,21 @@ from __future__ import annotations
 import glob
 import os
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from shoal.cli.common import (SchemaModeOption, config_of, connect_or_exit, fail,
-                              stderr_is_tty)
+                              remote_of, stderr_is_tty)
 from shoal.errors import PayloadError, ShoalError
 from shoal.ingest.bulk import (IN_FLIGHT, MAX_SHOWN, STDIN, Input, InputUnreadableError,
-                               ReadAhead, Tally, input_chunks, send_chunks, speculation_for,
-                               total_bytes)
+                               ReadAhead, Tally, input_chunks, pipeline, send_chunks,
+                               speculation_for, total_bytes)
 from shoal.ingest.keys import MAX_IDEMPOTENCY_KEY
+
+if TYPE_CHECKING:
+    from shoal.client import Shoal
+    from shoal.remote import RemoteShoal
 
 # The documented memory bound (docs/cli.md "Memory"); tests/cli/test_ingest_memory.py holds
 # the command to it. Chunks alive at once: IN_FLIGHT being coerced and committed plus one read
@@ -122,32 +129,45 @@ def ingest_command(
             fail(f"--idempotency-key with {len(items)} inputs: the per-input keys "
                  f"(KEY#<absolute path>#i) would be longer than {MAX_IDEMPOTENCY_KEY} characters; "
                  "use a shorter key")
-    from shoal.ingest.nopandas import forgo_pandas
-    from shoal.native import exit_now, own_cli_process, tune_allocators
+    from shoal.native import exit_now, own_cli_process
 
     own_process = own_cli_process()
-    if own_process:
-        forgo_pandas()
-        tune_allocators(KEEP_FREED, 2 * KEEP_FREED)
+    remote = remote_of(ctx)
+    if remote is None:
+        from shoal.ingest.nopandas import forgo_pandas
+        from shoal.native import tune_allocators
+
+        config_of(ctx).require_data_dir()
+        if own_process:
+            forgo_pandas()
+            tune_allocators(KEEP_FREED, 2 * KEEP_FREED)
     t0 = time.perf_counter()
     progress = _Progress(table, total_bytes(items))
     chunks = ReadAhead(input_chunks(items, chunk_mb << 20, idempotency_key, progress.reading))
     literal = None if mode is None else mode.literal()
     speculation = None
-    try:
-        speculation = speculation_for(config_of(ctx).resolved_catalog_url, table, literal)
-    finally:
-        chunks.speculate(speculation)   # always: the reading thread waits for it
-    db = connect_or_exit(ctx)
+    if remote is None:
+        try:
+            speculation = speculation_for(config_of(ctx).resolved_catalog_url, table, literal)
+        finally:
+            chunks.speculate(speculation)   # always: the reading thread waits for it
+    else:
+        chunks.speculate(None)              # the server coerces
+    local: Shoal | None = None if remote is not None else connect_or_exit(ctx)
+    db: RemoteShoal | Shoal | None = remote or local
     tally = Tally()
     try:
         with progress:
-            send_chunks(db, chunks, tally, speculation, table=table, mode=literal,
-                        partial=partial, on_landed=progress.advance)
+            if local is not None:
+                send_chunks(local, chunks, tally, speculation, table=table, mode=literal,
+                            partial=partial, on_landed=progress.advance)
+            elif remote is not None:
+                pipeline(remote.ingest_ndjson, chunks, tally, None, None, table=table,
+                         mode=literal, partial=partial, on_landed=progress.advance)
     except InputUnreadableError as e:
         fail(str(e))
     except PayloadError as e:
-        for le in e.errors[:MAX_SHOWN]:
+        for le in e.errors[1:MAX_SHOWN]:     # the first one is the error line's own
             typer.echo(le.message, err=True)
         _landed_so_far(tally)
         fail(str(e))
@@ -155,7 +175,8 @@ def ingest_command(
         _landed_so_far(tally)
         fail(str(e))
     finally:
-        db.close()
+        if db is not None:
+            db.close()
     dt = time.perf_counter() - t0
     for le in tally.rejected:
         typer.echo(f"rejected {le.message}", err=True)

@@ -5,7 +5,10 @@ command modules only define functions, so importing one has no side effect and t
 tree reads top to bottom below. Every command is wrapped by `one_line_errors` (a `ShoalError`
 prints one line `error: <message>` on stderr and exits 1); bad usage exits 2 (click's
 convention, also for a value outside an option's enum). The root callback loads the
-configuration once (defaults < file < `SHOAL_*` < flags) into `ctx.obj`.
+configuration once (defaults < file < `SHOAL_*` < flags) into `ctx.obj`; its options
+(`--data-dir`, `--config`, `--url`, `--token`) may also follow the command's name
+(`hoist_global_options`). With `--url` the commands that can send their work to a server do
+(`shoal.remote`); the others refuse it.
 
 Startup stays cheap: a command's module is imported, and its click command built, only when
 that command runs (or a help page lists it): `shoal ingest` does not import the SQL, serve
@@ -38,6 +41,12 @@ def load_configuration(
         "--data-dir", help="Data directory (SHOAL_DATA_DIR, default ./shoal-data)")] = None,
     config: Annotated[str | None, typer.Option(
         "--config", help="TOML config file (SHOAL_CONFIG, default ./shoal.toml)")] = None,
+    url: Annotated[str | None, typer.Option(
+        "--url", help="A running shoal server to send the work to, e.g. "
+                      "http://127.0.0.1:8720 (SHOAL_URL); the data directory is not read")
+    ] = None,
+    token: Annotated[str | None, typer.Option(
+        "--token", help="Bearer token for --url (SHOAL_TOKEN)")] = None,
 ) -> None:
     """shoal: telemetry and event lakehouse"""
     from shoal.config import load_config
@@ -47,9 +56,49 @@ def load_configuration(
         one_blas_thread()   # before any command imports numpy
 
     try:
-        ctx.obj = load_config(config_file=config, data_dir=data_dir)
+        cfg = load_config(config_file=config, data_dir=data_dir, url=url, token=token)
     except ShoalError as e:
         fail(str(e))
+    if data_dir is not None and url is None and cfg.url is not None:
+        # `--data-dir` on the command line means that directory, whatever SHOAL_URL says
+        from dataclasses import replace
+
+        cfg = replace(cfg, url=None)
+    ctx.obj = cfg
+
+
+# The root's options, also taken after the command (`shoal sql --data-dir D "..."`): they
+# are moved in front of it before click parses (`hoist_global_options`).
+GLOBAL_OPTIONS = frozenset({"--data-dir", "--config", "--url", "--token"})
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """`args` with the root's options that follow the command moved before it (each with
+    its value; `--opt=value` too), so they mean the same wherever they are written. Nothing
+    after `--` moves; a later value still wins over an earlier one."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        i += 2 if args[i] in GLOBAL_OPTIONS else 1
+    if i >= len(args) or args[i] == "--":
+        return args
+    moved: list[str] = []
+    kept: list[str] = []
+    rest = args[i + 1:]
+    j = 0
+    while j < len(rest):
+        arg = rest[j]
+        if arg == "--":
+            kept += rest[j:]
+            break
+        if arg.split("=", 1)[0] in GLOBAL_OPTIONS and (
+                "=" in arg or j + 1 < len(rest)):
+            take = 1 if "=" in arg else 2
+            moved += rest[j:j + take]
+            j += take
+            continue
+        kept.append(arg)
+        j += 1
+    return [*args[:i], *moved, args[i], *kept]
 
 
 def _add(group: typer.Typer, name: str, command: Callable[..., Any]) -> None:
@@ -99,6 +148,7 @@ def _spark() -> Command:
 
 # The command tree, in help order: name -> builder of its click command.
 COMMANDS: dict[str, Callable[[], Command]] = {
+    "init": _single("init", "shoal.cli.tables:init_command"),
     "tables": _single("tables", "shoal.cli.tables:tables_command"),
     "describe": _single("describe", "shoal.cli.tables:describe_command"),
     "create-table": _single("create-table", "shoal.cli.tables:create_table_command"),
@@ -151,6 +201,9 @@ class _LazyGroup(typer.core.TyperGroup):
 
     def list_commands(self, ctx: Context) -> list[str]:
         return list(self.commands)
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(list(args)))
 
 
 def build_app() -> typer.Typer:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from shoal.cli.common import SchemaModeOption, config_of, connect_or_exit, progress_bar
+from shoal.cli.common import SchemaModeOption, config_of, connect, progress_bar
 from shoal.errors import ConfigError, TableNotFoundError
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def filedrop_command(
     if (interval is not None and interval <= 0) or chunk_mb <= 0:
         raise ConfigError("--interval and --chunk-mb must be positive")
     cfg = config_of(ctx)
-    db = connect_or_exit(ctx)
+    db = connect(ctx, create=create)    # --create may make the data directory's first table
     try:  # the table and its binding: fail in one line before Spark starts
         try:
             db.catalog.load_table(table)

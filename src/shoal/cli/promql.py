@@ -1,4 +1,5 @@
-"""`shoal promql '<expr>'`: a PromQL query over this shoal's Prometheus tables, in process.
+"""`shoal promql '<expr>'`: a PromQL query over this shoal's Prometheus tables, in process
+(or, with `--url`, in that server through its Prometheus API).
 
 `--time T` (RFC 3339 or unix seconds; default now) runs an instant query; `--start S --end E
 --step STEP` (step in seconds or a duration, e.g. `1m`) a range query. `--format table`
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import time
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from shoal.cli.common import connect, print_json, print_table
+from shoal.cli.common import connect, print_json, print_table, remote_of, spark_log_to_file
 
 
 class PromFormat(StrEnum):
@@ -35,12 +36,24 @@ def promql_command(
                                             help="Output format")] = PromFormat.TABLE,
 ) -> None:
     """Run a PromQL query (instant, or range with --start/--end/--step)."""
-    from shoal.frontends.prometheus.promql.params import parse_duration_ms, parse_time
-
     ranged = (start, end, step)
     if any(v is not None for v in ranged) and (None in ranged or at is not None):
         raise typer.BadParameter("a range query takes --start, --end and --step, not --time")
+    remote = remote_of(ctx)
+    if remote is not None:      # the server parses the times as Prometheus's API does
+        try:
+            if start is not None and end is not None and step is not None:
+                data = remote.promql_data(expr, start=start, end=end, step=step)
+            else:
+                data = remote.promql_data(expr, time=at if at is not None else time.time())
+        finally:
+            remote.close()
+        _print(data, fmt)
+        return
+    from shoal.frontends.prometheus.promql.params import parse_duration_ms, parse_time
+
     db = connect(ctx)
+    spark_log_to_file(db)
     try:
         if start is not None and end is not None and step is not None:
             result = db.promql(expr, start=parse_time(start, "start") / 1000,
@@ -51,7 +64,10 @@ def promql_command(
             result = db.promql(expr, time=when)
     finally:
         db.close()
-    data = result.data()
+    _print(result.data(), fmt)
+
+
+def _print(data: dict[str, Any], fmt: PromFormat) -> None:
     if fmt == PromFormat.JSON:
         print_json(data)
         return

@@ -7,6 +7,9 @@ without running the query. `--no-prune` reads every extent. `--engine auto|local
 picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`, else auto); `--stats` and
 `EXPLAIN` say which engine ran and why.
 
+With `--url` the statement runs in that server (`POST /v1/query`, its JSON answer printed the
+same way; no engine starts here).
+
 `shoal kql "<query>"` (or `shoal sql --kql "<query>"`) runs a KQL query
 (`shoal.frontends.kusto.kql`) the same way, with the same options; `--format json` adds
 `"sql"` (the statement it ran as) and `"render"` (its render hint), `--stats` also prints
@@ -15,14 +18,17 @@ both on stderr.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import re
 import sys
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
-from shoal.cli.common import connect, print_json, print_table
+from shoal.cli.common import connect, print_json, print_table, remote_of, spark_log_to_file
 
 
 class SqlFormat(StrEnum):
@@ -40,6 +46,10 @@ class EngineOption(StrEnum):
     LOCAL = "local"
     SPARK = "spark"
 
+
+# A statement that may make the data directory (the first table of a new one); any other
+# statement needs it to exist.
+_CREATE_TABLE = re.compile(r"\s*CREATE\s+TABLE\b", re.IGNORECASE)
 
 # The options `sql` and `kql` share.
 FormatOpt = Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format")]
@@ -78,35 +88,64 @@ def kql_command(
 
 def _run(ctx: typer.Context, statement: str, *, fmt: SqlFormat, stats: bool, prune: bool,
          engine: EngineOption | None, kql: bool) -> None:
-    from shoal.query.results import answer_document, csv_text, json_rows
-
     text = sys.stdin.read() if statement == "-" else statement
-    db = connect(ctx)
+    chosen = None if engine is None else engine.value
+    remote = remote_of(ctx)
+    if remote is not None:
+        try:
+            kind, answer = remote.answer_document(text, kql=kql, prune=prune, engine=chosen)
+        finally:
+            remote.close()
+        names = [c["name"] for c in answer["columns"]]
+        _print(answer, names, answer["rows"], kind=kind, fmt=fmt, stats=stats, kql=kql)
+        return
+
+    from shoal.query.results import answer_document
+
+    db = connect(ctx, create=not kql and _CREATE_TABLE.match(text) is not None)
+    spark_log_to_file(db)
     try:
-        chosen = None if engine is None else engine.value
         result = (db.kql(text, prune=prune, engine=chosen) if kql
                   else db.sql(text, prune=prune, engine=chosen))
     finally:
         db.close()
-    doc = result.stats.to_json()
+    answer = answer_document(result.table, result.stats.to_json())
+    if kql:
+        answer.update(sql=result.translated_sql, render=result.render)
+    _print(answer, result.table.schema.names, answer["rows"], kind=result.kind, fmt=fmt,
+           stats=stats, kql=kql)
+
+
+def _print(answer: dict[str, Any], names: list[str], rows: list[list[Any]], *, kind: str,
+           fmt: SqlFormat, stats: bool, kql: bool) -> None:
+    """The answer in `fmt` on stdout, and with `stats` the stats (and for KQL the SQL and the
+    render hint) on stderr: the same for an answer of this process and of a server."""
     if fmt is SqlFormat.JSON:
-        answer = answer_document(result.table, doc)
-        if kql:
-            answer.update(sql=result.translated_sql, render=result.render)
         print_json(answer)
     elif fmt is SqlFormat.CSV:
-        typer.echo(csv_text(result.table), nl=False)
+        typer.echo(_csv(names, rows), nl=False)
     else:
-        print_table(result.table.schema.names,
-                    ([_cell(v) for v in row] for row in json_rows(result.table)))
-        typer.echo(f"({result.table.num_rows} rows)")
-    if stats and result.kind != "ddl":
-        summary = {k: v for k, v in doc.items() if k != "scans"}
+        print_table(names, ([_cell(v) for v in row] for row in rows))
+        typer.echo(f"({len(rows)} rows)")
+    if stats and kind != "ddl":
+        summary = {k: v for k, v in answer["stats"].items()     # a server adds "truncated"
+                   if k != "scans" and not (k == "truncated" and v is False)}
         typer.echo("stats: " + json.dumps(summary), err=True)
         if kql:
-            typer.echo("sql: " + (result.translated_sql or ""), err=True)
-            if result.render is not None:
-                typer.echo("render: " + json.dumps(result.render), err=True)
+            typer.echo("sql: " + (answer.get("sql") or ""), err=True)
+            if answer.get("render") is not None:
+                typer.echo("render: " + json.dumps(answer["render"]), err=True)
+
+
+def _csv(names: list[str], rows: list[list[Any]]) -> str:
+    """A header line and the rows (JSON values; lists and objects as JSON text)."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(names)
+    for row in rows:
+        w.writerow(["" if v is None else (json.dumps(v) if isinstance(v, (list, dict)) else v)
+                    for v in row])
+    return out.getvalue()
 
 
 def _cell(value: Any) -> str:

@@ -377,6 +377,16 @@ def send_chunks(db: NdjsonSink, chunks: Iterable[Chunk], tally: Tally,
     # The speculation coerced with `coerce_ndjson`: it stands in for that alone.
     staggered = Staggered(db.write_path.coercer or speculation or coerce_ndjson)
     db.write_path.coercer = staggered
+    pipeline(db.ingest_ndjson, chunks, tally, staggered, speculation, table=table, mode=mode,
+             partial=partial, on_landed=on_landed)
+
+
+def pipeline(send: Callable[..., Any], chunks: Iterable[Chunk], tally: Tally,
+             staggered: Staggered | None, speculation: Speculation | None, *, table: str,
+             mode: SchemaMode | None, partial: bool, on_landed: Callable[[int], None]) -> None:
+    """`send(table, body, mode=, partial=, idempotency_key=)` for every chunk, `IN_FLIGHT`
+    at once, in order (see `send_chunks`); without `staggered` (a server coerces: `shoal
+    ingest --url`) the requests only overlap."""
     with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
         inflight: list[tuple[Future[IngestAck], Chunk]] = []
         sent = 0
@@ -397,10 +407,12 @@ def send_chunks(db: NdjsonSink, chunks: Iterable[Chunk], tally: Tally,
                 while len(inflight) >= IN_FLIGHT:
                     settle(*inflight.pop(0))
                 tally.read_bytes += len(chunk.body)
-                staggered.wait(sent, previous)
-                previous = pool.submit(db.ingest_ndjson, table, chunk.body, mode=mode,
+                if staggered is not None:
+                    staggered.wait(sent, previous)
+                previous = pool.submit(send, table, chunk.body, mode=mode,
                                        partial=partial, idempotency_key=chunk.key)
-                previous.add_done_callback(staggered.wake)
+                if staggered is not None:
+                    previous.add_done_callback(staggered.wake)
                 if speculation is not None and sent == 0:
                     previous.add_done_callback(speculation.release)
                 inflight.append((previous, chunk))

@@ -165,6 +165,9 @@ class QueryEngine:
         self.max_result_bytes: int | None = None
         # "serve" caps the session's share of a cluster (`shoal.query.spark.cluster`).
         self.spark_role: SparkRole = "app"
+        # A file the Spark JVM this engine starts logs to instead of stderr (None: stderr);
+        # a one-shot CLI command sets it, as it prints the error itself.
+        self.spark_jvm_log: str | None = None
         self._spark: SparkSession | None = None
         self._generation = -1
         self._local: LocalEngine | None = None
@@ -182,7 +185,8 @@ class QueryEngine:
         log_path = os.path.join(self.db.config.data_dir, "processing.log")
         try:
             return session._session(self.db.config.spark_master, log_path,
-                                    self.max_result_bytes, self.db.config, self.spark_role)
+                                    self.max_result_bytes, self.db.config, self.spark_role,
+                                    jvm_log=self.spark_jvm_log)
         except ShoalError:
             raise
         except Exception as e:

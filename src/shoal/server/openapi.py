@@ -537,7 +537,11 @@ def _operations() -> dict[tuple[str, str], Operation]:
             "query", "Run one SQL statement or KQL query", "query", scope="query",
             parameters=[{"name": "prune", "in": "query", "required": False,
                          "schema": {"type": "boolean", "default": True},
-                         "description": "false reads every extent"}],
+                         "description": "false reads every extent"},
+                        {"name": "scans", "in": "query", "required": False,
+                         "schema": {"type": "boolean", "default": False},
+                         "description": "an Arrow answer's X-Shoal-Stats also lists the "
+                                        "scans"}],
             body=_json_body(_ref("QueryRequest"), show={"sql": "SHOW TABLES"},
                             select={"sql": "SELECT 1 AS one"},
                             kql={"kql": "logs | where level == 'error' | count"}),
@@ -549,10 +553,18 @@ def _operations() -> dict[tuple[str, str], Operation]:
                                 "description": "an Arrow IPC stream, for Accept: " + ARROW_STREAM
                             }}},
                 "headers": {"X-Shoal-Stats": {
-                    "description": "the stats (JSON, without scans) of an Arrow answer",
+                    "description": "the stats (JSON; scans only with ?scans=true) of an "
+                                   "Arrow answer",
                     "schema": STR},
                     "X-Shoal-Render": {
                         "description": "a KQL query's render hint (JSON), when it has one",
+                        "schema": STR},
+                    "X-Shoal-Kind": {
+                        "description": "what the statement was: select, ddl or explain",
+                        "schema": STR},
+                    "X-Shoal-Sql": {
+                        "description": "the SQL a KQL query ran as (a JSON string), on an "
+                                       "Arrow answer",
                         "schema": STR}}}}, *AUTH, *BODY, 404, 409, 429, 503)),
         ("POST", "/v2/rest/query"): _op(
             "kusto_query", "Kusto query REST API (v2): a KQL query, Kusto's frames",

@@ -6,8 +6,11 @@ and run exactly as that SQL; the JSON answer then also holds `"sql"`, the statem
 as, and `"render"`, the query's render hint or null; an Arrow answer carries the hint in
 `X-Shoal-Render`). KQL reads only (the `query` scope). `Accept:
 application/vnd.apache.arrow.stream` gives the rows as an Arrow IPC stream, with the stats
-JSON in the `X-Shoal-Stats` header; anything else gives the JSON document
-`{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. `?prune=false` reads
+JSON in the `X-Shoal-Stats` header (the per-scan list too with `?scans=true`, as
+`shoal.connect(url=...)` asks); anything else gives the JSON document
+`{"columns": [{"name", "type"}], "rows": [[...]], "stats": {...}}`. Both say what the
+statement was in `X-Shoal-Kind` (`select`, `ddl` or `explain`); an Arrow answer to KQL
+carries the SQL it ran as in `X-Shoal-Sql` (a JSON string). `?prune=false` reads
 every extent (for checking that pruning never changes an answer). `?engine=auto|local|spark`
 picks the engine of a SELECT (default `SHOAL_QUERY_ENGINE`); the stats say which ran and why.
 
@@ -68,7 +71,8 @@ def _statement(raw: bytes) -> tuple[str, str]:
 @router.post("/v1/query", dependencies=[Depends(require_scope("query"))])
 async def query(request: Request,
                 prune: Annotated[bool, Query()] = True,
-                engine: Annotated[str | None, Query()] = None) -> Response:
+                engine: Annotated[str | None, Query()] = None,
+                scans: Annotated[bool, Query()] = False) -> Response:
     state = server_state(request)
     state.check_accepting()
     engine = engine_mode(engine, state.db.config.query_engine)
@@ -93,17 +97,20 @@ async def query(request: Request,
     if failure is not None:
         raise failure
     stats = answer_stats(result)
+    kind = {"X-Shoal-Kind": result.kind}
     if ARROW_STREAM in request.headers.get("accept", ""):
-        headers = {"X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
-                                                if k != "scans"})}
+        headers = {**kind, "X-Shoal-Stats": json.dumps({k: v for k, v in stats.items()
+                                                        if scans or k != "scans"})}
         if result.render is not None:
             headers["X-Shoal-Render"] = json.dumps(result.render)
+        if language == "kql" and result.translated_sql is not None:
+            headers["X-Shoal-Sql"] = json.dumps(result.translated_sql)   # ASCII, one line
         return Response(arrow_stream(result.table), media_type=ARROW_STREAM, headers=headers)
     doc = await anyio.to_thread.run_sync(answer_document, result.table, stats)
     if language == "kql":
         doc["sql"] = result.translated_sql
         doc["render"] = result.render
-    return JSONResponse(doc)
+    return JSONResponse(doc, headers=kind)
 
 
 async def _cancel_when_gone(request: Request, cancel: CancelHandle) -> None:

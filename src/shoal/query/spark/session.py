@@ -43,8 +43,10 @@ def spark_session(master: str = "local[*]", *, processing_log: str | None = None
 
 
 def _session(master: str, processing_log: str | None, max_result_bytes: int | None,
-             config: Config | None = None, role: SparkRole = "app"
-             ) -> tuple[SparkSession, int]:
+             config: Config | None = None, role: SparkRole = "app", *,
+             jvm_log: str | None = None) -> tuple[SparkSession, int]:
+    """The session (made if there is none); with `jvm_log`, a new session's JVM logs its
+    errors to that file instead of stderr."""
     from pyspark.sql import SparkSession
 
     from shoal.query.spark import cluster
@@ -59,8 +61,12 @@ def _session(master: str, processing_log: str | None, max_result_bytes: int | No
         else:
             cluster.check_deployment(config)        # before the JVM: refused in milliseconds
             probe = not cluster.is_local(config.spark_master)
-        log4j = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+        log4j = os.path.join(os.path.dirname(__file__), "log4j2-file.properties"
+                             if jvm_log is not None else "log4j2.properties")
         settings = cluster.session_settings(config, role=role, log4j=log4j)
+        java = settings.get("spark.driver.extraJavaOptions", "")
+        if jvm_log is not None and log4j in java:     # ours, not the user's own options
+            settings["spark.driver.extraJavaOptions"] = f"{java} -Dshoal.jvm.log={jvm_log}"
         local = cluster.is_local(config.spark_master)
         # Python workers run `spark.pyspark.python` (PySpark reads it from PYSPARK_PYTHON);
         # on a local master, by default, this interpreter (it has shoal and its dependencies).
