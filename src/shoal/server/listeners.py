@@ -86,7 +86,10 @@ class Listeners:
         return False
 
     def report(self) -> dict[str, Any]:
-        """`/readyz`'s part: each listener's state, and `warnings` for those not serving."""
+        """`/readyz`'s part: each listener's state, and `warnings` for those not serving
+        (nothing when the app has no extra listener)."""
+        if not self.states:
+            return {}
         doc: dict[str, Any] = {"listeners": {n: s.document() for n, s in self.states.items()}}
         warnings = [s.reason for s in self.states.values() if s.reason is not None]
         if warnings:

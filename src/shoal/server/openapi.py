@@ -590,7 +590,7 @@ def _operations() -> dict[tuple[str, str], Operation]:
                       "required": {"type": "boolean"}, "reason": STR},
                      optional=("reason",))},
                  "warnings": {"type": "array", "items": STR}},
-                optional=("warnings",)),
+                optional=("listeners", "warnings")),
                 "ready (`warnings`: extra listeners on default ports that were taken)"),
                 *OPEN, 503)),
         ("GET", "/metrics"): _op(

@@ -1,7 +1,7 @@
 """Arrow Flight SQL: shoal's query lane for ADBC, JDBC and ODBC clients.
 
-A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
-0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
+A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, 0 = off; unset,
+8815 if it is free: `shoal.server.listeners`), started and stopped with the app's lifespan like
 OTLP/gRPC. The Flight SQL messages are `shoal.frontends.flightsql.flight_sql_pb2`, Flight's
 cancel messages `flight_cancel_pb2` (generated from the .proto files beside them; how to
 regenerate is written there).
@@ -38,12 +38,20 @@ Served:
   else CANCELLING; NOT_CANCELLABLE for a ticket already answered, expired or unknown.
 - Metadata (`GetCatalogs`, `GetDbSchemas`, `GetTables` with `include_schema`,
   `GetTableTypes`, `GetSqlInfo`), answered from the catalog. shoal has one namespace: one
-  catalog `shoal` with one schema `default`; table names in SQL are unqualified.
-- Prepared statements without parameters: the actions `CreatePreparedStatement` (the guard
-  checks the statement at once; a query is planned to announce its `dataset_schema`, and
-  `parameter_schema` is the empty schema) and `ClosePreparedStatement`. Parameters (`DoPut`
-  on a prepared statement) and updates are refused as unimplemented; transactions do not
-  exist.
+  catalog `shoal` with one schema `default`; table names in SQL are unqualified. A table's
+  schema is the one `SELECT *` answers with (`table_schema`, from the scan reader's shapes:
+  `shoal.query.scan_read.answer_schema`), so what a client is told is what it gets.
+- Prepared statements: the actions `CreatePreparedStatement` (the guard checks the
+  statement at once; a query is planned to announce its `dataset_schema`, its `?`
+  parameters standing in as sample values of their `parameter_schema` types) and
+  `ClosePreparedStatement`. `DoPut` on a prepared statement binds its parameters (one row;
+  `shoal.frontends.flightsql.parameters` writes each value as a SQL literal in place of its
+  `?`), answered with a `DoPutPreparedStatementResult` naming the same handle. Updates
+  through DoPut are refused as unimplemented.
+- Transactions (`BeginTransaction`, `EndTransaction`): ids that statements may name, so
+  that clients which turn autocommit off (ADBC's DB-API, JDBC) work. Statements read the
+  data committed when they start and write nothing; CREATE/ALTER commit at once (GetSqlInfo
+  says so), so commit and rollback only end the transaction.
 - `GetSchema` on a metadata command gives its fixed schema; on a query, its planned schema;
   other statements are not run for it (an empty schema).
 
