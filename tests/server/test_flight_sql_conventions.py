@@ -172,6 +172,11 @@ def test_errors_carry_a_code_and_a_message_without_a_traceback(uri):
         assert "Traceback" not in str(error) and ".py" not in str(error)
         document = json.loads(error.extra_info)
         assert document["error"]["code"] and "reflect" in document["error"]["message"]
+        unprepared = flight.FlightDescriptor.for_command(
+            _pack(sql_pb.CommandStatementQuery(query="SELECT i FROM every WHERE l = ?")))
+        with pytest.raises(flight.FlightServerError) as raised:
+            client.get_flight_info(unprepared)
+        assert "runs as a prepared statement" in str(raised.value)
         with pytest.raises(flight.FlightServerError) as raised:
             list(client.do_action(flight.Action("EndTransaction", _pack(
                 sql_pb.ActionEndTransactionRequest(transaction_id=b"nope", action=1)))))

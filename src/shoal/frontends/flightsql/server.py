@@ -549,6 +549,10 @@ class FlightSqlServer:
         if isinstance(command, sql_pb.CommandStatementQuery):
             self.store.check_transaction(command.transaction_id
                                          if command.HasField("transaction_id") else None)
+            if not _language(command.query)[1] and parameters.placeholders(command.query):
+                raise BadRequestError("a statement with ? parameters runs as a prepared "
+                                      "statement, its values bound by DoPut (ADBC: "
+                                      "cursor.execute(sql, parameters))")
             return command.query
         assert isinstance(command, sql_pb.CommandPreparedStatementQuery)
         return self.store.prepared(command.prepared_statement_handle).runnable()
