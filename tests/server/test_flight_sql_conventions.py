@@ -180,5 +180,9 @@ def test_errors_carry_a_code_and_a_message_without_a_traceback(uri):
         with pytest.raises(flight.FlightServerError) as raised:
             list(client.do_action(flight.Action("EndTransaction", _pack(
                 sql_pb.ActionEndTransactionRequest(transaction_id=b"nope", action=1)))))
-        assert "unknown or ended transaction" in str(raised.value)
+        assert "unknown transaction" in str(raised.value)
+        forged = flight.FlightDescriptor.for_command(_pack(sql_pb.CommandStatementQuery(
+            query="SELECT count(*) AS n FROM every", transaction_id=b"\x00" * 32)))
+        with pytest.raises(flight.FlightServerError, match="unknown transaction"):
+            client.get_flight_info(forged)
         assert "Traceback" not in str(raised.value)

@@ -51,7 +51,8 @@ Served:
 - Transactions (`BeginTransaction`, `EndTransaction`): ids that statements may name, so
   that clients which turn autocommit off (ADBC's DB-API, JDBC) work. Statements read the
   data committed when they start and write nothing; CREATE/ALTER commit at once (GetSqlInfo
-  says so), so commit and rollback only end the transaction.
+  says so), so commit and rollback only end the transaction. An id is a nonce with this
+  server's MAC (`_Store.begin`): checked, never stored.
 - `GetSchema` on a metadata command gives its fixed schema; on a query, its planned schema;
   other statements are not run for it (an empty schema).
 
@@ -82,6 +83,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import logging
 import re
@@ -125,7 +128,7 @@ RESULT_TTL_S = 300.0       # a ticket not fetched within this is dropped
 MAX_PENDING = 64
 MAX_PENDING_BYTES = 1 << 30
 MAX_PREPARED = 1024
-MAX_TRANSACTIONS = 1024    # open transactions kept; the oldest is forgotten past this
+TXN_NONCE_BYTES = 16
 BATCH_BYTES = 4 << 20      # record batches on the wire stay under gRPC's usual 16 MiB limit
 BATCH_ROWS = 1 << 16
 CANCEL_WAIT_S = 5.0        # a cancel request waits this long for the stream to end
@@ -267,7 +270,7 @@ class _Store:
         self._answers: OrderedDict[bytes, _Answer] = OrderedDict()
         self._bytes = 0
         self._prepared: OrderedDict[bytes, _Prepared] = OrderedDict()
-        self._transactions: OrderedDict[bytes, float] = OrderedDict()
+        self._txn_key = secrets.token_bytes(32)
         self._running: dict[bytes, _Delivery] = {}
         # tickets cancelled before their DoGet: that DoGet ends CANCELLED
         self._cancelled: OrderedDict[bytes, float] = OrderedDict()
@@ -365,26 +368,25 @@ class _Store:
             self._prepared[handle] = replace(statement, bound=bound)
 
     def begin(self) -> bytes:
-        handle = secrets.token_bytes(16)
-        with self._lock:
-            self._transactions[handle] = time.monotonic()
-            while len(self._transactions) > MAX_TRANSACTIONS:
-                self._transactions.popitem(last=False)
-        return handle
+        """A new transaction id: a random nonce and its MAC under this server's key. A
+        transaction holds nothing (statements only read), so ids are checked, not stored:
+        pooled connections that never end theirs cost no memory and evict nothing."""
+        nonce = secrets.token_bytes(TXN_NONCE_BYTES)
+        return nonce + self._mac(nonce)
 
     def check_transaction(self, handle: bytes | None) -> None:
+        """Refuse a transaction id this server did not issue."""
         if handle is None:
             return
-        with self._lock:
-            known = handle in self._transactions
-        if not known:
-            raise BadRequestError("unknown or ended transaction")
+        nonce, mac = handle[:TXN_NONCE_BYTES], handle[TXN_NONCE_BYTES:]
+        if len(nonce) != TXN_NONCE_BYTES or not hmac.compare_digest(mac, self._mac(nonce)):
+            raise BadRequestError("unknown transaction (not begun on this server)")
 
     def end(self, handle: bytes) -> None:
-        with self._lock:
-            known = self._transactions.pop(handle, None) is not None
-        if not known:
-            raise BadRequestError("unknown or ended transaction")
+        self.check_transaction(handle)
+
+    def _mac(self, nonce: bytes) -> bytes:
+        return hmac.new(self._txn_key, nonce, hashlib.sha256).digest()[:TXN_NONCE_BYTES]
 
     def close(self, handle: bytes) -> None:
         with self._lock:
