@@ -87,3 +87,16 @@ def test_readme_commands_in_a_fresh_clone(tmp_path):
     tests = _run(["bash", "scripts/test.sh", "tests/types"], clone, env, timeout_s=240)
     assert tests.returncode == 0, _explain(tests)
     assert re.search(r"\b\d+ passed\b", tests.stdout), _explain(tests)
+
+
+def test_the_readme_waits_for_readiness_with_a_bound_and_a_message():
+    """A server that never becomes ready (a port taken, a crash) must not leave the quick
+    start spinning: its wait is a bounded loop, followed by a message."""
+    lines = [line.strip() for line in (ROOT / "README.md").read_text().splitlines()
+             if "/readyz" in line and line.strip().startswith(("until", "while", "for", "curl"))]
+    assert lines, "the README's quick start waits for /readyz"
+    assert not [line for line in lines if line.startswith(("until", "while"))], lines
+    loops = [line for line in lines if line.startswith("for")]
+    assert loops and all(re.search(r"\$\(seq \d+\)", line) and "break" in line
+                         for line in loops), loops
+    assert any("||" in line and "not ready" in line for line in lines), lines

@@ -34,7 +34,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from shoal.errors import ConfigError
 
@@ -52,8 +52,10 @@ class Config:
     port: int = 8720
     tokens: str | None = None          # "token=scope1,scope2;token2=scope"
     tokens_file: str | None = None
-    # OTLP (docs/otlp.md): the gRPC port (0 = off) and the standard tables, made on first use.
-    otlp_grpc_port: int = 4317
+    # OTLP (docs/otlp.md): the gRPC port (0 = off; unset: the default port, served only if
+    # it is free, see `listener_port`) and the standard tables, made on first use.
+    otlp_grpc_port: int | None = None
+    otlp_grpc_default_port: int = 4317
     otlp_logs_table: str = "otel_logs"
     otlp_spans_table: str = "otel_spans"
     otlp_metrics_table: str = "otel_metrics"
@@ -64,8 +66,10 @@ class Config:
     # PromQL: Prometheus's --query.lookback-delta and --query.max-samples.
     promql_lookback_s: float = 300.0
     promql_max_samples: int = 50_000_000
-    # Arrow Flight SQL: its port (0 = off) and, for grpc+tls, PEM cert and key.
-    flight_port: int = 8815
+    # Arrow Flight SQL: its port (0 = off; unset: the default port if it is free) and, for
+    # grpc+tls, PEM cert and key.
+    flight_port: int | None = None
+    flight_default_port: int = 8815
     flight_tls_cert: str | None = None
     flight_tls_key: str | None = None
     # Kafka (docs/kafka.md): bootstrap servers for pipelines whose table binding names none.
@@ -151,6 +155,16 @@ class Config:
     def resolved_storage_url(self) -> str:
         return self.storage_url or (self.data_path / "objects").as_uri()
 
+    def listener_port(self, listener: Literal["otlp_grpc", "flight"]) -> tuple[int, bool]:
+        """(port, required) of an extra listener of `shoal serve`: a port set by the config
+        file, a variable or a flag is required (taken: the server does not start); unset,
+        the default port is served if it is free, and a taken one is a warning (the
+        server serves the rest). Port 0: off."""
+        port = getattr(self, f"{listener}_port")
+        if port is not None:
+            return port, True
+        return getattr(self, f"{listener}_default_port"), False
+
     def ensure_data_dir(self) -> None:
         if self.catalog_url is None or self.storage_url is None:
             self.data_path.mkdir(parents=True, exist_ok=True)
@@ -166,7 +180,8 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in fields(Config)}
-_INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "query_max_rows",
+_INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "otlp_grpc_default_port",
+                         "flight_default_port", "query_max_rows",
                          "query_max_bytes", "query_concurrency", "local_scan_max_bytes",
                          "local_query_spill_bytes",
                          "query_concurrency_per_client",
@@ -324,7 +339,11 @@ SETTINGS: dict[str, str] = {
            "directory (`--url`; [CLI](cli.md#talking-to-a-server)).",
     "token": "The bearer token the CLI and Python client send to `url` (`--token`).",
     "tokens_file": "A file of tokens, one `token scope,scope` per line (`#` comments).",
-    "otlp_grpc_port": "OTLP/gRPC port of `shoal serve` (`--otlp-grpc-port`); 0 = off.",
+    "otlp_grpc_port": "OTLP/gRPC port of `shoal serve` (`--otlp-grpc-port`); 0 = off. Set, "
+                      "a taken port stops the server; unset, see the next line.",
+    "otlp_grpc_default_port": "OTLP/gRPC port when `otlp_grpc_port` is unset: served if "
+                              "free, else a warning in the log and in `/readyz` "
+                              "([deployment](deployment.md#extra-listeners)).",
     "otlp_logs_table": "Table OTLP logs land in, made on first use ([OTLP](otlp.md)).",
     "otlp_spans_table": "Table OTLP spans land in, made on first use.",
     "otlp_metrics_table": "Table OTLP metrics land in, made on first use.",
@@ -335,7 +354,11 @@ SETTINGS: dict[str, str] = {
     "promql_lookback_s": "PromQL lookback delta, as Prometheus's `--query.lookback-delta`.",
     "promql_max_samples": "Most samples one PromQL query may load, as Prometheus's "
                           "`--query.max-samples`.",
-    "flight_port": "Arrow Flight SQL port of `shoal serve` (`--flight-port`); 0 = off.",
+    "flight_port": "Arrow Flight SQL port of `shoal serve` (`--flight-port`); 0 = off. Set, "
+                   "a taken port stops the server; unset, see the next line.",
+    "flight_default_port": "Flight SQL port when `flight_port` is unset: served if free, "
+                           "else a warning in the log and in `/readyz` "
+                           "([deployment](deployment.md#extra-listeners)).",
     "flight_tls_cert": "PEM certificate for Flight SQL; with the key, `grpc+tls` instead "
                        "of plaintext `grpc+tcp`.",
     "flight_tls_key": "PEM private key for Flight SQL, with `flight_tls_cert`.",
@@ -400,7 +423,9 @@ SETTINGS: dict[str, str] = {
 _UNSET = {"catalog_url": "`sqlite:///<data_dir>/catalog.db`",
           "storage_url": "`file://<data_dir>/objects`", "s3_endpoint": "AWS",
           "allowed_paths": "the data directory only", "http_hosts": "loopback names only",
-          "tokens": "none: loopback only", "spark_conf": "shoal's defaults"}
+          "tokens": "none: loopback only", "spark_conf": "shoal's defaults",
+          "otlp_grpc_port": "unset: `otlp_grpc_default_port` if free",
+          "flight_port": "unset: `flight_default_port` if free"}
 DOCS_BEGIN = "<!-- settings: generated by `python -m shoal.config --markdown`; do not edit -->"
 DOCS_END = "<!-- end of settings -->"
 

@@ -179,6 +179,7 @@ def test_configuration():
     cfg = load_config(env={"SHOAL_OTLP_GRPC_PORT": "0", "SHOAL_OTLP_LOGS_TABLE": "app_logs"})
     assert (cfg.otlp_grpc_port, cfg.otlp_spans_table) == (0, "otel_spans")
     assert OtlpTables.from_config(cfg).for_signal("logs") == "app_logs"
-    assert load_config(env={}).otlp_grpc_port == 4317
+    assert load_config(env={}).listener_port("otlp_grpc") == (4317, False)   # best effort
+    assert cfg.listener_port("otlp_grpc") == (0, True)
     with pytest.raises(ConfigError, match="otlp_grpc_port must be an integer"):
         load_config(env={"SHOAL_OTLP_GRPC_PORT": "grpc"})

@@ -109,3 +109,24 @@ def _pack(message) -> bytes:
     wrapped = any_pb2.Any()
     wrapped.Pack(message)
     return wrapped.SerializeToString()
+
+
+def test_on_spark_the_announced_table_schema_is_the_answers_and_parameters_bind(db, live):
+    """The same conventions as on the embedded engine (test_flight_sql_conventions), with
+    Spark answering: every column type, and `?` values Spark alone takes (bytes)."""
+    import adbc_driver_flightsql.dbapi as flight_sql
+
+    from tests.server.test_flight_sql_conventions import _fill
+
+    _fill(db)
+    uri, _http = live
+    with flight_sql.connect(uri) as conn, conn.cursor() as cur:
+        for table in ("every", "headed"):
+            announced = conn.adbc_get_table_schema(table)
+            cur.execute(f"SELECT * FROM {table}")
+            returned = cur.fetch_arrow_table().schema
+            assert announced.equals(returned), (table, announced, returned)
+            assert [str(f.type) for f in announced] == [str(f.type) for f in returned]
+        cur.execute("SELECT i FROM every WHERE y = ? OR s = ? ORDER BY i",
+                    parameters=(bytes([3, 255]), "o'k"))
+        assert cur.fetchall() == [(1,), (3,)]

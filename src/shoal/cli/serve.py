@@ -1,10 +1,13 @@
 """`shoal serve`: run the HTTP server under uvicorn until SIGINT/SIGTERM (docs/cli.md).
 
-OTLP/gRPC is served beside it on `--otlp-grpc-port` (SHOAL_OTLP_GRPC_PORT, default 4317,
-0 = off), on the same host and under the same tokens. A gRPC port in use fails the startup
-with one line (checked before uvicorn starts; the app's lifespan fails too if the port is
-taken in between). Arrow Flight SQL likewise on `--flight-port` (SHOAL_FLIGHT_PORT, default
-8815, 0 = off; `shoal.frontends.flightsql.server`).
+OTLP/gRPC is served beside it on `--otlp-grpc-port` (SHOAL_OTLP_GRPC_PORT, 0 = off), on
+the same host and under the same tokens; Arrow Flight SQL likewise on `--flight-port`
+(SHOAL_FLIGHT_PORT; `shoal.frontends.flightsql.server`). A port set by flag, variable or
+config file is required: in use, it fails the startup with one line (checked before uvicorn
+starts; the app's lifespan fails too if the port is taken in between). Unset, the default
+port (`otlp_grpc_default_port` 4317, `flight_default_port` 8815) is served if it is free;
+taken (an OpenTelemetry Collector or Jaeger holds 4317 on many machines), it is a warning
+in the log and in `/readyz`, and the server serves the rest (`shoal.server.listeners`).
 
 NDJSON bodies are coerced in `--coerce-workers` worker processes (SHOAL_COERCE_WORKERS,
 default 0 = in the server process; `shoal.ingest.pool`), started before anything else
@@ -22,7 +25,6 @@ flushing the staging buffer, before the process exits.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import replace
 from enum import StrEnum
 from typing import Annotated
@@ -56,10 +58,12 @@ def serve_command(ctx: typer.Context,
               help="Start Spark at startup (default) or on the first query")] = True,
           otlp_grpc_port: Annotated[int | None, typer.Option(
               "--otlp-grpc-port",
-              help="OTLP/gRPC port (SHOAL_OTLP_GRPC_PORT, default 4317; 0 = off)")] = None,
+              help="OTLP/gRPC port (SHOAL_OTLP_GRPC_PORT; 0 = off; unset: 4317 if it is "
+                   "free)")] = None,
           flight_port: Annotated[int | None, typer.Option(
               "--flight-port",
-              help="Arrow Flight SQL port (SHOAL_FLIGHT_PORT, default 8815; 0 = off)")] = None,
+              help="Arrow Flight SQL port (SHOAL_FLIGHT_PORT; 0 = off; unset: 8815 if it is "
+                   "free)")] = None,
           coerce_workers: Annotated[int | None, typer.Option(
               "--coerce-workers",
               help="Processes coercing NDJSON bodies (SHOAL_COERCE_WORKERS, default 0 = "
@@ -84,16 +88,20 @@ def serve_command(ctx: typer.Context,
                   flight_port=base.flight_port if flight_port is None else flight_port,
                   coerce_workers=(base.coerce_workers if coerce_workers is None
                                   else coerce_workers))
-    if not 0 <= cfg.otlp_grpc_port <= 65535:
-        raise ConfigError(f"--otlp-grpc-port must be 0-65535, got {cfg.otlp_grpc_port}")
-    if not 0 <= cfg.flight_port <= 65535:
-        raise ConfigError(f"--flight-port must be 0-65535, got {cfg.flight_port}")
+    otlp_port, otlp_required = cfg.listener_port("otlp_grpc")
+    flight_port_, flight_required = cfg.listener_port("flight")
+    for port, name in ((otlp_port, "--otlp-grpc-port"), (flight_port_, "--flight-port")):
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{name} must be 0-65535, got {port}")
     tokens = load_tokens(cfg)
     check_bind(cfg.host, tokens)
-    if cfg.otlp_grpc_port:
-        _check_port_free(cfg.host, cfg.otlp_grpc_port)
-    if cfg.flight_port:
-        _check_port_free(cfg.host, cfg.flight_port, what="Flight SQL", flag="--flight-port")
+    if otlp_port and otlp_required:
+        _check_port_free(cfg.host, otlp_port)
+    if flight_port_ and flight_required:
+        _check_port_free(cfg.host, flight_port_, what="Flight SQL", flag="--flight-port")
+    best_effort = frozenset(name for name, required in (("otlp_grpc", otlp_required),
+                                                          ("flight_sql", flight_required))
+                            if not required)
     workers = cfg.coerce_workers
     if workers < 0:
         raise ConfigError(f"--coerce-workers must be 0 or more, got {workers}")
@@ -106,8 +114,8 @@ def serve_command(ctx: typer.Context,
         raise
     try:
         app = create_app(db, config=cfg, tokens=tokens, close_db=True, warm_spark=warm_spark,
-                         otlp_grpc_port=cfg.otlp_grpc_port,
-                         flight_port=cfg.flight_port, maintenance=cfg.maintenance,
+                         otlp_grpc_port=otlp_port, flight_port=flight_port_,
+                         best_effort=best_effort, maintenance=cfg.maintenance,
                          pipelines=cfg.pipelines, coercion_pool=pool)
         server = uvicorn.Server(uvicorn.Config(
             app, host=cfg.host, port=cfg.port, log_level=log_level.value, lifespan="on",
@@ -124,14 +132,11 @@ def serve_command(ctx: typer.Context,
 
 def _check_port_free(host: str, port: int, *, what: str = "OTLP/gRPC",
                      flag: str = "--otlp-grpc-port") -> None:
-    """Fail early, in one line, when a gRPC port (OTLP, Flight SQL) is taken (gRPC binds
-    the same way: SO_REUSEADDR, no SO_REUSEPORT)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host.strip("[]"), port))
-        except OSError as e:
-            raise ConfigError(f"cannot bind {what} to {host}:{port}: "
-                              f"{e.strerror or e}; choose another port with "
-                              f"{flag} N, or 0 to turn it off") from e
+    """Fail early, in one line, when a gRPC port (OTLP, Flight SQL) set by the user is
+    taken (`shoal.server.listeners.port_taken` binds as gRPC does)."""
+    from shoal.server.listeners import port_taken
+
+    taken = port_taken(host, port)
+    if taken is not None:
+        raise ConfigError(f"cannot bind {what} to {host}:{port}: {taken}; choose another "
+                          f"port with {flag} N, or 0 to turn it off")

@@ -68,6 +68,28 @@ def to_spark_batch(batch: pa.RecordBatch, schema: Schema, columns: list[str]) ->
     return pa.RecordBatch.from_arrays(arrays, names=columns)
 
 
+def answer_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema of `SELECT *` over a table of `schema`, as both engines answer it:
+    the reader's shapes (`to_spark_batch`: µs UTC timestamps, `list<float>` vectors,
+    `dynamic` as JSON text), every field nullable, and list items named `element`, the name
+    Spark's Arrow answers give them (the embedded engine conforms to it). Catalog metadata
+    that announces column types (Flight SQL's GetTables, `get_table_schema`) uses this, so
+    what a client is told is what a query returns."""
+    names = schema.names
+    empty = pa.RecordBatch.from_arrays(
+        [pa.nulls(0, schema.column(n).type.arrow()) for n in names], names=names)
+    shaped = to_spark_batch(empty, schema, names).schema
+    return pa.schema([pa.field(f.name, _element_named(f.type)) for f in shaped])
+
+
+def _element_named(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_list(t):
+        return pa.list_(pa.field("element", _element_named(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _element_named(f.type), f.nullable) for f in t])
+    return t
+
+
 def stored_columns(columns: Sequence[str]) -> list[str]:
     """The stored columns a scan of `columns` reads (`_timestamp_ns` comes from
     `_timestamp`)."""

@@ -74,6 +74,7 @@ from shoal.http.spark_health import SparkSupervisor
 from shoal.http.state import QuerySlots, ServerState, server_state
 from shoal.query.limits import QueryLimits
 from shoal.server.edge import EdgeMiddleware
+from shoal.server.listeners import Listeners
 from shoal.server.maintenance import install_maintenance
 from shoal.server.openapi import install_openapi
 from shoal.server.pipelines import install_pipelines
@@ -96,6 +97,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                close_db: bool = False, sweep_ledger: bool = True,
                warm_spark: bool = False, otlp_grpc_port: int | None = None,
                flight_port: int | None = None,
+               best_effort: frozenset[str] = frozenset(),
                maintenance: bool | None = None, pipelines: bool | None = None,
                spark_probe_interval_s: float = 5.0,
                spark_probe_timeout_s: float = 20.0,
@@ -109,7 +111,10 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     (None or 0: off) serves OTLP/gRPC on `config.host`; the server is `app.state.otlp_grpc`
     (its `bound_port` once started). `flight_port` (None or 0: off) serves Arrow Flight SQL
     on `config.host` (TLS per `config.flight_tls_cert`/`flight_tls_key`), as
-    `app.state.flight`. `maintenance` runs the maintenance scheduler and a
+    `app.state.flight`. `best_effort` names the listeners (`otlp_grpc`, `flight_sql`) whose
+    port is a default one: taken, it is a warning in the log and in `/readyz` and the app
+    serves the rest (`shoal.server.listeners`); any other taken port fails the startup.
+    `maintenance` runs the maintenance scheduler and a
     worker in the background (`shoal.server.maintenance`); `pipelines` runs the Kafka and
     file-drop pipelines of bound tables (`shoal.server.pipelines`). None follows
     `warm_spark`, i.e. on for `shoal serve` (which passes the config's `maintenance` and
@@ -161,6 +166,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
                                    tokens=state.tokens, max_message_bytes=max_body_bytes,
                                    accepting=lambda: state.accepting, observe=observe)
 
+    listeners = Listeners(config.host)
     flight_sql = None
     if flight_port:
         from shoal.frontends.flightsql.server import FlightSqlServer   # only when it is served
@@ -185,14 +191,18 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
         sweeper = LedgerSweeper(db.catalog).start() if sweep_ledger else None
         if otlp_grpc is not None:
             try:
-                otlp_grpc.start()
+                listeners.start("otlp_grpc", "OTLP/gRPC", "--otlp-grpc-port",
+                                otlp_grpc.port, required="otlp_grpc" not in best_effort,
+                                start=otlp_grpc.start)
             except BaseException:
                 if sweeper is not None:
                     sweeper.stop()
                 raise
         if flight_sql is not None:
             try:
-                flight_sql.start()
+                listeners.start("flight_sql", "Flight SQL", "--flight-port", flight_sql.port,
+                                required="flight_sql" not in best_effort,
+                                start=flight_sql.start)
             except BaseException:
                 if otlp_grpc is not None:
                     otlp_grpc.stop()
@@ -233,6 +243,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.otlp_grpc = otlp_grpc
     app.state.prom_write_sink = PromWriteSink(db.write_path, PromTables.from_config(config))
     app.state.flight = flight_sql
+    app.state.listeners = listeners
     install_error_handlers(app)
     app.add_middleware(EdgeMiddleware, **EdgeMiddleware.options(
         auth_enabled=state.tokens.enabled, http_hosts=config.http_hosts,
@@ -308,7 +319,10 @@ async def readyz(request: Request) -> dict[str, Any]:
             raise NotReadyError(f"catalog unavailable: {type(e).__name__}: {e}") from None
     if scope.cancelled_caught:
         raise NotReadyError(f"catalog did not answer within {READY_TIMEOUT_S:g}s")
-    return {"status": "ready"}
+    listeners: Listeners = request.app.state.listeners
+    # A listener on a default port that was taken does not make the server unready (it
+    # serves the rest): `warnings` says which and why.
+    return {"status": "ready", **listeners.report()}
 
 
 async def prometheus_metrics(request: Request) -> Response:

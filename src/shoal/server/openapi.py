@@ -595,8 +595,16 @@ def _operations() -> dict[tuple[str, str], Operation]:
             responses=_responses(_ok(_obj({"status": {"const": "ok"}}), "alive"), *OPEN)),
         ("GET", "/readyz"): _op(
             "readyz", "Readiness: accepting work and the catalog answers", "ops", scope=None,
-            responses=_responses(_ok(_obj({"status": {"const": "ready"}}), "ready"),
-                                 *OPEN, 503)),
+            responses=_responses(_ok(_obj(
+                {"status": {"const": "ready"},
+                 "listeners": {"type": "object", "additionalProperties": _obj(
+                     {"port": INT, "serving": {"type": "boolean"},
+                      "required": {"type": "boolean"}, "reason": STR},
+                     optional=("reason",))},
+                 "warnings": {"type": "array", "items": STR}},
+                optional=("listeners", "warnings")),
+                "ready (`warnings`: extra listeners on default ports that were taken)"),
+                *OPEN, 503)),
         ("GET", "/metrics"): _op(
             "metrics", "Prometheus metrics", "ops", scope="metrics",
             responses=_responses(_ok(STR, "Prometheus text exposition format 0.0.4",

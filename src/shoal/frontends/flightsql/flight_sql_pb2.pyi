@@ -107,6 +107,32 @@ class DoPutPreparedStatementResult(_message.Message):
     prepared_statement_handle: bytes
     def __init__(self, prepared_statement_handle: _Optional[bytes] = ...) -> None: ...
 
+class ActionBeginTransactionRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ActionBeginTransactionResult(_message.Message):
+    __slots__ = ("transaction_id",)
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: bytes
+    def __init__(self, transaction_id: _Optional[bytes] = ...) -> None: ...
+
+class ActionEndTransactionRequest(_message.Message):
+    __slots__ = ("transaction_id", "action")
+    class EndTransaction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        END_TRANSACTION_UNSPECIFIED: _ClassVar[ActionEndTransactionRequest.EndTransaction]
+        END_TRANSACTION_COMMIT: _ClassVar[ActionEndTransactionRequest.EndTransaction]
+        END_TRANSACTION_ROLLBACK: _ClassVar[ActionEndTransactionRequest.EndTransaction]
+    END_TRANSACTION_UNSPECIFIED: ActionEndTransactionRequest.EndTransaction
+    END_TRANSACTION_COMMIT: ActionEndTransactionRequest.EndTransaction
+    END_TRANSACTION_ROLLBACK: ActionEndTransactionRequest.EndTransaction
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: bytes
+    action: ActionEndTransactionRequest.EndTransaction
+    def __init__(self, transaction_id: _Optional[bytes] = ..., action: _Optional[_Union[ActionEndTransactionRequest.EndTransaction, str]] = ...) -> None: ...
+
 class ActionCancelQueryRequest(_message.Message):
     __slots__ = ("info",)
     INFO_FIELD_NUMBER: _ClassVar[int]

@@ -1,7 +1,7 @@
 """Arrow Flight SQL: shoal's query lane for ADBC, JDBC and ODBC clients.
 
-A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, default 8815,
-0 = off; `shoal serve --flight-port N`), started and stopped with the app's lifespan like
+A `pyarrow.flight` server on its own port (`flight_port`, SHOAL_FLIGHT_PORT, 0 = off; unset,
+8815 if it is free: `shoal.server.listeners`), started and stopped with the app's lifespan like
 OTLP/gRPC. The Flight SQL messages are `shoal.frontends.flightsql.flight_sql_pb2`, Flight's
 cancel messages `flight_cancel_pb2` (generated from the .proto files beside them; how to
 regenerate is written there).
@@ -38,12 +38,21 @@ Served:
   else CANCELLING; NOT_CANCELLABLE for a ticket already answered, expired or unknown.
 - Metadata (`GetCatalogs`, `GetDbSchemas`, `GetTables` with `include_schema`,
   `GetTableTypes`, `GetSqlInfo`), answered from the catalog. shoal has one namespace: one
-  catalog `shoal` with one schema `default`; table names in SQL are unqualified.
-- Prepared statements without parameters: the actions `CreatePreparedStatement` (the guard
-  checks the statement at once; a query is planned to announce its `dataset_schema`, and
-  `parameter_schema` is the empty schema) and `ClosePreparedStatement`. Parameters (`DoPut`
-  on a prepared statement) and updates are refused as unimplemented; transactions do not
-  exist.
+  catalog `shoal` with one schema `default`; table names in SQL are unqualified. A table's
+  schema is the one `SELECT *` answers with (`table_schema`, from the scan reader's shapes:
+  `shoal.query.scan_read.answer_schema`), so what a client is told is what it gets.
+- Prepared statements: the actions `CreatePreparedStatement` (the guard checks the
+  statement at once; a query is planned to announce its `dataset_schema`, its `?`
+  parameters standing in as sample values of their `parameter_schema` types) and
+  `ClosePreparedStatement`. `DoPut` on a prepared statement binds its parameters (one row;
+  `shoal.frontends.flightsql.parameters` writes each value as a SQL literal in place of its
+  `?`), answered with a `DoPutPreparedStatementResult` naming the same handle. Updates
+  through DoPut are refused as unimplemented.
+- Transactions (`BeginTransaction`, `EndTransaction`): ids that statements may name, so
+  that clients which turn autocommit off (ADBC's DB-API, JDBC) work. Statements read the
+  data committed when they start and write nothing; CREATE/ALTER commit at once (GetSqlInfo
+  says so), so commit and rollback only end the transaction. An id is a nonce with this
+  server's MAC (`_Store.begin`): checked, never stored.
 - `GetSchema` on a metadata command gives its fixed schema; on a query, its planned schema;
   other statements are not run for it (an empty schema).
 
@@ -74,6 +83,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import logging
 import re
@@ -83,7 +94,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import pyarrow as pa
@@ -98,9 +109,12 @@ from shoal.http.errors import (BadRequestError, StreamIdleError, UnsupportedCall
                                  details_for, error_document, status_for)
 from shoal.frontends.flightsql import flight_cancel_pb2 as cancel_pb
 from shoal.frontends.flightsql import flight_sql_pb2 as sql_pb
+from shoal.frontends.flightsql import parameters
 from shoal.http.statements import (BoundedStream, PlannedQuery, answer_stats, open_stream,
                                 plan_statement, query_schema)
 from shoal.http.state import ServerState
+from shoal.query.scan_read import answer_schema
+from shoal.types.schema import Schema
 
 log = logging.getLogger("shoal.server")
 
@@ -114,6 +128,7 @@ RESULT_TTL_S = 300.0       # a ticket not fetched within this is dropped
 MAX_PENDING = 64
 MAX_PENDING_BYTES = 1 << 30
 MAX_PREPARED = 1024
+TXN_NONCE_BYTES = 16
 BATCH_BYTES = 4 << 20      # record batches on the wire stay under gRPC's usual 16 MiB limit
 BATCH_ROWS = 1 << 16
 CANCEL_WAIT_S = 5.0        # a cancel request waits this long for the stream to end
@@ -218,6 +233,24 @@ def _token_of(header: str | None) -> tuple[str | None, bool]:
 
 
 # ---- pending answers and prepared statements -------------------------------------------------
+@dataclass(frozen=True)
+class _Prepared:
+    """A prepared statement: its text, its parameters' schema (empty: none), and with values
+    bound, the text they make (what runs)."""
+
+    text: str
+    params: pa.Schema
+    bound: str | None = None
+
+    def runnable(self) -> str:
+        if len(self.params) == 0:
+            return self.text
+        if self.bound is None:
+            raise BadRequestError(f"the prepared statement has {len(self.params)} "
+                                  "parameter(s) (?) and no values were bound")
+        return self.bound
+
+
 @dataclass
 class _Answer:
     body: pa.Table | PlannedQuery       # rows already there (metadata, DDL), or a plan
@@ -236,7 +269,8 @@ class _Store:
         self._lock = threading.Lock()
         self._answers: OrderedDict[bytes, _Answer] = OrderedDict()
         self._bytes = 0
-        self._prepared: OrderedDict[bytes, str] = OrderedDict()
+        self._prepared: OrderedDict[bytes, _Prepared] = OrderedDict()
+        self._txn_key = secrets.token_bytes(32)
         self._running: dict[bytes, _Delivery] = {}
         # tickets cancelled before their DoGet: that DoGet ends CANCELLED
         self._cancelled: OrderedDict[bytes, float] = OrderedDict()
@@ -309,20 +343,50 @@ class _Store:
             streams = list(self._running.values())
         return sum(stream.cancel() for stream in streams)
 
-    def prepare(self, text: str) -> bytes:
+    def prepare(self, statement: _Prepared) -> bytes:
         handle = secrets.token_bytes(16)
         with self._lock:
-            self._prepared[handle] = text
+            self._prepared[handle] = statement
             while len(self._prepared) > MAX_PREPARED:
                 self._prepared.popitem(last=False)
         return handle
 
-    def prepared(self, handle: bytes) -> str:
+    def prepared(self, handle: bytes) -> _Prepared:
         with self._lock:
-            text = self._prepared.get(handle)
-        if text is None:
+            statement = self._prepared.get(handle)
+        if statement is None:
             raise BadRequestError("unknown or closed prepared statement")
-        return text
+        return statement
+
+    def bind(self, handle: bytes, bound: str) -> None:
+        """Bind values to a prepared statement: `bound` is its text with them in place; it
+        runs so until values are bound again."""
+        with self._lock:
+            statement = self._prepared.get(handle)
+            if statement is None:
+                raise BadRequestError("unknown or closed prepared statement")
+            self._prepared[handle] = replace(statement, bound=bound)
+
+    def begin(self) -> bytes:
+        """A new transaction id: a random nonce and its MAC under this server's key. A
+        transaction holds nothing (statements only read), so ids are checked, not stored:
+        pooled connections that never end theirs cost no memory and evict nothing."""
+        nonce = secrets.token_bytes(TXN_NONCE_BYTES)
+        return nonce + self._mac(nonce)
+
+    def check_transaction(self, handle: bytes | None) -> None:
+        """Refuse a transaction id this server did not issue."""
+        if handle is None:
+            return
+        nonce, mac = handle[:TXN_NONCE_BYTES], handle[TXN_NONCE_BYTES:]
+        if len(nonce) != TXN_NONCE_BYTES or not hmac.compare_digest(mac, self._mac(nonce)):
+            raise BadRequestError("unknown transaction (not begun on this server)")
+
+    def end(self, handle: bytes) -> None:
+        self.check_transaction(handle)
+
+    def _mac(self, nonce: bytes) -> bytes:
+        return hmac.new(self._txn_key, nonce, hashlib.sha256).digest()[:TXN_NONCE_BYTES]
 
     def close(self, handle: bytes) -> None:
         with self._lock:
@@ -355,8 +419,12 @@ class _Service(flight.FlightServerBase):
         return self.owner.call(context, lambda who: self.owner.action(who, action))
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return [("CreatePreparedStatement", "prepare a statement (no parameters)"),
+        return [("CreatePreparedStatement", "prepare a statement (`?` parameters bound "
+                                            "through DoPut)"),
                 ("ClosePreparedStatement", "close a prepared statement"),
+                ("BeginTransaction", "begin a transaction (statements read committed data; "
+                                     "CREATE/ALTER commit at once)"),
+                ("EndTransaction", "commit or roll back a transaction"),
                 ("CancelFlightInfo", "cancel the running query of a FlightInfo"),
                 ("CancelQuery", "cancel the running query of a FlightInfo (legacy "
                                 "Flight SQL action)")]
@@ -364,11 +432,7 @@ class _Service(flight.FlightServerBase):
     def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
                reader: flight.MetadataRecordBatchReader,
                writer: flight.FlightMetadataWriter) -> None:
-        def refuse(_who: _Who) -> NoReturn:
-            raise UnsupportedCallError("shoal's Flight SQL takes no parameters and no "
-                                       "updates: ingest through the HTTP API, OTLP or Kafka")
-
-        self.owner.call(context, refuse)
+        self.owner.call(context, lambda who: self.owner.put(who, descriptor, reader, writer))
 
 
 class FlightSqlServer:
@@ -485,9 +549,42 @@ class FlightSqlServer:
 
     def _text(self, command: Message) -> str:
         if isinstance(command, sql_pb.CommandStatementQuery):
+            self.store.check_transaction(command.transaction_id
+                                         if command.HasField("transaction_id") else None)
+            if not _language(command.query)[1] and parameters.placeholders(command.query):
+                raise BadRequestError("a statement with ? parameters runs as a prepared "
+                                      "statement, its values bound by DoPut (ADBC: "
+                                      "cursor.execute(sql, parameters))")
             return command.query
         assert isinstance(command, sql_pb.CommandPreparedStatementQuery)
-        return self.store.prepared(command.prepared_statement_handle)
+        return self.store.prepared(command.prepared_statement_handle).runnable()
+
+    def put(self, who: _Who, descriptor: flight.FlightDescriptor,
+            reader: flight.MetadataRecordBatchReader,
+            writer: flight.FlightMetadataWriter) -> None:
+        """DoPut: values for the `?` parameters of a prepared statement (one row; its
+        columns in parameter order), which then runs with them until others are bound.
+        Answered with a `DoPutPreparedStatementResult` naming the same handle. Updates and
+        bulk ingest are refused."""
+        command = _unpack(descriptor)
+        if not isinstance(command, sql_pb.CommandPreparedStatementQuery):
+            raise UnsupportedCallError(
+                "shoal's Flight SQL takes parameter values for prepared queries only, no "
+                "updates: ingest through the HTTP API, OTLP or Kafka")
+        handle = command.prepared_statement_handle
+        statement = self.store.prepared(handle)
+        try:
+            values = reader.read_all()
+        except pa.ArrowException as e:
+            raise BadRequestError(f"unreadable parameter values: {e}") from None
+        if _language(statement.text)[1]:
+            raise BadRequestError("KQL statements take no parameters")
+        batch = values.combine_chunks().to_batches()
+        if not batch:
+            raise BadRequestError("no parameter values were sent (one row expected)")
+        self.store.bind(handle, parameters.bind(statement.text, batch[0]))
+        result = sql_pb.DoPutPreparedStatementResult(prepared_statement_handle=handle)
+        writer.write(pa.py_buffer(result.SerializeToString()))
 
     def plan(self, who: _Who, text: str
              ) -> PlannedQuery | tuple[pa.Table, dict[str, Any]]:
@@ -507,7 +604,13 @@ class FlightSqlServer:
         command = _unpack(descriptor)
         if isinstance(command, (sql_pb.CommandStatementQuery,
                                 sql_pb.CommandPreparedStatementQuery)):
-            text, kql = _language(self._text(command))
+            if isinstance(command, sql_pb.CommandPreparedStatementQuery):
+                prepared = self.store.prepared(command.prepared_statement_handle)
+                text, kql = _language(prepared.bound or (
+                    parameters.with_samples(prepared.text, prepared.params)
+                    if len(prepared.params) else prepared.text))
+            else:
+                text, kql = _language(self._text(command))
             schema = query_schema(self.state, text, engine=self.state.db.config.query_engine,
                                   kql=kql, client=who.client)
             return schema if schema is not None else pa.schema([])
@@ -587,16 +690,38 @@ class FlightSqlServer:
             request = _unpack_bytes(body)
             if not isinstance(request, sql_pb.ActionCreatePreparedStatementRequest):
                 raise BadRequestError("expected an ActionCreatePreparedStatementRequest")
+            self.store.check_transaction(request.transaction_id
+                                         if request.HasField("transaction_id") else None)
             # The guard refuses a forbidden statement at once; a query is planned (nothing
-            # read) to announce its answer's schema. No parameters: an empty schema.
+            # read) to announce its answer's schema, with sample values for its `?` parameters.
             text, kql = _language(request.query)
+            params = pa.schema([]) if kql else parameters.parameter_schema(
+                text, self._answer_schema)
+            if len(params):
+                text = parameters.with_samples(text, params)
             schema = query_schema(self.state, text, engine=self.state.db.config.query_engine,
                                   kql=kql, client=who.client)
             result = sql_pb.ActionCreatePreparedStatementResult(
-                prepared_statement_handle=self.store.prepare(request.query),
+                prepared_statement_handle=self.store.prepare(_Prepared(request.query, params)),
                 dataset_schema=schema.serialize().to_pybytes() if schema is not None else b"",
-                parameter_schema=pa.schema([]).serialize().to_pybytes())
+                parameter_schema=params.serialize().to_pybytes())
             return iter([flight.Result(_pack(result))])
+        if action.type == "BeginTransaction":
+            begin = _unpack_bytes(body)
+            if not isinstance(begin, sql_pb.ActionBeginTransactionRequest):
+                raise BadRequestError("expected an ActionBeginTransactionRequest")
+            return iter([flight.Result(_pack(sql_pb.ActionBeginTransactionResult(
+                transaction_id=self.store.begin())))])
+        if action.type == "EndTransaction":
+            end = _unpack_bytes(body)
+            if not isinstance(end, sql_pb.ActionEndTransactionRequest):
+                raise BadRequestError("expected an ActionEndTransactionRequest")
+            if end.action not in (end.END_TRANSACTION_COMMIT, end.END_TRANSACTION_ROLLBACK):
+                raise BadRequestError("EndTransaction needs COMMIT or ROLLBACK")
+            # Nothing to apply or undo: statements write nothing, and CREATE/ALTER commit
+            # at once (SqlInfo says so).
+            self.store.end(end.transaction_id)
+            return iter([])
         if action.type == "ClosePreparedStatement":
             close = _unpack_bytes(body)
             if not isinstance(close, sql_pb.ActionClosePreparedStatementRequest):
@@ -643,29 +768,92 @@ class FlightSqlServer:
             "table_name": [t.name for t in infos], "table_type": [TABLE_TYPE] * len(infos)}
         if not command.include_schema:
             return pa.table(columns, schema=TABLES_SCHEMA)
-        columns["table_schema"] = [t.schema.arrow().serialize().to_pybytes() for t in infos]
+        columns["table_schema"] = [table_schema(t.name, t.schema).serialize().to_pybytes()
+                                   for t in infos]
         return pa.table(columns, schema=TABLES_SCHEMA_WITH_SCHEMA)
+
+    def _answer_schema(self, table: str) -> pa.Schema | None:
+        """The answer schema of `SELECT *` over `table`, None for a name that is no table."""
+        try:
+            info = self.state.db.catalog.load_table(table)
+        except ShoalError:
+            return None
+        return answer_schema(info.schema)
+
+
+def table_schema(name: str, schema: Schema) -> pa.Schema:
+    """A table's schema as metadata announces it: exactly the answer of `SELECT *`
+    (`answer_schema`), each field also carrying Flight SQL's column metadata (shoal's type
+    name, the catalog, schema and table), which clients show and schema equality ignores."""
+    fields = []
+    for field in answer_schema(schema):
+        fields.append(field.with_metadata({
+            "ARROW:FLIGHT:SQL:TYPE_NAME": str(schema.column(field.name).type),
+            "ARROW:FLIGHT:SQL:CATALOG_NAME": CATALOG,
+            "ARROW:FLIGHT:SQL:SCHEMA_NAME": DB_SCHEMA,
+            "ARROW:FLIGHT:SQL:TABLE_NAME": name}))
+    return pa.schema(fields)
 
 
 # ---- GetSqlInfo ------------------------------------------------------------------------------
+# Flight SQL's SqlInfo ids shoal answers, by name (the protocol's numbers).
+_TRANSACTION_SUPPORTED = 1                  # SqlSupportedTransaction.TRANSACTION
+_READ_COMMITTED = 2                         # SqlTransactionIsolationLevel
+_CASE_INSENSITIVE = 1                       # SqlSupportedCaseSensitivity
+_NULLS_LOW = 1                              # SqlNullOrdering: Spark sorts NULLs first
+_KEYWORDS = ("ALTER", "AND", "AS", "ASC", "BETWEEN", "BY", "CASE", "CAST", "CREATE",
+             "DESC", "DESCRIBE", "DISTINCT", "ELSE", "END", "EXPLAIN", "FALSE", "FROM",
+             "FULL", "GROUP", "HAVING", "IN", "INNER", "IS", "JOIN", "LEFT", "LIKE", "LIMIT",
+             "NOT", "NULL", "OF", "ON", "OR", "ORDER", "OUTER", "RIGHT", "SELECT", "SHOW",
+             "TABLE", "THEN", "TRUE", "UNION", "VERSION", "WHEN", "WHERE", "WITH")
+
+
 def _sql_infos() -> dict[int, tuple[int, Any]]:
-    """info id -> (union child index, value): 0 string, 1 bool, 2 bigint, 3 int32."""
+    """info id -> (union child index, value): 0 string, 1 bool, 2 bigint, 3 int32,
+    4 string list."""
     from importlib.metadata import version
 
     return {0: (0, "shoal"), 1: (0, version("shoal")), 2: (0, pa.__version__),
             3: (1, False),           # FLIGHT_SQL_SERVER_READ_ONLY: CREATE/ALTER run
             4: (1, True),            # FLIGHT_SQL_SERVER_SQL
             5: (1, False),           # FLIGHT_SQL_SERVER_SUBSTRAIT
-            8: (3, 0),               # FLIGHT_SQL_SERVER_TRANSACTION: none
+            # FLIGHT_SQL_SERVER_TRANSACTION: transactions exist (ADBC and JDBC turn
+            # autocommit off only then); they hold only reads, see EndTransaction.
+            8: (3, _TRANSACTION_SUPPORTED),
             9: (1, True),            # FLIGHT_SQL_SERVER_CANCEL
+            10: (1, False),          # FLIGHT_SQL_SERVER_BULK_INGESTION
+            500: (1, False),         # SQL_DDL_CATALOG
+            501: (1, False),         # SQL_DDL_SCHEMA
+            502: (1, True),          # SQL_DDL_TABLE
+            503: (3, _CASE_INSENSITIVE),     # SQL_IDENTIFIER_CASE
             504: (0, "`"),           # SQL_IDENTIFIER_QUOTE_CHAR (Spark SQL's)
+            505: (3, _CASE_INSENSITIVE),     # SQL_QUOTED_IDENTIFIER_CASE
+            506: (1, True),          # SQL_ALL_TABLES_ARE_SELECTABLE
+            507: (3, _NULLS_LOW),    # SQL_NULL_ORDERING
+            508: (4, list(_KEYWORDS)),       # SQL_KEYWORDS
+            513: (0, "\\"),          # SQL_SEARCH_STRING_ESCAPE (LIKE's)
+            515: (1, True),          # SQL_SUPPORTS_COLUMN_ALIASING
+            516: (1, True),          # SQL_NULL_PLUS_NULL_IS_NULL
+            529: (0, "schema"),      # SQL_SCHEMA_TERM
+            531: (0, "catalog"),     # SQL_CATALOG_TERM
+            536: (1, False),         # SQL_SELECT_FOR_UPDATE_SUPPORTED
+            537: (1, False),         # SQL_STORED_PROCEDURES_SUPPORTED
+            539: (1, True),          # SQL_CORRELATED_SUBQUERIES_SUPPORTED
+            562: (3, _READ_COMMITTED),       # SQL_DEFAULT_TRANSACTION_ISOLATION
+            563: (1, True),          # SQL_TRANSACTIONS_SUPPORTED
+            564: (3, 1 << _READ_COMMITTED),  # SQL_SUPPORTED_TRANSACTIONS_ISOLATION_LEVELS
+            565: (1, True),          # SQL_DATA_DEFINITION_CAUSES_TRANSACTION_COMMIT
+            566: (1, False),         # SQL_DATA_DEFINITIONS_IN_TRANSACTIONS_IGNORED
+            572: (1, False),         # SQL_BATCH_UPDATES_SUPPORTED
+            573: (1, False),         # SQL_SAVEPOINTS_SUPPORTED
+            574: (1, False),         # SQL_NAMED_PARAMETERS_SUPPORTED
             }
 
 
 def sql_info(wanted: list[int]) -> pa.Table:
     infos = _sql_infos()
     ids = sorted(infos) if not wanted else [i for i in wanted if i in infos]
-    children: list[list[Any]] = [[], [], [], []]
+    children: list[list[Any]] = [[], [], [], [], []]
     types, offsets = [], []
     for i in ids:
         child, value = infos[i]
@@ -674,7 +862,7 @@ def sql_info(wanted: list[int]) -> pa.Table:
         children[child].append(value)
     arrays = [pa.array(children[0], pa.utf8()), pa.array(children[1], pa.bool_()),
               pa.array(children[2], pa.int64()), pa.array(children[3], pa.int32()),
-              pa.array([], _SQL_INFO_VALUE.field(4).type),
+              pa.array(children[4], _SQL_INFO_VALUE.field(4).type),
               pa.array([], _SQL_INFO_VALUE.field(5).type)]
     value = pa.UnionArray.from_dense(pa.array(types, pa.int8()), pa.array(offsets, pa.int32()),
                                      arrays, [f.name for f in _SQL_INFO_VALUE])
@@ -929,7 +1117,8 @@ _LEGACY_CANCEL: dict[cancel_pb.CancelStatus, sql_pb.ActionCancelQueryResult.Canc
 _OTHER_MESSAGES: dict[str, type[Message]] = {
     m.DESCRIPTOR.full_name: m for m in (
         sql_pb.TicketStatementQuery, sql_pb.ActionCreatePreparedStatementRequest,
-        sql_pb.ActionClosePreparedStatementRequest, sql_pb.ActionCancelQueryRequest)}
+        sql_pb.ActionClosePreparedStatementRequest, sql_pb.ActionCancelQueryRequest,
+        sql_pb.ActionBeginTransactionRequest, sql_pb.ActionEndTransactionRequest)}
 
 
 def _raise_flight(exc: ShoalError) -> NoReturn:
