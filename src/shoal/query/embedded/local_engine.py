@@ -47,7 +47,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from shoal.errors import QueryError
-from shoal.format.base import SegmentFormat
+from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.query.scan_fast import BodyCache, FastScan
 from shoal.query.scan_plan import ScanSpec
 from shoal.query.scan_read import read_tasks, spec_arrow_schema
 from shoal.query.embedded.transpile import NOT_IDENTICAL_MARK, LocalStatement
@@ -425,12 +426,18 @@ class ScanStream:
     more than once (a self-join through a CTE); `on_bytes` then counts every pass."""
 
     def __init__(self, spec: ScanSpec, store: ObjectStore, formats: dict[str, SegmentFormat],
-                 on_bytes: Callable[[int], None], threads: int) -> None:
+                 on_bytes: Callable[[int], None], threads: int, *,
+                 bodies: BodyCache | None = None,
+                 prefilter: BlockPredicate | None = None) -> None:
         self.spec = spec
         self.arrow_schema = spec_arrow_schema(spec)
         self._store = store
         self._formats = formats
         self._threads = max(1, threads)
+        # with a footer cache, the v3 extents a store maps are read fast (`FastScan`)
+        self._fast = None if bodies is None else FastScan(spec, store, bodies, prefilter)
+        if self._fast is not None:
+            self.arrow_schema = self._fast.arrow_schema(self.arrow_schema)
         lock = threading.Lock()
 
         def counted(n: int) -> None:
@@ -443,8 +450,13 @@ class ScanStream:
                                                         self._formats, self._count)]
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """One pass: the blocks in task order, read ahead by `threads` extents."""
+        """One pass: the fast extents' blocks (`FastScan`), then the other tasks' blocks in
+        task order, read ahead by `threads` extents."""
         tasks = self.spec.tasks()
+        if self._fast is not None:
+            for batch in self._fast.batches(self._count, self._threads):
+                yield _zoneless_batch(batch)
+            tasks = self._fast.slow
         if self._threads == 1 or len(tasks) <= 1:
             for task in tasks:
                 yield from self._extent(task)
@@ -482,22 +494,30 @@ class LocalEngine:
     memory limit (and spills past it)."""
 
     def __init__(self, store: ObjectStore, formats: dict[str, SegmentFormat],
-                 executor: Executor, *, read_threads: int = 2) -> None:
+                 executor: Executor, *, read_threads: int = 2, fast: bool = True) -> None:
         self.store = store
         self.formats = formats
         self.executor = executor
         self.read_threads = read_threads
+        self.bodies = BodyCache() if fast else None
 
     def read_inputs(self, views: Sequence[str], specs: Sequence[ScanSpec],
-                    counters: Sequence[Callable[[int], None]]) -> dict[str, ScanStream]:
+                    counters: Sequence[Callable[[int], None]],
+                    prefilters: Sequence[BlockPredicate | None] | None = None
+                    ) -> dict[str, ScanStream]:
         """Every planned scan of one statement as a stream, by the view name it is
-        registered as; `counters[i]` counts the stored bytes scan `i` reads."""
-        return {view: ScanStream(spec, self.store, self.formats, count, self.read_threads)
-                for view, spec, count in zip(views, specs, counters, strict=True)}
+        registered as; `counters[i]` counts the stored bytes scan `i` reads, `prefilters[i]`
+        is its pushed predicate, for late materialization (`FastScan`)."""
+        filters = list(prefilters) if prefilters is not None else [None] * len(specs)
+        return {view: ScanStream(spec, self.store, self.formats, count, self.read_threads,
+                                 bodies=self.bodies, prefilter=prefilter)
+                for view, spec, count, prefilter in zip(views, specs, counters, filters,
+                                                        strict=True)}
 
     def read(self, spec: ScanSpec, on_bytes: Callable[[int], None]) -> pa.Table:
         """The whole planned scan as one table in the engines' shape."""
-        stream = ScanStream(spec, self.store, self.formats, on_bytes, self.read_threads)
+        stream = ScanStream(spec, self.store, self.formats, on_bytes, self.read_threads,
+                            bodies=self.bodies)
         return pa.Table.from_batches(list(stream.batches()), schema=_zoneless_schema(
             stream.arrow_schema))
 
