@@ -127,11 +127,13 @@ class _Extent:
 class FastScan:
     """One planned scan, split into the extents read fast and the tasks left to
     `read_tasks` (`slow`), with the Arrow schema of the stream both give: the spec's
-    (`spec_arrow_schema`), but with the columns in `kept` as dictionaries."""
+    (`spec_arrow_schema`), but with the columns in `kept` as dictionaries. `native`: the
+    batches `read_native` gives instead (shoal's own types, no dictionaries)."""
 
     def __init__(self, spec: ScanSpec, store: ObjectStore, cache: BodyCache,
-                 prefilter: BlockPredicate | None = None) -> None:
+                 prefilter: BlockPredicate | None = None, *, native: bool = False) -> None:
         self.spec = spec
+        self.native = native
         self.schema = spec.read_schema()
         self.real = stored_columns(spec.columns)
         self.prefilter = prefilter
@@ -144,7 +146,7 @@ class FastScan:
                 self.slow.append(task)
             else:
                 self.fast.append(extent)
-        self.kept = self._kept() if not self.slow else frozenset()
+        self.kept = self._kept() if not (self.slow or native) else frozenset()
 
     @staticmethod
     def _extent(store: ObjectStore, cache: BodyCache, task: ScanTask) -> _Extent | None:
@@ -178,21 +180,48 @@ class FastScan:
                           if f.name in self.kept else f for f in base])
 
     # ---- reading --------------------------------------------------------------------------
-    def batches(self, on_bytes: Callable[[int], None], threads: int
-                ) -> Iterator[pa.RecordBatch]:
-        """The fast extents' batches in the engines' shape (`to_spark_batch`), timestamps
-        still zoned; one layout (stored schema) at a time."""
-        extents = self.fast
+    def runs(self, on_bytes: Callable[[int], None], threads: int
+             ) -> Iterator[tuple[list[_Extent], list[ScanTask]]]:
+        """The scan in task order, as runs: consecutive fast extents of one layout (stored
+        schema), read with `read`, or consecutive tasks left to `read_tasks` (one of the two
+        lists is empty)."""
+        fast = self.fast
         if self.prefilter is not None:
-            extents = self._late(extents, on_bytes, threads)
-        groups: dict[tuple[str, frozenset[str]], list[_Extent]] = {}
-        for e in extents:
+            fast = self._late(fast, on_bytes, threads)
+        narrowed = {id(e.task): e for e in self.fast}
+        by_task = {id(e.task): f for e, f in zip(self.fast, fast, strict=True)}
+        run: list[_Extent] = []
+        slow: list[ScanTask] = []
+        key: tuple[str, frozenset[str]] | None = None
+        for task in self.spec.tasks():
+            if id(task) not in narrowed:
+                if run:
+                    yield run, []
+                    run, key = [], None
+                slow.append(task)
+                continue
+            if slow:
+                yield [], slow
+                slow = []
+            e = by_task[id(task)]
             if e.task.blocks is not None and not e.task.blocks:
                 continue
-            key = (e.body.schema.to_string(show_field_metadata=True), e.body.coded)
-            groups.setdefault(key, []).append(e)
-        for group in groups.values():
-            yield from self._group(group, on_bytes)
+            layout = (e.body.schema.to_string(show_field_metadata=True), e.body.coded)
+            if run and layout != key:
+                yield run, []
+                run = []
+            run.append(e)
+            key = layout
+        if run:
+            yield run, []
+        if slow:
+            yield [], slow
+
+    def read(self, run: list[_Extent], on_bytes: Callable[[int], None]
+             ) -> Iterator[pa.RecordBatch]:
+        """The batches of a run of fast extents in the engines' shape (`to_spark_batch`,
+        timestamps still zoned), or `read_native`'s."""
+        return self._group(run, on_bytes) if run else iter(())
 
     def _group(self, group: list[_Extent], on_bytes: Callable[[int], None]
                ) -> Iterator[pa.RecordBatch]:
@@ -233,6 +262,8 @@ class FastScan:
         missing = [c for c in self.real if c not in self.kept]
         upgraded = upgrade_batch(plain if rest else _rows(batch.num_rows), self.schema,
                                  missing)
+        if self.native:
+            return upgraded
         arrays = [batch.column(c) if c in self.kept else upgraded.column(c) for c in self.real]
         return to_spark_batch(pa.RecordBatch.from_arrays(arrays, names=self.real), self.schema,
                               self.spec.columns)

@@ -450,13 +450,18 @@ class ScanStream:
                                                         self._formats, self._count)]
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """One pass: the fast extents' blocks (`FastScan`), then the other tasks' blocks in
-        task order, read ahead by `threads` extents."""
-        tasks = self.spec.tasks()
-        if self._fast is not None:
-            for batch in self._fast.batches(self._count, self._threads):
+        """One pass over the blocks in task order: runs of v3 extents read fast
+        (`FastScan`), the others by the block reader."""
+        if self._fast is None:
+            yield from self._blocks(self.spec.tasks())
+            return
+        for fast, slow in self._fast.runs(self._count, self._threads):
+            for batch in self._fast.read(fast, self._count):
                 yield _zoneless_batch(batch)
-            tasks = self._fast.slow
+            yield from self._blocks(slow)
+
+    def _blocks(self, tasks: list[Any]) -> Iterator[pa.RecordBatch]:
+        """`tasks`' blocks through the block reader, read ahead by `threads` extents."""
         if self._threads == 1 or len(tasks) <= 1:
             for task in tasks:
                 yield from self._extent(task)
