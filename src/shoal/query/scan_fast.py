@@ -15,12 +15,13 @@ What the fast read cannot do stays on `read_tasks`: extents of format v1 and v2,
 does not map objects (S3), and scans of dynamic paths (`attrs.$http.method`). A scan with
 both kinds reads the fast extents first, then the others, in one stream of one schema.
 
-Late materialization: with a `prefilter` (the scan's pushed predicate), the blocks that
-survived stage 2 have their filter columns read first, and a block none of whose values can
-satisfy a `StringHas` or a string `Equals` of the predicate is dropped before its other
-columns are fetched. The test is conservative (a block may pass without a matching row; the
-engine still applies the whole predicate) and stops paying for itself once most blocks
-pass, so it gives up after the first round in which more than half the blocks matched.
+Late materialization: with a `prefilter` (the scan's pushed predicate) that holds a
+`StringHas` or a string `Equals` on a column the scan reads, each surviving block is read
+filter columns first; the rows whose values rule the predicate out are dropped (a token of
+the word found in the text in no case, another string), and only a block with rows
+left fetches its other columns. Dropping such rows is what stage 2 does to whole blocks, so
+the answer is the same: the engine still applies the whole predicate to what is left, and
+has far fewer rows to do it on. These blocks are read by a small pool, a few ahead.
 
 Bytes are counted as the column chunks of the blocks read (their compressed size in the
 Parquet footer): what a range read of those columns fetches.
@@ -28,10 +29,12 @@ Parquet footer): what a range read of those columns fetches.
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -180,21 +183,16 @@ class FastScan:
                           if f.name in self.kept else f for f in base])
 
     # ---- reading --------------------------------------------------------------------------
-    def runs(self, on_bytes: Callable[[int], None], threads: int
-             ) -> Iterator[tuple[list[_Extent], list[ScanTask]]]:
+    def runs(self) -> Iterator[tuple[list[_Extent], list[ScanTask]]]:
         """The scan in task order, as runs: consecutive fast extents of one layout (stored
         schema), read with `read`, or consecutive tasks left to `read_tasks` (one of the two
         lists is empty)."""
-        fast = self.fast
-        if self.prefilter is not None:
-            fast = self._late(fast, on_bytes, threads)
-        narrowed = {id(e.task): e for e in self.fast}
-        by_task = {id(e.task): f for e, f in zip(self.fast, fast, strict=True)}
+        by_task = {id(e.task): e for e in self.fast}
         run: list[_Extent] = []
         slow: list[ScanTask] = []
         key: tuple[str, frozenset[str]] | None = None
         for task in self.spec.tasks():
-            if id(task) not in narrowed:
+            if id(task) not in by_task:
                 if run:
                     yield run, []
                     run, key = [], None
@@ -217,11 +215,16 @@ class FastScan:
         if slow:
             yield [], slow
 
-    def read(self, run: list[_Extent], on_bytes: Callable[[int], None]
+    def read(self, run: list[_Extent], on_bytes: Callable[[int], None], threads: int
              ) -> Iterator[pa.RecordBatch]:
         """The batches of a run of fast extents in the engines' shape (`to_spark_batch`,
-        timestamps still zoned), or `read_native`'s."""
-        return self._group(run, on_bytes) if run else iter(())
+        timestamps still zoned), or `read_native`'s; filtered row by row when the
+        prefilter tests a column the scan reads (`_filtered`)."""
+        if not run:
+            return iter(())
+        if self._checks():
+            return self._filtered(run, on_bytes, threads)
+        return self._group(run, on_bytes)
 
     def _group(self, group: list[_Extent], on_bytes: Callable[[int], None]
                ) -> Iterator[pa.RecordBatch]:
@@ -269,49 +272,72 @@ class FastScan:
                               self.spec.columns)
 
     # ---- late materialization -------------------------------------------------------------
-    def _late(self, extents: list[_Extent], on_bytes: Callable[[int], None], threads: int
-              ) -> list[_Extent]:
-        """`extents` with the blocks whose filter columns rule out the prefilter dropped."""
-        assert self.prefilter is not None
-        columns = sorted(_checked_columns(self.prefilter) & set(self.real))
-        columns = [c for c in columns if self.schema.column(c).type.kind == "string"]
-        if not columns or set(self.real) <= set(columns):
-            return extents
-        work = [(i, b) for i, e in enumerate(extents) for b in e.blocks()]
-        keep: dict[int, list[int]] = {i: [] for i in range(len(extents))}
-        step = max(2, threads * 2)
-        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="shoal-late")
-        try:
-            done = 0
-            while done < len(work):
-                batch = work[done:done + step]
-                results = list(pool.map(lambda ib: self._may_match(extents[ib[0]], ib[1],
-                                                                   columns, on_bytes), batch))
-                for (i, b), hit in zip(batch, results, strict=True):
-                    if hit:
-                        keep[i].append(b)
-                done += len(batch)
-                if sum(results) * 2 > len(results):    # most blocks match: stop testing
-                    for i, b in work[done:]:
-                        keep[i].append(b)
-                    break
-        finally:
-            pool.shutdown(wait=True)
-        return [replace(e, task=replace(e.task, blocks=keep[i])) for i, e in enumerate(extents)]
+    def _checks(self) -> list[str]:
+        """The spec's string columns the prefilter tests row by row."""
+        if self.prefilter is None:
+            return []
+        return [c for c in sorted(_checked_columns(self.prefilter) & set(self.real))
+                if self.schema.column(c).type.kind == "string"]
 
-    def _may_match(self, extent: _Extent, block: int, columns: list[str],
-                   on_bytes: Callable[[int], None]) -> bool:
-        present = [c for c in columns if c in extent.body.schema.names
-                   and type_of_field(extent.body.schema.field(c)).kind == "string"]
-        if not present:
-            return True
+    def _filtered(self, run: list[_Extent], on_bytes: Callable[[int], None], threads: int
+                  ) -> Iterator[pa.RecordBatch]:
+        """`run`'s blocks, each read filter columns first: the rows no value of which can
+        satisfy the prefilter are dropped, and a block with none left fetches nothing
+        more. Blocks are read `2 * threads` ahead, in order."""
+        work = iter([(e, b) for e in run for b in e.blocks()])
+        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="shoal-late")
+        ahead: deque[Future[pa.RecordBatch | None]] = deque()
+        try:
+            for e, b in itertools.islice(work, 2 * max(1, threads)):
+                ahead.append(pool.submit(self._filtered_block, e, b, on_bytes))
+            while ahead:
+                batch = ahead.popleft().result()
+                nxt = next(work, None)
+                if nxt is not None:
+                    ahead.append(pool.submit(self._filtered_block, *nxt, on_bytes))
+                if batch is not None:
+                    yield batch
+        finally:
+            for f in ahead:
+                f.cancel()
+            pool.shutdown(wait=True)
+
+    def _filtered_block(self, extent: _Extent, block: int, on_bytes: Callable[[int], None]
+                        ) -> pa.RecordBatch | None:
+        stored = extent.body.schema
+        wanted = [c for c in self.real if c in stored.names]
+        checks = [c for c in self._checks() if c in wanted
+                  and type_of_field(stored.field(c)) == self.schema.column(c).type]
         parquet = pq.ParquetFile(extent.source(), metadata=extent.body.metadata,
-                                 read_dictionary=sorted(extent.body.coded & set(present)))
-        table = parquet.read_row_group(block, columns=present, use_threads=False)
-        on_bytes(extent.body.column_bytes([block], present))
-        values = {c: _values(table.column(c)) for c in present}
+                                 read_dictionary=sorted(extent.body.coded & set(wanted)))
+        first = parquet.read_row_group(block, columns=checks, use_threads=False)
+        on_bytes(extent.body.column_bytes([block], checks))
         assert self.prefilter is not None
-        return _may_hold(self.prefilter, values)
+        mask = _mask(self.prefilter, {c: _one(first.column(c)) for c in checks})
+        if mask is not None and not pc.any(mask).as_py():
+            return None
+        others = [c for c in wanted if c not in checks] or ([] if checks else stored.names[:1])
+        rest = parquet.read_row_group(block, columns=others, use_threads=False)
+        on_bytes(extent.body.column_bytes([block], others))
+        columns = {c: _one(first.column(c)) for c in checks}
+        columns.update({c: _one(rest.column(c)) for c in others})
+        names = wanted or others
+        batch = pa.RecordBatch.from_arrays(
+            [columns[c] for c in names],
+            schema=pa.schema([first.schema.field(c) if c in checks else rest.schema.field(c)
+                              for c in names]))
+        if mask is not None:
+            batch = batch.filter(mask)
+        return self._shape(batch, wanted) if batch.num_rows else None
+
+
+def _one(col: pa.ChunkedArray) -> pa.Array:
+    """One row group's column as one array (a dictionary column keeps its dictionary)."""
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    if pa.types.is_dictionary(col.type):
+        return col.unify_dictionaries().combine_chunks()
+    return col.combine_chunks()
 
 
 def _checked_columns(p: BlockPredicate) -> set[str]:
@@ -322,37 +348,59 @@ def _checked_columns(p: BlockPredicate) -> set[str]:
     return set()
 
 
-def _values(col: pa.ChunkedArray) -> pa.Array:
-    """The distinct-or-more values of one block's column: a dictionary's values (a
-    superset of those used), else the values themselves."""
-    chunks = col.chunks
-    if pa.types.is_dictionary(col.type):
-        return pa.concat_arrays([c.dictionary for c in chunks]) if chunks else pa.array(
-            [], pa.string())
-    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+def _on_values(arr: pa.Array, test: Callable[[pa.Array], pa.Array]) -> pa.Array:
+    """`test` of each value of a string column (a dictionary's values tested once each),
+    null rows False."""
+    if pa.types.is_dictionary(arr.type):
+        out = pc.take(test(arr.dictionary), arr.indices)
+    else:
+        out = test(arr)
+    return pc.fill_null(out, False)
 
 
-def _may_hold(p: BlockPredicate, values: dict[str, pa.Array]) -> bool:
-    """False only when no value of the block's filter columns can satisfy `p`."""
+def _mask(p: BlockPredicate, columns: dict[str, pa.Array]) -> pa.Array | None:
+    """Per row, whether it may satisfy `p` (None: every row may). False only where the
+    row's values rule `p` out; the engine still applies the whole predicate."""
     if isinstance(p, StringHas):
-        arr = values.get(p.column)
-        if arr is None:
-            return True
+        arr = columns.get(p.column)
         words = tokenize(p.token)
-        # a row holding the word as a token holds each of its tokens as a substring, in
-        # any case (Arrow's case folding is at least ASCII's, so this only keeps more)
-        return all(pc.any(pc.match_substring(arr, w, ignore_case=True)).as_py() is True
-                   for w in words)
+        if arr is None or not words:
+            return None
+
+        def holds(values: pa.Array) -> pa.Array:
+            # a row holding the word as a token holds each of its tokens (ASCII letters and
+            # digits) as a substring in some case; RE2's case folding is a superset of
+            # ASCII's, so this only ever keeps more rows (and is ~4x faster than lowering
+            # the text and searching it)
+            out = None
+            for w in sorted(words):
+                hit = pc.match_substring_regex(values, f"(?i){w}")
+                out = hit if out is None else pc.and_(out, hit)
+            return out
+        return _on_values(arr, holds)
     if isinstance(p, Equals):
-        arr = values.get(p.column)
+        arr = columns.get(p.column)
         if arr is None or not isinstance(p.value, str):
-            return True
-        return pc.any(pc.equal(arr, p.value)).as_py() is True
+            return None
+        value = p.value
+        return _on_values(arr, lambda values: pc.equal(values, value))
     if isinstance(p, And):
-        return all(_may_hold(c, values) for c in p.children)
+        masks = [m for m in (_mask(c, columns) for c in p.children) if m is not None]
+        if not masks:
+            return None
+        out = masks[0]
+        for m in masks[1:]:
+            out = pc.and_(out, m)
+        return out
     if isinstance(p, Or):
-        return any(_may_hold(c, values) for c in p.children)
-    return True
+        ors = [_mask(c, columns) for c in p.children]
+        if not ors or any(m is None for m in ors):
+            return None
+        out = ors[0]
+        for m in ors[1:]:
+            out = pc.or_(out, m)
+        return out
+    return None
 
 
 def _plain_type(t: pa.DataType) -> pa.DataType:

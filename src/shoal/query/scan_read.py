@@ -178,7 +178,7 @@ def read_table(catalog: Catalog, store: ObjectStore, formats: dict[str, SegmentF
 
     fast = FastScan(spec, store, BodyCache(), predicate if prune else None, native=True)
     batches: list[pa.RecordBatch] = []
-    for run, slow in fast.runs(count, 1):
-        batches.extend(fast.read(run, count))
+    for run, slow in fast.runs():
+        batches.extend(fast.read(run, count, 1))
         batches.extend(read_native(spec, slow, store, formats, count))
     return pa.Table.from_batches(batches, schema=schema), stats

@@ -455,8 +455,8 @@ class ScanStream:
         if self._fast is None:
             yield from self._blocks(self.spec.tasks())
             return
-        for fast, slow in self._fast.runs(self._count, self._threads):
-            for batch in self._fast.read(fast, self._count):
+        for fast, slow in self._fast.runs():
+            for batch in self._fast.read(fast, self._count, self._threads):
                 yield _zoneless_batch(batch)
             yield from self._blocks(slow)
 
