@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from shoal.errors import ExtentFormatError
 from shoal.format.base import And, BlockPredicate, Equals, Or, StringHas
 from shoal.format.parquet_body import dictionary_columns
 from shoal.format.shred import parse_hidden
@@ -94,7 +95,9 @@ class BodyCache:
 
 def _mapped(store: ObjectStore, path: str) -> pa.Buffer | None:
     """The whole object as a zero-copy buffer over its memory mapping, or None when the
-    store does not map objects."""
+    store does not map objects (asking a remote store would cost a request)."""
+    if not str(getattr(store, "url", "")).startswith("file:"):
+        return None
     source = store.open_input(path)
     if not isinstance(source, pa.MemoryMappedFile):
         source.close()
@@ -117,9 +120,14 @@ def _open_body(data: pa.Buffer, path: str) -> Body | None:
 class _Extent:
     task: ScanTask
     body: Body
-    data: pa.Buffer
+    store: ObjectStore
+    data: pa.Buffer | None = None     # mapped when first read (a cached footer needs none)
 
     def source(self) -> pa.BufferReader:
+        if self.data is None:
+            self.data = _mapped(self.store, self.task.path)
+            if self.data is None:
+                raise ExtentFormatError(self.task.path, "the store no longer maps it")
         return pa.BufferReader(self.data[self.body.start:self.body.end])
 
     def blocks(self) -> list[int]:
@@ -155,14 +163,13 @@ class FastScan:
     def _extent(store: ObjectStore, cache: BodyCache, task: ScanTask) -> _Extent | None:
         if task.format != "tlm":
             return None
-        data = _mapped(store, task.path)
-        if data is None:
-            return None
         body = cache.get(task.path)
+        data = None
         if body is MISSING:
-            body = _open_body(data, task.path)
+            data = _mapped(store, task.path)
+            body = None if data is None else _open_body(data, task.path)
             cache.put(task.path, body)
-        return None if body is None else _Extent(task, body, data)  # type: ignore[arg-type]
+        return None if body is None else _Extent(task, body, store, data)  # type: ignore[arg-type]
 
     def _kept(self) -> frozenset[str]:
         """The spec's string columns stored dictionary-coded, of the read type, by every
