@@ -1,9 +1,11 @@
 """The embedded query engine: a SELECT over pruned scans, in process (docs/architecture.md).
 
 `LocalEngine.stream(statement, scans)` hands every planned scan to the engine as a stream
-(`ScanStream`: shoal's own reader, `shoal.query.scan_read.read_tasks`, over only the projected
-columns of the blocks stages 1-2 kept, in exactly the shapes Spark's DataSource yields, read
-lazily as the engine pulls, a few extents ahead), registered under the name its view says,
+(`ScanStream`: shoal's own reader over only the projected columns of the blocks stages 1-2
+kept, in the values Spark's DataSource yields, read lazily as the engine pulls, a few
+extents ahead: v3 extents of the local store through `shoal.query.scan_fast`, which keeps
+dictionary-coded strings as dictionaries, the others block by block through
+`shoal.query.scan_read.read_tasks`), registered under the name its view says,
 runs the statement `shoal.query.embedded.transpile` produced, and conforms the answer to what
 Spark gives: Spark's column names, Spark's Arrow types (µs UTC timestamps, bigint sums,
 `list<element: float>`), or `LocalMismatchError` when a column comes back in a type that is
