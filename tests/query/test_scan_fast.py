@@ -239,3 +239,26 @@ def test_projection_reads_only_its_columns(rare: Shoal) -> None:
     star_table, star = _bytes(rare, "SELECT * FROM logs")
     assert one_table.num_rows == star_table.num_rows == 3 * 8 * BLOCK_ROWS
     assert 0 < one < star / 20, (one, star)
+
+
+def test_bytes_of_a_column_leave_out_its_shredded_paths(tmp_path: Path) -> None:
+    db = shoal.connect(data_dir=str(tmp_path))
+    db.create_table("ev", COLUMNS)
+    db.coordinator.extents.format = TlmFormat()  # type: ignore[assignment]    # shreds
+    arrow = db.catalog.load_table("ev").schema.arrow()
+    rows = _rows(0, 2000)
+    for r in rows:
+        r["attrs"] = b'{"user":"u1","http":{"method":"GET"}}'
+    info = db.catalog.load_table("ev")
+    entry = db.coordinator.write_extent(info, pa.Table.from_pylist(rows, schema=arrow)
+                                        .to_batches())
+    db.coordinator.append("ev", [entry])
+    scan = FastScan(_spec(db), db.store, BodyCache())
+    (extent,) = scan.fast
+    hidden = [n for n in extent.body.schema.names if n.startswith("attrs.$")]
+    assert hidden, extent.body.schema.names
+    meta = extent.body.metadata
+    (j,) = [j for j in range(meta.num_columns) if meta.schema.column(j).path == "attrs"]
+    assert extent.body.column_bytes([0], ["attrs"]) == meta.row_group(0).column(j) \
+        .total_compressed_size
+    db.close()

@@ -72,8 +72,14 @@ class Body:
     def column_bytes(self, blocks: Sequence[int], names: Sequence[str]) -> int:
         """The stored bytes of `names`' column chunks in `blocks`."""
         leaves: dict[str, list[int]] = {}
+        fields = set(self.schema.names)
         for j in range(self.metadata.num_columns):
-            leaves.setdefault(self.metadata.schema.column(j).path.split(".")[0], []).append(j)
+            # a leaf's path is its field's name (which may hold dots: shredded paths), or
+            # that name and the nested type's parts
+            path = self.metadata.schema.column(j).path
+            owner = path if path in fields else max(
+                (f for f in fields if path.startswith(f + ".")), key=len, default=path)
+            leaves.setdefault(owner, []).append(j)
         wanted = [j for n in names for j in leaves.get(n, ())]
         return sum(self.metadata.row_group(b).column(j).total_compressed_size
                    for b in blocks for j in wanted)
