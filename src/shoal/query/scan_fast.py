@@ -1,4 +1,5 @@
-"""The embedded engine's fast read of v3 extents (docs/architecture.md, "The read path").
+"""The embedded engine's fast read of v3 extents (docs/architecture.md, "The embedded
+engine's read path").
 
 `read_tasks` (`shoal.query.scan_read`) reads a scan block by block in Python: per block it
 opens the row group, decodes it, upgrades and shapes it. For v3 extents in a store that maps
@@ -13,7 +14,8 @@ kept dictionary is only ever a column whose type the schema version did not chan
 
 What the fast read cannot do stays on `read_tasks`: extents of format v1 and v2, a store that
 does not map objects (S3), and scans of dynamic paths (`attrs.$http.method`). A scan with
-both kinds reads the fast extents first, then the others, in one stream of one schema.
+both kinds reads them in task order (`runs`), in one stream of one schema (then with no
+kept dictionaries).
 
 Late materialization: with a `prefilter` (the scan's pushed predicate) that holds a
 `StringHas` or a string `Equals` on a column the scan reads, each surviving block is read
@@ -30,11 +32,11 @@ Parquet footer): what a range read of those columns fetches.
 from __future__ import annotations
 
 import itertools
-import logging
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -52,8 +54,6 @@ from shoal.query.scan_read import stored_columns, to_spark_batch
 from shoal.storage.base import ObjectStore
 from shoal.types.columns import type_of_field
 from shoal.types.upgrade import upgrade_batch
-
-log = logging.getLogger("shoal.query.local")
 
 DEFAULT_BODY_CACHE = 4096
 

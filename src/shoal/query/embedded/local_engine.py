@@ -423,9 +423,11 @@ def _as_spark(col: pa.ChunkedArray, want: pa.DataType, name: str) -> pa.ChunkedA
 class ScanStream:
     """One planned scan as a re-readable Arrow stream (`__arrow_c_stream__`): every read
     starts a fresh pass over the spec's surviving blocks, decoded lazily as the consumer
-    pulls batches, by up to `threads` extents at a time (each pass holds at most that many
-    extents' projected columns, plus the batch being consumed). The engine may read a view
-    more than once (a self-join through a CTE); `on_bytes` then counts every pass."""
+    pulls batches: by the block reader up to `threads` extents at a time (each pass holds
+    at most that many extents' projected columns, plus the batch being consumed), by the
+    fast read (`bodies` given) a few extents or blocks ahead on Arrow's or its own threads.
+    The engine may read a view more than once (a self-join through a CTE); `on_bytes` then
+    counts every pass."""
 
     def __init__(self, spec: ScanSpec, store: ObjectStore, formats: dict[str, SegmentFormat],
                  on_bytes: Callable[[int], None], threads: int, *,
