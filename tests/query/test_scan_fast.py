@@ -6,6 +6,7 @@ columns only of the blocks whose filter columns may match (late materialization)
 from __future__ import annotations
 
 import struct
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,12 @@ COLUMNS = [Column("service", parse_type("string")), Column("level", parse_type("
            Column("ratio", parse_type("real")), Column("ok", parse_type("bool")),
            Column("attrs", parse_type("dynamic")), Column("emb", parse_type("vector(2)"))]
 
+def _at(part: int, row: int) -> str:
+    """The wall time (whole seconds, UTC) of row `row` of `_rows(part)`, µs-truncated."""
+    seconds = (1_780_000_000_000_000_000 + part * 300 * 1_000_000_000) // 10**9 + row
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 QUERIES = [
     "SELECT level, count(*) AS c FROM ev GROUP BY level ORDER BY level",
     "SELECT service, sum(duration) AS d, max(status) AS s, min(ratio) AS r FROM ev "
@@ -38,6 +45,11 @@ QUERIES = [
     "ORDER BY 1",
     "SELECT * FROM ev WHERE has(level, 'warn') AND status = 404 ORDER BY _timestamp",
     "SELECT count(*) AS c, count(ratio) AS r, min(_timestamp) AS t FROM ev",
+    # rows 70 ns past the upper bound: as Spark sees them (µs), inside it
+    f"SELECT duration, _timestamp FROM ev WHERE _timestamp <= TIMESTAMP '{_at(3, 10)}' "
+    f"AND _timestamp > TIMESTAMP '{_at(3, 3)}' ORDER BY duration",
+    "SELECT count(*) AS c FROM ev WHERE duration >= 2000 AND duration <= 2100",
+    "SELECT service, ok FROM ev WHERE duration = 4242 OR level = 'debug' ORDER BY 1, 2",
 ]
 
 

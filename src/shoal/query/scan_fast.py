@@ -18,10 +18,11 @@ both kinds reads them in task order (`runs`), in one stream of one schema (then 
 kept dictionaries).
 
 Late materialization: with a `prefilter` (the scan's pushed predicate) that holds a
-`StringHas` or a string `Equals` on a column the scan reads, each surviving block is read
-filter columns first; the rows whose values rule the predicate out are dropped (a token of
-the word found in the text in no case, another string), and only a block with rows
-left fetches its other columns. Dropping such rows is what stage 2 does to whole blocks, so
+`StringHas`, an `Equals` (string or integer) or a `TimeRange` on a column the scan reads,
+each surviving block is read filter columns first; the rows whose values rule the predicate
+out are dropped (a token of the word found in the text in no case, another value, a time
+outside the range's inclusive bounds), and only a block with rows left fetches its other
+columns. Dropping such rows is what stage 2 does to whole blocks, so
 the answer is the same: the engine still applies the whole predicate to what is left, and
 has far fewer rows to do it on. These blocks are read by a small pool, a few ahead.
 
@@ -43,7 +44,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from shoal.errors import ExtentFormatError
-from shoal.format.base import And, BlockPredicate, Equals, Or, StringHas
+from shoal.format.base import And, BlockPredicate, Equals, Or, StringHas, TimeRange
 from shoal.format.parquet_body import dictionary_columns
 from shoal.format.shred import parse_hidden
 from shoal.format.tlm import parquet_body_span
@@ -290,7 +291,7 @@ class FastScan:
         if self.prefilter is None:
             return []
         return [c for c in sorted(_checked_columns(self.prefilter) & set(self.real))
-                if self.schema.column(c).type.kind == "string"]
+                if self.schema.column(c).type.kind in _CHECKED_KINDS]
 
     def _filtered(self, run: list[_Extent], on_bytes: Callable[[int], None], threads: int
                   ) -> Iterator[pa.RecordBatch]:
@@ -353,12 +354,19 @@ def _one(col: pa.ChunkedArray) -> pa.Array:
     return col.combine_chunks()
 
 
+_CHECKED_KINDS = ("string", "timestamp", "int", "long")
+
+
 def _checked_columns(p: BlockPredicate) -> set[str]:
-    if isinstance(p, StringHas | Equals):
+    if isinstance(p, StringHas | Equals | TimeRange):
         return {p.column}
     if isinstance(p, And | Or):
         return set().union(*(_checked_columns(c) for c in p.children))
     return set()
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t.value_type if pa.types.is_dictionary(t) else t)
 
 
 def _on_values(arr: pa.Array, test: Callable[[pa.Array], pa.Array]) -> pa.Array:
@@ -377,7 +385,7 @@ def _mask(p: BlockPredicate, columns: dict[str, pa.Array]) -> pa.Array | None:
     if isinstance(p, StringHas):
         arr = columns.get(p.column)
         words = tokenize(p.token)
-        if arr is None or not words:
+        if arr is None or not words or not _is_text(arr.type):
             return None
 
         def holds(values: pa.Array) -> pa.Array:
@@ -393,10 +401,30 @@ def _mask(p: BlockPredicate, columns: dict[str, pa.Array]) -> pa.Array | None:
         return _on_values(arr, holds)
     if isinstance(p, Equals):
         arr = columns.get(p.column)
-        if arr is None or not isinstance(p.value, str):
+        if arr is None:
             return None
         value = p.value
-        return _on_values(arr, lambda values: pc.equal(values, value))
+        if isinstance(value, str) and _is_text(arr.type):
+            return _on_values(arr, lambda values: pc.equal(values, value))
+        if (isinstance(value, int) and not isinstance(value, bool)
+                and pa.types.is_integer(arr.type)):
+            return pc.fill_null(pc.equal(arr, pa.scalar(value, pa.int64())), False)
+        return None
+    if isinstance(p, TimeRange):
+        # the bounds stage 2 compares with a block's min and max, applied to each row's
+        # stored value (ns for a timestamp), inclusive
+        arr = columns.get(p.column)
+        if arr is None or not (pa.types.is_timestamp(arr.type)
+                               or pa.types.is_integer(arr.type)):
+            return None
+        values = arr.cast(pa.int64()) if pa.types.is_timestamp(arr.type) else arr
+        out = None
+        if p.lo_ns is not None:
+            out = pc.greater_equal(values, pa.scalar(p.lo_ns, pa.int64()))
+        if p.hi_ns is not None:
+            upper = pc.less_equal(values, pa.scalar(p.hi_ns, pa.int64()))
+            out = upper if out is None else pc.and_(out, upper)
+        return None if out is None else pc.fill_null(out, False)
     if isinstance(p, And):
         masks = [m for m in (_mask(c, columns) for c in p.children) if m is not None]
         if not masks:
