@@ -6,9 +6,10 @@ columns only of the blocks whose filter columns may match (late materialization)
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -74,8 +75,8 @@ def _rows(part: int, n: int = 300, *, region: bool = False, text: bool = False
     return out
 
 
-def _append(db: Shoal, rows: list[dict[str, Any]], version: int) -> str:
-    db.coordinator.extents.format = TlmFormat(version=version)  # type: ignore[assignment]
+def _append(db: Shoal, rows: list[dict[str, Any]], version: Literal[2, 3]) -> str:
+    db.coordinator.extents.format = TlmFormat(version=version)
     arrow = db.catalog.load_table("ev").schema.arrow()
     outcome = db.append("ev", pa.Table.from_pylist(rows, schema=arrow))
     db.coordinator.extents.format = TlmFormat()
@@ -90,7 +91,7 @@ def _as_v1(db: Shoal, path: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def mixed(tmp_path_factory: pytest.TempPathFactory) -> Shoal:
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
     """Extents of v1, v2 and v3 under three schema versions: `region` and `code` added
     (absent from the older extents), then `status` widened int -> long and `code` int ->
     string."""
@@ -179,7 +180,7 @@ WORDS = ["request", "served", "cache", "hit", "miss", "user", "login", "upstream
 
 
 @pytest.fixture(scope="module")
-def rare(tmp_path_factory: pytest.TempPathFactory) -> Shoal:
+def rare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shoal]:
     """Three extents of eight blocks without block filters (stage 2 prunes no block of a
     word), the word `deadlock` in two rows of one block, two decoys in another; wide other
     columns."""
@@ -188,7 +189,7 @@ def rare(tmp_path_factory: pytest.TempPathFactory) -> Shoal:
                              Column("message", parse_type("string")),
                              Column("trace_id", parse_type("string")),
                              Column("attrs", parse_type("dynamic"))])
-    db.coordinator.extents.format = TlmFormat(block_filters=False)  # type: ignore[assignment]
+    db.coordinator.extents.format = TlmFormat(block_filters=False)
     rng = np.random.default_rng(5)
     info = db.catalog.load_table("logs")
     for part in range(3):
@@ -256,7 +257,7 @@ def test_projection_reads_only_its_columns(rare: Shoal) -> None:
 def test_bytes_of_a_column_leave_out_its_shredded_paths(tmp_path: Path) -> None:
     db = shoal.connect(data_dir=str(tmp_path))
     db.create_table("ev", COLUMNS)
-    db.coordinator.extents.format = TlmFormat()  # type: ignore[assignment]    # shreds
+    db.coordinator.extents.format = TlmFormat()  # shreds
     arrow = db.catalog.load_table("ev").schema.arrow()
     rows = _rows(0, 2000)
     for r in rows:
