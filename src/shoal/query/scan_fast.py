@@ -298,17 +298,20 @@ class FastScan:
         """`run`'s blocks, each read filter columns first: the rows no value of which can
         satisfy the prefilter are dropped, and a block with none left fetches nothing
         more. Blocks are read `2 * threads` ahead, in order."""
-        work = iter([(e, b) for e in run for b in e.blocks()])
+        blocks = [(e, b) for e in run for b in e.blocks()]
+        # fewer blocks than threads (a needle): each block's columns decode in parallel
+        inside = len(blocks) < threads
+        work = iter(blocks)
         pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="shoal-late")
         ahead: deque[Future[pa.RecordBatch | None]] = deque()
         try:
             for e, b in itertools.islice(work, 2 * max(1, threads)):
-                ahead.append(pool.submit(self._filtered_block, e, b, on_bytes))
+                ahead.append(pool.submit(self._filtered_block, e, b, on_bytes, inside))
             while ahead:
                 batch = ahead.popleft().result()
                 nxt = next(work, None)
                 if nxt is not None:
-                    ahead.append(pool.submit(self._filtered_block, *nxt, on_bytes))
+                    ahead.append(pool.submit(self._filtered_block, *nxt, on_bytes, inside))
                 if batch is not None:
                     yield batch
         finally:
@@ -316,22 +319,22 @@ class FastScan:
                 f.cancel()
             pool.shutdown(wait=True)
 
-    def _filtered_block(self, extent: _Extent, block: int, on_bytes: Callable[[int], None]
-                        ) -> pa.RecordBatch | None:
+    def _filtered_block(self, extent: _Extent, block: int, on_bytes: Callable[[int], None],
+                        use_threads: bool = False) -> pa.RecordBatch | None:
         stored = extent.body.schema
         wanted = [c for c in self.real if c in stored.names]
         checks = [c for c in self._checks() if c in wanted
                   and type_of_field(stored.field(c)) == self.schema.column(c).type]
         parquet = pq.ParquetFile(extent.source(), metadata=extent.body.metadata,
                                  read_dictionary=sorted(extent.body.coded & set(wanted)))
-        first = parquet.read_row_group(block, columns=checks, use_threads=False)
+        first = parquet.read_row_group(block, columns=checks, use_threads=use_threads)
         on_bytes(extent.body.column_bytes([block], checks))
         assert self.prefilter is not None
         mask = _mask(self.prefilter, {c: _one(first.column(c)) for c in checks})
         if mask is not None and not pc.any(mask).as_py():
             return None
         others = [c for c in wanted if c not in checks] or ([] if checks else stored.names[:1])
-        rest = parquet.read_row_group(block, columns=others, use_threads=False)
+        rest = parquet.read_row_group(block, columns=others, use_threads=use_threads)
         on_bytes(extent.body.column_bytes([block], others))
         columns = {c: _one(first.column(c)) for c in checks}
         columns.update({c: _one(rest.column(c)) for c in others})
