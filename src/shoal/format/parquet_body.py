@@ -122,7 +122,7 @@ class ParquetBlocks:
     def __init__(self, source: pa.NativeFile, metadata: pq.FileMetaData) -> None:
         self._file = pq.ParquetFile(source, metadata=metadata, pre_buffer=True)
         self.schema: pa.Schema = self._file.schema_arrow
-        self._coded = _dictionary_columns(self.schema, metadata)
+        self._coded = dictionary_columns(self.schema, metadata)
         if self._coded:     # the same file, its dictionary-coded columns read as such
             self._file = pq.ParquetFile(source, metadata=metadata, pre_buffer=True,
                                         read_dictionary=sorted(self._coded))
@@ -155,7 +155,7 @@ class ParquetBlocks:
         self._file.close()
 
 
-def _dictionary_columns(schema: pa.Schema, metadata: pq.FileMetaData) -> set[str]:
+def dictionary_columns(schema: pa.Schema, metadata: pq.FileMetaData) -> set[str]:
     """Top-level string/binary columns dictionary-coded in every row group: read as
     dictionaries, then cast to their type (about twice as fast as Parquet's own decoding
     into plain strings). A chunk bigger than a full dictionary page plus 3 bytes of index a

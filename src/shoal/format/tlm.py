@@ -186,6 +186,30 @@ def encode_v2(ipc_file: bytes | pa.Buffer | Sequence[bytes | pa.Buffer],
     return b"".join([MAGIC_V2, *pieces, encode_footer(stats)])
 
 
+def parquet_body_span(data: pa.Buffer, path: str) -> tuple[int, int] | None:
+    """Where the Parquet body of the extent whose whole bytes are `data` lies (start, end),
+    or None when it is not a v3 extent. Only the framing is checked: the envelope's magics
+    and the stats length (an unreadable body surfaces when it is read)."""
+    size = data.size
+    if size < MAGIC_LEN:
+        raise ExtentFormatError(path, f"{size} bytes is shorter than the magic")
+    head = data[:MAGIC_LEN].to_pybytes()
+    if head != MAGIC_V3:
+        if head in (MAGIC_V1, MAGIC_V2):
+            return None
+        raise ExtentFormatError(path, f"bad leading magic {head!r}")
+    if size < MAGIC_LEN + TAIL_LEN:
+        raise ExtentFormatError(path, f"truncated: {size} bytes leave no room for the footer")
+    tail = data[size - TAIL_LEN:].to_pybytes()
+    if tail[_STATS_LEN.size:] != head:
+        raise ExtentFormatError(path, "bad trailing magic (truncated object?)")
+    (stats_len,) = _STATS_LEN.unpack(tail[:_STATS_LEN.size])
+    if stats_len > size - MAGIC_LEN - TAIL_LEN:
+        raise ExtentFormatError(path, f"stats_len {stats_len} points outside the "
+                                      f"{size}-byte object")
+    return MAGIC_LEN, size - TAIL_LEN - stats_len
+
+
 # ---- writer -------------------------------------------------------------------------------
 
 def warm_up(batch: pa.RecordBatch) -> None:

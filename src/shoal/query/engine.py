@@ -136,6 +136,7 @@ class Planned:
     views: list[str]
     specs: list[ScanSpec]
     stats: QueryStats
+    prune: bool = True
 
     @property
     def planned_bytes(self) -> int:
@@ -372,7 +373,7 @@ class QueryEngine:
             stats.add(ref.table, ref.alias, spec.snapshot_id, ref.predicate, scan_stats)
             specs.append(spec)
             views.append(f"__shoal_scan_{next(_view_ids)}")
-        planned = Planned(sql, analysis, views, specs, stats)
+        planned = Planned(sql, analysis, views, specs, stats, prune)
         stats.planned_bytes, stats.projected_bytes = (planned.planned_bytes,
                                                       planned.projected_bytes)
         return planned
@@ -545,7 +546,9 @@ def read_local_inputs(local: LocalEngine, planned: Planned,
             if paths:
                 columns = [c for c in specs[i].columns if c not in unread] + paths
                 specs[i] = dataclasses.replace(specs[i], columns=columns)
-    return local.read_inputs(views, specs, counters)
+    # pruned scans also skip the blocks whose filter columns rule the predicate out
+    prefilters = [ref.predicate if planned.prune else None for ref in planned.analysis.refs]
+    return local.read_inputs(views, specs, counters, prefilters)
 
 
 def _local_views(n: int) -> list[str]:

@@ -19,8 +19,9 @@ hands to Spark. Only the embedded engine's scans ask for such columns.
 `read_table` is one table's scan planned and read in one call, with shoal's own types (not
 Spark's shapes): `db.read()`, the tests' ground truth and the demo. It plans exactly as a
 `db.sql()` reference does (`shoal.query.scan_plan.build_scan_spec`: stages 1 and 2) and reads
-the surviving blocks as the engines' reader does (`read_native`), so a scan reports the same
-stats whether it came through `read` or `sql`. Neither stage decides: the caller still
+the surviving blocks as the embedded engine's reader does (`shoal.query.scan_fast` for v3
+extents of a mapped store, `read_native` for the others), so a scan reports the same stats
+whether it came through `read` or `sql`. Neither stage decides: the caller still
 applies the full predicate (stage 3).
 
 Nothing here imports pyspark or the client.
@@ -208,5 +209,13 @@ def read_table(catalog: Catalog, store: ObjectStore, formats: dict[str, SegmentF
     def count(n: int) -> None:
         stats.bytes_read += n
 
-    batches = list(read_native(spec, spec.tasks(), store, formats, count))
+    # the embedded engine's reader: v3 extents of a mapped store fast, the others block by
+    # block, so `read` and `sql` fetch (and count) the same bytes
+    from shoal.query.scan_fast import BodyCache, FastScan
+
+    fast = FastScan(spec, store, BodyCache(), predicate if prune else None, native=True)
+    batches: list[pa.RecordBatch] = []
+    for run, slow in fast.runs():
+        batches.extend(fast.read(run, count, 1))
+        batches.extend(read_native(spec, slow, store, formats, count))
     return pa.Table.from_batches(batches, schema=schema), stats

@@ -1,9 +1,11 @@
 """The embedded query engine: a SELECT over pruned scans, in process (docs/architecture.md).
 
 `LocalEngine.stream(statement, scans)` hands every planned scan to the engine as a stream
-(`ScanStream`: shoal's own reader, `shoal.query.scan_read.read_tasks`, over only the projected
-columns of the blocks stages 1-2 kept, in exactly the shapes Spark's DataSource yields, read
-lazily as the engine pulls, a few extents ahead), registered under the name its view says,
+(`ScanStream`: shoal's own reader over only the projected columns of the blocks stages 1-2
+kept, in the values Spark's DataSource yields, read lazily as the engine pulls, a few
+extents ahead: v3 extents of the local store through `shoal.query.scan_fast`, which keeps
+dictionary-coded strings as dictionaries, the others block by block through
+`shoal.query.scan_read.read_tasks`), registered under the name its view says,
 runs the statement `shoal.query.embedded.transpile` produced, and conforms the answer to what
 Spark gives: Spark's column names, Spark's Arrow types (µs UTC timestamps, bigint sums,
 `list<element: float>`), or `LocalMismatchError` when a column comes back in a type that is
@@ -47,7 +49,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from shoal.errors import QueryError
-from shoal.format.base import SegmentFormat
+from shoal.format.base import BlockPredicate, SegmentFormat
+from shoal.query.scan_fast import BodyCache, FastScan
 from shoal.query.scan_plan import ScanSpec
 from shoal.query.scan_read import read_tasks, spec_arrow_schema
 from shoal.query.embedded.transpile import NOT_IDENTICAL_MARK, LocalStatement
@@ -420,17 +423,25 @@ def _as_spark(col: pa.ChunkedArray, want: pa.DataType, name: str) -> pa.ChunkedA
 class ScanStream:
     """One planned scan as a re-readable Arrow stream (`__arrow_c_stream__`): every read
     starts a fresh pass over the spec's surviving blocks, decoded lazily as the consumer
-    pulls batches, by up to `threads` extents at a time (each pass holds at most that many
-    extents' projected columns, plus the batch being consumed). The engine may read a view
-    more than once (a self-join through a CTE); `on_bytes` then counts every pass."""
+    pulls batches: by the block reader up to `threads` extents at a time (each pass holds
+    at most that many extents' projected columns, plus the batch being consumed), by the
+    fast read (`bodies` given) a few extents or blocks ahead on Arrow's or its own threads.
+    The engine may read a view more than once (a self-join through a CTE); `on_bytes` then
+    counts every pass."""
 
     def __init__(self, spec: ScanSpec, store: ObjectStore, formats: dict[str, SegmentFormat],
-                 on_bytes: Callable[[int], None], threads: int) -> None:
+                 on_bytes: Callable[[int], None], threads: int, *,
+                 bodies: BodyCache | None = None,
+                 prefilter: BlockPredicate | None = None) -> None:
         self.spec = spec
         self.arrow_schema = spec_arrow_schema(spec)
         self._store = store
         self._formats = formats
         self._threads = max(1, threads)
+        # with a footer cache, the v3 extents a store maps are read fast (`FastScan`)
+        self._fast = None if bodies is None else FastScan(spec, store, bodies, prefilter)
+        if self._fast is not None:
+            self.arrow_schema = self._fast.arrow_schema(self.arrow_schema)
         lock = threading.Lock()
 
         def counted(n: int) -> None:
@@ -443,8 +454,18 @@ class ScanStream:
                                                         self._formats, self._count)]
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """One pass: the blocks in task order, read ahead by `threads` extents."""
-        tasks = self.spec.tasks()
+        """One pass over the blocks in task order: runs of v3 extents read fast
+        (`FastScan`), the others by the block reader."""
+        if self._fast is None:
+            yield from self._blocks(self.spec.tasks())
+            return
+        for fast, slow in self._fast.runs():
+            for batch in self._fast.read(fast, self._count, self._threads):
+                yield _zoneless_batch(batch)
+            yield from self._blocks(slow)
+
+    def _blocks(self, tasks: list[Any]) -> Iterator[pa.RecordBatch]:
+        """`tasks`' blocks through the block reader, read ahead by `threads` extents."""
         if self._threads == 1 or len(tasks) <= 1:
             for task in tasks:
                 yield from self._extent(task)
@@ -482,22 +503,30 @@ class LocalEngine:
     memory limit (and spills past it)."""
 
     def __init__(self, store: ObjectStore, formats: dict[str, SegmentFormat],
-                 executor: Executor, *, read_threads: int = 2) -> None:
+                 executor: Executor, *, read_threads: int = 2, fast: bool = True) -> None:
         self.store = store
         self.formats = formats
         self.executor = executor
         self.read_threads = read_threads
+        self.bodies = BodyCache() if fast else None
 
     def read_inputs(self, views: Sequence[str], specs: Sequence[ScanSpec],
-                    counters: Sequence[Callable[[int], None]]) -> dict[str, ScanStream]:
+                    counters: Sequence[Callable[[int], None]],
+                    prefilters: Sequence[BlockPredicate | None] | None = None
+                    ) -> dict[str, ScanStream]:
         """Every planned scan of one statement as a stream, by the view name it is
-        registered as; `counters[i]` counts the stored bytes scan `i` reads."""
-        return {view: ScanStream(spec, self.store, self.formats, count, self.read_threads)
-                for view, spec, count in zip(views, specs, counters, strict=True)}
+        registered as; `counters[i]` counts the stored bytes scan `i` reads, `prefilters[i]`
+        is its pushed predicate, for late materialization (`FastScan`)."""
+        filters = list(prefilters) if prefilters is not None else [None] * len(specs)
+        return {view: ScanStream(spec, self.store, self.formats, count, self.read_threads,
+                                 bodies=self.bodies, prefilter=prefilter)
+                for view, spec, count, prefilter in zip(views, specs, counters, filters,
+                                                        strict=True)}
 
     def read(self, spec: ScanSpec, on_bytes: Callable[[int], None]) -> pa.Table:
         """The whole planned scan as one table in the engines' shape."""
-        stream = ScanStream(spec, self.store, self.formats, on_bytes, self.read_threads)
+        stream = ScanStream(spec, self.store, self.formats, on_bytes, self.read_threads,
+                            bodies=self.bodies)
         return pa.Table.from_batches(list(stream.batches()), schema=_zoneless_schema(
             stream.arrow_schema))
 
