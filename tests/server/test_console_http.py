@@ -116,7 +116,7 @@ def test_sql_syntax_errors_carry_line_and_column(http):
     assert err["code"] == "sql_syntax"
     assert err["details"] == [{"line": 2, "column": 14, "field": "sql",
                                "message": err["message"]}]
-    r = http.post("/v1/query", json={"sql": "\n  DROP TABLE t"})
+    r = http.post("/v1/query", json={"sql": "\n  DROP VIEW t"})
     assert r.json()["error"]["details"][0] | {"message": ""} == {
         "line": 2, "column": 3, "field": "sql", "message": ""}
     r = http.post("/v1/query", json={"kql": "t\n| where a = 1"})

@@ -52,7 +52,7 @@ from shoal.format.tlm import parquet_body_span
 from shoal.format.tokens import tokenize
 from shoal.lru import MISSING, Lru
 from shoal.query.scan_plan import ScanSpec, ScanTask
-from shoal.query.scan_read import stored_columns, to_spark_batch
+from shoal.query.scan_shape import stored_columns, to_spark_batch
 from shoal.storage.base import ObjectStore
 from shoal.types.columns import type_of_field
 from shoal.types.upgrade import upgrade_batch

@@ -6,7 +6,7 @@ string literal or a comment is not one), numbered from 0 in the order they appea
 
 - `parameter_schema`: one field per parameter (`"0"`, `"1"`...), typed by where it stands:
   compared with a column of a table the statement reads (`=`, `<>`, `<`, `IN`, `BETWEEN`,
-  `LIKE`...), the column's answer type (`shoal.query.scan_read.answer_schema`); in `LIMIT` /
+  `LIKE`...), the column's answer type (`shoal.query.scan_shape.answer_schema`); in `LIMIT` /
   `OFFSET`, int64; anywhere else, utf8. The schema only informs the client: any value type
   below can be bound to any parameter, and the engine casts as it would a literal.
 - `bind`: each `?` token replaced by a SQL literal that sqlglot builds from the bound

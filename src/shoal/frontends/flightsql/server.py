@@ -40,7 +40,7 @@ Served:
   `GetTableTypes`, `GetSqlInfo`), answered from the catalog. shoal has one namespace: one
   catalog `shoal` with one schema `default`; table names in SQL are unqualified. A table's
   schema is the one `SELECT *` answers with (`table_schema`, from the scan reader's shapes:
-  `shoal.query.scan_read.answer_schema`), so what a client is told is what it gets.
+  `shoal.query.scan_shape.answer_schema`), so what a client is told is what it gets.
 - Prepared statements: the actions `CreatePreparedStatement` (the guard checks the
   statement at once; a query is planned to announce its `dataset_schema`, its `?`
   parameters standing in as sample values of their `parameter_schema` types) and
@@ -113,7 +113,7 @@ from shoal.frontends.flightsql import parameters
 from shoal.http.statements import (BoundedStream, PlannedQuery, answer_stats, open_stream,
                                 plan_statement, query_schema)
 from shoal.http.state import ServerState
-from shoal.query.scan_read import answer_schema
+from shoal.query.scan_shape import answer_schema
 from shoal.types.schema import Schema
 
 log = logging.getLogger("shoal.server")

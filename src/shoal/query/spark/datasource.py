@@ -33,7 +33,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, Dou
                                StructType, TimestampType)
 
 from shoal.query.scan_plan import TIMESTAMP_NS, ScanSpec, ScanTask, resolve_snapshot
-from shoal.query.scan_read import read_tasks, to_spark_batch
+from shoal.query.scan_read import read_tasks
+from shoal.query.scan_shape import to_spark_batch
 from shoal.types.columns import ColumnType
 from shoal.types.schema import Schema
 
