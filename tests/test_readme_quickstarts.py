@@ -7,7 +7,8 @@ and the blocks run in it one after the other in one bash, in the README's order:
 quick start's server (started in the background, waited for with its own loop) is still
 running while the CLI and Python quick starts work on the same `./shoal-data`, as it would
 be for a user who goes down the page. So the blocks must not clash (each makes its own
-table) and the CLI's must make its own sample file.
+table) and the CLI's must make its own sample file. Last, the CLI is pointed at the running
+server with the `--url` the README gives, and the server is stopped with `kill`.
 
 The one change made to the text: the HTTP port 8720 becomes a free port (and `SHOAL_PORT`
 says so to the server), and the extra listeners' default ports are free ports, so the test
@@ -79,6 +80,12 @@ def _script(port: int) -> str:
         if lang == "python":
             text = f".venv/bin/python - <<'PYTHON'\n{text}PYTHON\n"
         parts.append(f"{text}echo '{END} {name}'\n")
+    # "With `shoal serve` running, the same commands take `--url ...`": the CLI on the curl
+    # quick start's table, through its server
+    url = re.search(r"`(--url http://127\.0\.0\.1:8720)`", (ROOT / "README.md").read_text())
+    assert url, "the README shows the CLI's --url for the quick start's server"
+    parts.append(f'.venv/bin/shoal sql "SELECT service FROM logs ORDER BY service" '
+                 f"{url.group(1)} --format csv\necho '{END} remote'\n")
     # the curl quick start leaves its server running (`$!`); stop it as a user would
     parts.append('kill "$!"; wait "$!"; echo "server exit $?"\n')
     return "".join(parts).replace("8720", str(port))
@@ -86,7 +93,7 @@ def _script(port: int) -> str:
 
 def _sections(stdout: str) -> dict[str, str]:
     out, rest = {}, stdout
-    for name in quickstarts():
+    for name in [*quickstarts(), "remote"]:
         head, sep, rest = rest.partition(f"{END} {name}\n")
         assert sep, f"the {name} quick start did not finish:\n{stdout[-4000:]}"
         out[name] = head
@@ -147,6 +154,9 @@ def test_the_quick_starts_run_as_written_in_a_fresh_directory(tmp_path):
     py = part["python"]
     assert "pyarrow.Table" in py and 'service: [["api"]]' in py and "n: [[1]]" in py, py
     assert "'extents_read': 1" in py, py
+
+    # the CLI through the running server, by the README's --url
+    assert part["remote"].split() == ["service", "api", "web"], part["remote"]
 
     # SIGTERM, as a user's `kill` sends it: the server stops (143: it ended by the signal)
     assert part["after"].strip() in ("server exit 0", "server exit 143"), explain
