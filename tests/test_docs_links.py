@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "BENCHMARKS.md",
                 *(ROOT / "docs").glob("*.md")])
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+FENCE = re.compile(r"^```[^`\n]*\n.*?^```[ \t]*$", re.S | re.M)   # fence lines only
 
 
 def slug(heading: str) -> str:

@@ -541,7 +541,11 @@ def _operations() -> dict[tuple[str, str], Operation]:
                         {"name": "scans", "in": "query", "required": False,
                          "schema": {"type": "boolean", "default": False},
                          "description": "an Arrow answer's X-Shoal-Stats also lists the "
-                                        "scans"}],
+                                        "scans"},
+                        {"name": "engine", "in": "query", "required": False,
+                         "schema": {"enum": ["auto", "local", "spark"]},
+                         "description": "the engine of a SELECT (default: the server's "
+                                        "query_engine); the stats say which ran and why"}],
             body=_json_body(_ref("QueryRequest"), show={"sql": "SHOW TABLES"},
                             select={"sql": "SELECT 1 AS one"},
                             kql={"kql": "logs | where level == 'error' | count"}),
