@@ -423,11 +423,11 @@ def _prom_ops() -> dict[tuple[str, str], Operation]:
                     "application/x-www-form-urlencoded": {"schema": {
                         "type": "object", "properties": {
                             p["name"]: p["schema"] for p in params}}}}}
-            errors = (400, 408, 413, 415) if method == "POST" else (400,)
+            statuses: tuple[int, ...] = (400, 408, 413, 415) if method == "POST" else (400,)
             ops[(method, f"/api/v1/{name}")] = _op(
                 f"prom_{op_name}_{method.lower()}", f"Prometheus API: {name}", "prometheus",
                 scope="query", parameters=params or None,
-                responses=_prom_responses(ok, *errors), **extra)
+                responses=_prom_responses(ok, *statuses), **extra)
     return ops
 
 
