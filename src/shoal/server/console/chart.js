@@ -71,7 +71,7 @@ export function stack(series) {
 }
 
 // The y-range of bars: from 0 (or below, for negative values) to a little over the top.
-function barRange(u, min, max) {
+export function barRange(u, min, max) {
   const lo = Math.min(0, min == null ? 0 : min);
   const hi = Math.max(0, max == null ? 0 : max);
   return hi === lo ? [lo, lo + 1] : [lo, hi + (hi - lo) * 0.05];

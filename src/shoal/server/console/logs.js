@@ -8,6 +8,7 @@
 // current snapshot) and offers to search that range.
 
 import { api, query } from "./api.js";
+import { barRange } from "./chart.js";
 import { clear, count, errorBox, h, time } from "./dom.js";
 import { grid, isNumeric } from "./grid.js";
 
@@ -110,7 +111,7 @@ function histogram(answer, from, to, bin, width) {
   if (typeof uPlot !== "undefined") {
     queueMicrotask(() => new uPlot({
       width: Math.max(320, width), height: 140, legend: { show: false },
-      scales: { x: { time: true, range: [from, to] } },
+      scales: { x: { time: true, range: [from, to] }, y: { range: barRange } },
       series: [{}, { label: "rows", stroke: "#1f77b4", fill: "#1f77b499",
         paths: uPlot.paths.bars({ size: [0.9, 40], align: 1 }), points: { show: false } }],
       axes: [{}, { size: 50 }],
