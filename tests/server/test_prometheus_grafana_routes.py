@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.services]
 
 BODY = "# TYPE orders_total counter\norders_total{shop=\"north\"} 17\n"
 # Grafana's calls, with the parameters it sends
-ROUTES: list[tuple[str, dict[str, str]]] = [
+ROUTES: list[tuple[str, dict[str, str]]] = [   # (status/tsdb: compared once scraped, below)
     ("status/buildinfo", {}),
     ("status/runtimeinfo", {}),
     ("status/config", {}),
@@ -104,6 +104,18 @@ def test_targets_list_the_scrape_jobs_as_prometheus_lists_its_own(pair):
         doc = _get(shoal, "targets", {"state": state}).json()["data"]
         assert len(doc["activeTargets"]) == count and doc["droppedTargets"] == []
     assert "job_name: \"orders\"" in _get(shoal, "status/config").json()["data"]["yaml"]
+
+
+def test_tsdb_status_counts_the_series_of_the_last_two_hours(pair):
+    shoal, prom, _ = pair
+    eventually(lambda: _up_targets(shoal), "shoal's target to be scraped")
+    eventually(lambda: _up_targets(prom), "Prometheus's target to be scraped")
+    ours, theirs = (_get(u, "status/tsdb").json()["data"] for u in (shoal, prom))
+    assert _shape(ours) == _shape(theirs)
+    # one series of the exposition plus the five a scrape adds (up, scrape_duration_seconds..)
+    assert ours["headStats"]["numSeries"] == theirs["headStats"]["numSeries"] == 6
+    assert {"name": "orders_total", "value": 1} in ours["seriesCountByMetricName"]
+    assert {"name": "job=orders", "value": 6} in ours["seriesCountByLabelValuePair"]
 
 
 def test_unknown_routes_and_bad_input_are_prometheus_errors(pair):

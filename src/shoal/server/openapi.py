@@ -414,7 +414,7 @@ def _prom_ops() -> dict[tuple[str, str], Operation]:
             ("rules", [], ("GET",)), ("alerts", [], ("GET",)),
             ("format_query", expr, ("GET", "POST")),
             ("status/runtimeinfo", [], ("GET",)), ("status/config", [], ("GET",)),
-            ("status/flags", [], ("GET",))):
+            ("status/flags", [], ("GET",)), ("status/tsdb", [], ("GET",))):
         op_name = name.replace("/", "_")
         for method in methods:
             extra: dict[str, Any] = {}

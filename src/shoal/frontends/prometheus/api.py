@@ -335,4 +335,5 @@ async def buildinfo() -> Response:
 
 
 # targets, rules, alerts, exemplars, format_query, status/*, then the catch-all: last
-install_status_routes(router, _answer, _json)
+install_status_routes(router, _answer, _json,
+                      lambda request: _promql(request, server_state(request)).storage)

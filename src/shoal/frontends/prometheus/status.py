@@ -12,7 +12,8 @@ Prometheus's documents, so that a client never meets shoal's own error shape the
   the formatting; a parse error is 400 `bad_data`).
 - `status/runtimeinfo`, `status/flags` (the settings that play the part of Prometheus's
   flags), `status/config` (`{"yaml": ...}`: the scrape jobs as a `prometheus.yml` would
-  write them).
+  write them), `status/tsdb` (cardinality, as Prometheus reports its head block: the series
+  with samples in the last two hours, the top 10 of each list; `chunkCount` is 0).
 - Any other path under `/api/v1/`: 404 `not_found` (405 for a known path and another
   method), in Prometheus's error document.
 """
@@ -22,7 +23,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import promql_parser as pp
@@ -34,6 +37,8 @@ from shoal.errors import InvalidPropertyError
 from shoal.frontends.prometheus.binding import ScrapeBinding, is_bound, parse_binding
 from shoal.frontends.prometheus.promql.bounds import check_bounds
 from shoal.frontends.prometheus.promql.errors import PromQLBadDataError, PromQLParseError
+from shoal.frontends.prometheus.promql.model import NAME, Labels
+from shoal.frontends.prometheus.promql.storage import PromStorage
 from shoal.frontends.prometheus.scrape import TargetScrape
 from shoal.http.auth import require_scope
 from shoal.http.state import ServerState
@@ -151,6 +156,37 @@ def flags(state: ServerState) -> dict[str, str]:
             "storage.tsdb.path": str(config.data_dir)}
 
 
+HEAD_WINDOW_MS = 2 * 3600 * 1000    # what Prometheus's head block roughly holds
+TOP = 10
+
+
+def tsdb_status(series: Iterable[Labels], lo_ms: int, hi_ms: int) -> dict[str, Any]:
+    """Prometheus's `status/tsdb` document for `series` (label sets) seen in [lo, hi]."""
+    by_name: Counter[str] = Counter()
+    values: dict[str, set[str]] = {}
+    pairs: Counter[str] = Counter()
+    n = 0
+    for labels in series:
+        n += 1
+        for k, v in labels:
+            if k == NAME:
+                by_name[v] += 1
+            values.setdefault(k, set()).add(v)
+            pairs[f"{k}={v}"] += 1
+
+    def top(counts: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+        ranked = sorted(counts, key=lambda kv: (-kv[1], kv[0]))[:TOP]
+        return [{"name": k, "value": v} for k, v in ranked]
+
+    return {"headStats": {"numSeries": n, "numLabelPairs": len(pairs), "chunkCount": 0,
+                          "minTime": lo_ms, "maxTime": hi_ms},
+            "seriesCountByMetricName": top(by_name.items()),
+            "labelValueCountByLabelName": top((k, len(v)) for k, v in values.items()),
+            "memoryInBytesByLabelName": top((k, sum(len(x) for x in v))
+                                            for k, v in values.items()),
+            "seriesCountByLabelValuePair": top(pairs.items())}
+
+
 def format_query(text: str) -> str:
     """`text` pretty-printed by promql-parser (`prettify`), or 400 `bad_data`."""
     if not text:
@@ -168,9 +204,11 @@ _QUERY = [Depends(require_scope("query"))]
 CATCH_ALL = "/api/v1/{path:path}"
 
 
-def install_status_routes(router: APIRouter, answer: Any, json_response: Any) -> None:
+def install_status_routes(router: APIRouter, answer: Any, json_response: Any,
+                          storage: Callable[[Request], PromStorage]) -> None:
     """Add the routes to `router`, the catch-all last; `answer(request, work, slot=)` runs
-    `work(state, params)` and answers with Prometheus's documents (`api._answer`)."""
+    `work(state, params)` and answers with Prometheus's documents (`api._answer`);
+    `storage(request)` is the server's PromQL storage."""
 
     async def targets(request: Request) -> Response:
         def work(state: ServerState, params: Any) -> Any:
@@ -209,6 +247,13 @@ def install_status_routes(router: APIRouter, answer: Any, json_response: Any) ->
     async def flags_(request: Request) -> Response:
         return await answer(request, lambda s, _p: flags(s), slot=False)
 
+    async def tsdb(request: Request) -> Response:
+        def work(_state: ServerState, _params: Any) -> Any:
+            hi = int(time.time() * 1000)
+            lo = hi - HEAD_WINDOW_MS
+            return tsdb_status(storage(request).series([], lo, hi).values(), lo, hi)
+        return await answer(request, work)      # reads series: under a query slot
+
     routes: list[tuple[str, Any, str, tuple[str, ...]]] = [
         ("targets", targets, "Scrape targets", ("GET",)),
         ("query_exemplars", exemplars, "Exemplars (none are stored)", ("GET", "POST")),
@@ -218,6 +263,7 @@ def install_status_routes(router: APIRouter, answer: Any, json_response: Any) ->
         ("status/runtimeinfo", runtimeinfo, "Runtime information", ("GET",)),
         ("status/config", config, "Configuration as YAML", ("GET",)),
         ("status/flags", flags_, "Flag values", ("GET",)),
+        ("status/tsdb", tsdb, "Cardinality of the last two hours", ("GET",)),
     ]
     for path, endpoint, summary, methods in routes:
         for method in methods:
