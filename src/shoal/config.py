@@ -66,6 +66,8 @@ class Config:
     # PromQL: Prometheus's --query.lookback-delta and --query.max-samples.
     promql_lookback_s: float = 300.0
     promql_max_samples: int = 50_000_000
+    # How OTLP metrics appear to PromQL: under an `otel_` prefix, as they are, or not at all.
+    promql_otlp_metrics: str = "prefixed"
     # Arrow Flight SQL: its port (0 = off; unset: the default port if it is free) and, for
     # grpc+tls, PEM cert and key.
     flight_port: int | None = None
@@ -188,6 +190,7 @@ _INT_FIELDS = frozenset({"port", "otlp_grpc_port", "flight_port", "otlp_grpc_def
                          "local_query_memory",
                          "promql_max_samples", "coerce_workers"})
 QUERY_ENGINES = ("auto", "local", "spark")
+PROMQL_OTLP_MODES = ("prefixed", "bare", "off")
 # Former names still accepted (file key, SHOAL_ variable, flag) -> the setting they set.
 RENAMED = {"local_query_max_bytes": "local_scan_max_bytes"}
 _FLOAT_FIELDS = frozenset({"query_timeout_s", "body_timeout_s", "promql_lookback_s",
@@ -251,6 +254,12 @@ def _coerce(name: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    if name == "promql_otlp_metrics":
+        text = str(value).strip().lower()
+        if text not in PROMQL_OTLP_MODES:
+            raise ConfigError(f"promql_otlp_metrics must be one of "
+                              f"{', '.join(PROMQL_OTLP_MODES)}, got {value!r}")
+        return text
     if name == "query_engine":
         text = str(value).strip().lower()
         if text not in QUERY_ENGINES:
@@ -354,6 +363,9 @@ SETTINGS: dict[str, str] = {
     "promql_lookback_s": "PromQL lookback delta, as Prometheus's `--query.lookback-delta`.",
     "promql_max_samples": "Most samples one PromQL query may load, as Prometheus's "
                           "`--query.max-samples`.",
+    "promql_otlp_metrics": "OTLP metrics in PromQL: `prefixed` (as `otel_<name>`, apart from "
+                           "Prometheus's own series), `bare` (Prometheus's OTLP names, "
+                           "sharing its namespace) or `off` ([Prometheus](prometheus.md)).",
     "flight_port": "Arrow Flight SQL port of `shoal serve` (`--flight-port`); 0 = off. Set, "
                    "a taken port stops the server; unset, see the next line.",
     "flight_default_port": "Flight SQL port when `flight_port` is unset: served if free, "
@@ -439,6 +451,8 @@ def _kind(name: str) -> str:
         return "bytes" if name.endswith("_bytes") else "integer"
     if name == "query_engine":
         return " / ".join(f"`{e}`" for e in QUERY_ENGINES)
+    if name == "promql_otlp_metrics":
+        return " / ".join(f"`{e}`" for e in PROMQL_OTLP_MODES)
     if name == "spark_conf":
         return "`key=value` pairs"
     return "string"

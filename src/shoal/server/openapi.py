@@ -182,7 +182,7 @@ def _schemas() -> dict[str, Schema]:
                             optional=("warnings",)),
         "PromError": _obj({"status": {"const": "error"},
                            "errorType": {"enum": ["bad_data", "execution", "timeout",
-                                                  "unavailable", "internal"]},
+                                                  "unavailable", "internal", "not_found"]},
                            "error": STR}),
         "Error": _obj({"error": _obj({
             "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$",
@@ -405,6 +405,29 @@ def _prom_ops() -> dict[tuple[str, str], Operation]:
     ops[("GET", "/api/v1/status/buildinfo")] = _op(
         "prom_buildinfo", "Prometheus API: build information", "prometheus", scope="query",
         responses=_prom_responses(ok, 400))
+    # what Grafana reads besides queries (`shoal.frontends.prometheus.status`)
+    expr = [param("query", "a PromQL expression", "sum(rate(x_total[5m]))")]
+    for name, params, methods in (
+            ("targets", [param("state", "active, dropped or any", "active"),
+                         param("scrapePool", "one job", "node")], ("GET",)),
+            ("query_exemplars", [*expr, *fields["series"][1:3]], ("GET", "POST")),
+            ("rules", [], ("GET",)), ("alerts", [], ("GET",)),
+            ("format_query", expr, ("GET", "POST")),
+            ("status/runtimeinfo", [], ("GET",)), ("status/config", [], ("GET",)),
+            ("status/flags", [], ("GET",)), ("status/tsdb", [], ("GET",))):
+        op_name = name.replace("/", "_")
+        for method in methods:
+            extra: dict[str, Any] = {}
+            if method == "POST":
+                extra["body"] = {"required": False, "content": {
+                    "application/x-www-form-urlencoded": {"schema": {
+                        "type": "object", "properties": {
+                            p["name"]: p["schema"] for p in params}}}}}
+            statuses: tuple[int, ...] = (400, 408, 413, 415) if method == "POST" else (400,)
+            ops[(method, f"/api/v1/{name}")] = _op(
+                f"prom_{op_name}_{method.lower()}", f"Prometheus API: {name}", "prometheus",
+                scope="query", parameters=params or None,
+                responses=_prom_responses(ok, *statuses), **extra)
     return ops
 
 

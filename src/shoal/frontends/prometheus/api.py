@@ -5,7 +5,9 @@ are merged): `/api/v1/query` (`query`, `time`, `timeout`), `/api/v1/query_range`
 `start`, `end`, `step`, `timeout`), `/api/v1/series` (`match[]`, `start`, `end`, `limit`),
 `/api/v1/labels` and `/api/v1/label/{name}/values` (optional `match[]`, `start`, `end`,
 `limit`), `/api/v1/metadata` (`metric`, `limit`; the newest row per metric of
-`config.prometheus_metadata_table`) and `/api/v1/status/buildinfo`. Times are RFC 3339 or
+`config.prometheus_metadata_table`) and `/api/v1/status/buildinfo`; `status.py` adds the
+rest of what Grafana calls (targets, rules, alerts, exemplars, format_query, status/*) and
+answers any other path under `/api/v1/` with Prometheus's 404 document. Times are RFC 3339 or
 unix seconds, `step`/`timeout` seconds or a Prometheus duration (`30s`, `1m30s`).
 
 Answers are Prometheus's documents: `{"status": "success", "data": ...}`, or
@@ -40,6 +42,7 @@ from shoal.frontends.prometheus.promql import (PromQL, PromQLBadDataError, PromQ
                                                PromQLParseError, promql_for)
 from shoal.frontends.prometheus.promql.bounds import check_bounds
 from shoal.frontends.prometheus.promql.evaluator import selector_matchers
+from shoal.frontends.prometheus.status import install_status_routes
 from shoal.frontends.prometheus.promql.params import (MAX_TIME_MS, MIN_TIME_MS, parse_duration_ms,
                                                       parse_time)
 from shoal.http.auth import require_scope
@@ -329,3 +332,8 @@ async def buildinfo() -> Response:
     return _json({"status": "success", "data": {
         "version": BUILD_VERSION, "revision": "shoal", "branch": "shoal", "buildUser": "shoal",
         "buildDate": "", "goVersion": "none"}})
+
+
+# targets, rules, alerts, exemplars, format_query, status/*, then the catch-all: last
+install_status_routes(router, _answer, _json,
+                      lambda request: _promql(request, server_state(request)).storage)

@@ -69,6 +69,8 @@ class ScrapeKind:
         self.db = db
         self.clock = clock
         self.sleep = sleep
+        # (table, target) -> its latest scrape, for the Prometheus API's targets page
+        self.last: dict[tuple[str, str], TargetScrape] = {}
 
     def is_bound(self, properties: Mapping[str, Any]) -> bool:
         return is_bound(properties)
@@ -100,6 +102,8 @@ class ScrapeKind:
                       state.error)
             return []
         state.gauge("round_seconds", time.perf_counter() - began)
+        for r in results:
+            self.last[(scraper.binding.table, r.target)] = r
         down = [r for r in results if not r.up]
         state.count(scrapes=len(results), scrape_failures=len(down),
                     samples=sum(r.samples for r in results), rows=sum(r.rows for r in results),

@@ -66,9 +66,37 @@ export async function api(path, { method = "GET", body, signal, accept, text = f
   return text ? r.text() : r.json();
 }
 
-// One statement: {sql} or {kql}; the answer document of POST /v1/query.
-export function query(language, text, { signal, accept } = {}) {
-  return api("/v1/query", { method: "POST", body: { [language]: text }, signal, accept });
+const BUSY_RETRIES = 5;
+
+// Resolves after `seconds`, or rejects with an AbortError when `signal` aborts first.
+function pause(seconds, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal && signal.aborted) { reject(new DOMException("aborted", "AbortError")); return; }
+    const t = setTimeout(resolve, seconds * 1000);
+    if (signal) {
+      signal.addEventListener("abort", () => {
+        clearTimeout(t);
+        reject(new DOMException("aborted", "AbortError"));
+      }, { once: true });
+    }
+  });
+}
+
+// One statement: {sql} or {kql}; the answer document of POST /v1/query. A 429
+// `too_many_queries` is retried a few times, a second apart: the statements of a search the
+// user has just replaced (aborted here) hold their query slots until the server sees them
+// go, and a new search must not fail because of them.
+export async function query(language, text, { signal, accept } = {}) {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await api("/v1/query", { method: "POST", body: { [language]: text }, signal,
+        accept });
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.code !== "too_many_queries" ||
+          attempt >= BUSY_RETRIES) throw e;
+      await pause(1, signal);
+    }
+  }
 }
 
 export function quote(name) {

@@ -3,6 +3,10 @@
 // answer, one per group (their values joined) and numeric column. Bars when the numbers are
 // counts (`count`, `count_`, `n`, `*_count`) or when a KQL render hint asks for a column or
 // bar chart; lines for `timechart`/`linechart`; no chart for `render table`.
+//
+// Bars of several series are stacked (each group's bar sits on the one below, in opaque
+// colours; the legend lists them top of the stack first and shows each one's own value),
+// and the y-axis of bars starts at 0, so a bar's height is its value.
 
 import { h } from "./dom.js";
 import { isNumeric, isTime } from "./grid.js";
@@ -49,38 +53,78 @@ export function chartData(answer, render) {
   };
 }
 
+// Running totals of `series` (bottom first) for a stacked bar chart: a time point where
+// every series is null stays null.
+export function stack(series) {
+  const out = [];
+  let below = null;
+  for (const s of series) {
+    const sums = s.values.map((v, i) => {
+      const base = below ? below[i] : null;
+      if (v == null) return base;
+      return (base || 0) + v;
+    });
+    out.push(sums);
+    below = sums;
+  }
+  return out;
+}
+
+// The y-range of bars: from 0 (or below, for negative values) to a little over the top.
+export function barRange(u, min, max) {
+  const lo = Math.min(0, min == null ? 0 : min);
+  const hi = Math.max(0, max == null ? 0 : max);
+  return hi === lo ? [lo, lo + 1] : [lo, hi + (hi - lo) * 0.05];
+}
+
 export function chart(answer, render, width) {
   const data = chartData(answer, render);
   if (!data || !data.x.length || typeof uPlot === "undefined") return null;
   const { x, series, bars } = data;
+  const stacked = bars && series.length > 1;
   const figure = h("figure.chart", {
-    dataset: { series: String(series.length), kind: bars ? "bars" : "lines" },
+    dataset: { series: String(series.length), kind: bars ? "bars" : "lines",
+      layout: stacked ? "stacked" : "single" },
   });
   const caption = h("figcaption", `${data.title ? `${data.title}: ` : ""}` +
-    `${series.length} series over ${x.length} time points (${bars ? "bars" : "lines"})`);
-  const barPaths = bars ? uPlot.paths.bars({ size: [0.8 / Math.max(1, series.length), 40] })
-    : null;
+    `${series.length} series over ${x.length} time points ` +
+    `(${stacked ? "stacked bars" : bars ? "bars" : "lines"})`);
+  const colour = (i) => PALETTE[i % PALETTE.length];
+  // drawn tallest (the whole stack) first, so each lower part is painted over it
+  const order = series.map((s, i) => i);
+  if (stacked) order.reverse();
+  const sums = stacked ? stack(series) : series.map((s) => s.values);
   const opts = {
     width: Math.max(320, width || 900),
     height: 280,
-    scales: { x: { time: true } },
-    series: [{ label: "time" }, ...series.map((s, i) => ({
-      label: s.label,
-      stroke: PALETTE[i % PALETTE.length],
-      fill: bars ? `${PALETTE[i % PALETTE.length]}99` : undefined,
-      width: bars ? 0 : 1.5,
-      paths: barPaths || undefined,
-      points: { show: !bars && x.length < 60 },
-      spanGaps: false,
-    }))],
+    scales: { x: { time: true }, y: bars ? { range: barRange } : {} },
+    series: [{ label: "time" }, ...order.map((i) => {
+      const s = {
+        label: series[i].label,
+        stroke: colour(i),
+        fill: stacked ? colour(i) : bars ? `${colour(i)}99` : undefined,
+        width: bars ? 0 : 1.5,
+        paths: bars ? uPlot.paths.bars({ size: [0.8, 60] }) : undefined,
+        points: { show: !bars && x.length < 60 },
+        spanGaps: false,
+      };
+      // the legend shows the series' own value, not the running total it is drawn at
+      if (stacked) {
+        s.value = (u, v, si, idx) => (idx == null || series[i].values[idx] == null
+          ? "--" : series[i].values[idx]);
+      }
+      return s;
+    })],
     axes: [{}, { size: 60 }],
+    // where the y-axis starts, once drawn (the tests read it; so can a curious user)
+    hooks: { draw: [(u) => { figure.dataset.yMin = String(u.scales.y.min); }] },
   };
+  figure.colours = Object.fromEntries(series.map((s, i) => [s.label, colour(i)]));
   const target = h("div.chart-plot");
   figure.append(target, caption);
   // uPlot measures the page: build it once the figure is in the document.
   queueMicrotask(() => {
-    // eslint-disable-next-line no-new
-    new uPlot(opts, [x, ...series.map((s) => s.values)], target);
+    figure.uplot = new uPlot(opts, [x, ...order.map((i) => sums[i])], target);
   });
   return figure;
 }

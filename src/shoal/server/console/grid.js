@@ -1,6 +1,10 @@
 // The result grid: typed column headers, nulls shown as null, JSON (dynamic) values
 // pretty-printed, numbers right-aligned, long answers paged. `onCell(column, value)` (if
 // given) makes each value a button, e.g. to filter by it.
+//
+// `compact` (the log view): one line per row. No value wraps; a long one is cut with an
+// ellipsis and carries its full text as a tooltip, and a JSON value opens in full
+// (pretty-printed) when clicked, and closes again.
 
 import { h } from "./dom.js";
 
@@ -35,7 +39,7 @@ export function grid(answer, { onCell, pageSize = PAGE_SIZE, label = "Result",
   const wrap = h("div.grid-wrap");
   const pages = Math.max(1, Math.ceil(rows.length / pageSize));
   let page = 0;
-  const table = h("table.grid", { "aria-label": label });
+  const table = h(compact ? "table.grid.compact" : "table.grid", { "aria-label": label });
   const status = h("span.pager-status", { "aria-live": "polite" });
   const prev = h("button", { type: "button", onclick: () => show(page - 1) }, "‹ Previous");
   const next = h("button", { type: "button", onclick: () => show(page + 1) }, "Next ›");
@@ -53,8 +57,30 @@ export function grid(answer, { onCell, pageSize = PAGE_SIZE, label = "Result",
         const c = columns[i];
         const content = cell(v, c.type, compact);
         const td = h("td", { class: isNumeric(c.type) ? "num" : null });
-        if (onCell && v !== null && asJson(v) === undefined) {
-          td.append(h("button.cell", { type: "button", title: `filter by ${c.name}`,
+        const json = v === null ? undefined : asJson(v);
+        if (compact && v !== null && v !== undefined) {
+          td.classList.add("clip");
+          td.title = json === undefined ? String(v) : JSON.stringify(json);
+        }
+        if (compact && json !== undefined) {
+          td.classList.add("expandable");
+          td.tabIndex = 0;
+          td.setAttribute("aria-expanded", "false");
+          const toggle = () => {
+            const open = td.classList.toggle("open");
+            td.setAttribute("aria-expanded", String(open));
+            td.replaceChildren(open ? h("pre.json", JSON.stringify(json, null, 2))
+              : cell(v, c.type, true));
+          };
+          td.addEventListener("click", toggle);
+          td.addEventListener("keydown", (ev) => {
+            if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); toggle(); }
+          });
+        }
+        if (onCell && v !== null && json === undefined) {
+          const hint = `filter by ${c.name}`;
+          td.append(h("button.cell", { type: "button",
+            title: compact ? `${String(v)}\n(click: ${hint})` : hint,
             onclick: () => onCell(c, v) }, content));
         } else {
           td.append(content);

@@ -4,14 +4,19 @@
 // `field:value` (or `attrs.path:value` into a dynamic column) keeps the rows whose field is
 // that value. The search becomes one KQL query, shown under the box; a histogram of the
 // matching rows over time sits above the newest rows. Clicking a value filters by it.
+// When nothing matches, a hint says when the table does have rows (the time range of its
+// current snapshot) and offers to search that range.
 
 import { api, query } from "./api.js";
-import { clear, count, errorBox, h } from "./dom.js";
+import { barRange } from "./chart.js";
+import { clear, count, errorBox, h, time } from "./dom.js";
 import { grid, isNumeric } from "./grid.js";
 
 const ROWS_SHOWN = 500;
 const TEXT_COLUMNS = ["message", "body", "msg", "log", "text", "line"];
 const RANGES = { "15m": 15 * 60, "1h": 3600, "24h": 86400 };
+const RANGE_WORDS = { "15m": "in the last 15 minutes", "1h": "in the last hour",
+  "24h": "in the last 24 hours" };
 const BINS = [1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 86400];
 const FIELD = /^([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*):(.+)$/;
 
@@ -106,7 +111,7 @@ function histogram(answer, from, to, bin, width) {
   if (typeof uPlot !== "undefined") {
     queueMicrotask(() => new uPlot({
       width: Math.max(320, width), height: 140, legend: { show: false },
-      scales: { x: { time: true, range: [from, to] } },
+      scales: { x: { time: true, range: [from, to] }, y: { range: barRange } },
       series: [{}, { label: "rows", stroke: "#1f77b4", fill: "#1f77b499",
         paths: uPlot.paths.bars({ size: [0.9, 40], align: 1 }), points: { show: false } }],
       axes: [{}, { size: 50 }],
@@ -132,6 +137,7 @@ export function render(main, chosen) {
   const go = h("button#search-run", { type: "submit" }, "Search");
   const kqlView = h("pre#logs-kql.muted");
   const status = h("span#logs-status.muted", { role: "status" });
+  const hint = h("p#logs-hint.muted", { hidden: true });
   const out = h("div#logs-result");
   let columns = [];
   let ctl = null;
@@ -161,6 +167,8 @@ export function render(main, chosen) {
     if (!table) return;
     const win = window_();
     clear(out);
+    clear(hint);
+    hint.hidden = true;
     if (!win) {
       out.append(errorBox({ code: "bad_range", message: "pick a start before the end" }));
       return;
@@ -181,11 +189,44 @@ export function render(main, chosen) {
         (total > rows.rows.length ? `, newest ${rows.rows.length} shown` : "");
       clear(out, fig, grid(rows, { label: "Log rows", compact: true,
         onCell: (col, v) => addFilter(col.name, v) }));
+      if (total === 0) emptyHint(table, from, to, ctl.signal);
     } catch (e) {
       if (e.name === "AbortError") return;
       status.textContent = "failed";
       clear(out, errorBox(e, q.rows));
     }
+  }
+
+  // "no rows in the last hour; this table has rows from X to Y", and a button to look there
+  async function emptyHint(table, from, to, signal) {
+    let storage;
+    try {
+      storage = await api(`/v1/tables/${encodeURIComponent(table)}/storage`, { signal });
+    } catch (e) {
+      if (e.name !== "AbortError") console.warn("no time range for the hint", e);
+      return;
+    }
+    if (signal.aborted) return;
+    const when = RANGE_WORDS[range.value] ||
+      `between ${time(from)} and ${time(to)}`;
+    const what = search.value.trim() ? "no matching rows" : "no rows";
+    if (storage.min_ts == null) {
+      clear(hint, `${what} ${when}; this table has no rows yet`);
+    } else {
+      const lo = Math.floor(storage.min_ts / 1e9);
+      const hi = Math.ceil(storage.max_ts / 1e9);
+      clear(hint, `${what} ${when}; this table has rows from `,
+        h("time.from", { datetime: new Date(lo * 1000).toISOString() }, time(lo)), " to ",
+        h("time.to", { datetime: new Date(hi * 1000).toISOString() }, time(hi)), " ",
+        h("button.link#search-table-range", { type: "button", onclick: () => {
+          range.value = "custom";
+          custom.hidden = false;
+          fromIn.value = new Date(lo * 1000).toISOString().slice(0, 19);
+          toIn.value = new Date((hi + 1) * 1000).toISOString().slice(0, 19);
+          run();
+        } }, "search that range"));
+    }
+    hint.hidden = false;
   }
 
   function addFilter(name, value) {
@@ -202,7 +243,7 @@ export function render(main, chosen) {
   tableSel.addEventListener("change", () => {
     location.hash = `#/logs/${encodeURIComponent(tableSel.value)}`;
   });
-  clear(main, h("h1", "Logs"), form, h("details.kql", h("summary", "KQL"), kqlView), status, out);
+  clear(main, h("h1", "Logs"), form, h("details.kql", h("summary", "KQL"), kqlView), status, hint, out);
 
   (async () => {
     try {

@@ -118,6 +118,8 @@ export function render(main, initial = {}) {
         }
       } else {
         status.textContent = "failed";
+        // the previous answer's stats, chart and grid would read as this query's
+        clear(result);
         errorSlot.append(errorBox(e, text));
         const pos = e.position;
         if (pos) {

@@ -57,14 +57,22 @@ function columnsTable(columns) {
       h("td", c.default === undefined ? "—" : JSON.stringify(c.default))))));
 }
 
+// Each version against the one before: "added region", "widened status from int to string".
 function schemaHistory(versions) {
-  return h("ol.schema-history", versions.slice().reverse().map((v) => h("li",
-    { dataset: { version: String(v.version) } },
-    h("strong", `v${v.version}`), " ",
-    v.version === 1 || !v.added.length && !v.widened.length
-      ? `${v.columns.length} columns`
-      : [v.added.length ? `added ${v.added.join(", ")}` : "",
-        v.widened.length ? ` widened ${v.widened.join(", ")}` : ""].join(""))));
+  const typeIn = (v) => new Map(v.columns.map((c) => [c.name, c.type]));
+  const items = versions.map((v, i) => {
+    const before = i ? typeIn(versions[i - 1]) : new Map();
+    const now = typeIn(v);
+    const widened = v.widened.map((n) => (before.has(n)
+      ? `${n} from ${before.get(n)} to ${now.get(n)}` : n));
+    return h("li", { dataset: { version: String(v.version) } },
+      h("strong", `v${v.version}`), " ",
+      v.version === 1 || !v.added.length && !v.widened.length
+        ? `${v.columns.length} columns`
+        : [v.added.length ? `added ${v.added.join(", ")}` : "",
+          widened.length ? `widened ${widened.join(", ")}` : ""].filter(Boolean).join("; "));
+  });
+  return h("ol.schema-history", items.reverse());
 }
 
 function summaryText(s) {

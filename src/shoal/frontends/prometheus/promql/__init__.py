@@ -18,6 +18,7 @@ import pyarrow as pa
 from shoal.frontends.prometheus.promql.engine import PromQL, PromResult, parse
 from shoal.frontends.prometheus.promql.errors import (PromQLBadDataError, PromQLExecutionError,
                                                       PromQLParseError, PromQLTooManySamplesError)
+from shoal.frontends.prometheus.promql.otlp import OTLP_PREFIX
 from shoal.frontends.prometheus.promql.storage import LabelMatcher, PromStorage, Reader
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ def promql_for(engine: QueryEngine, config: Config, *, lookback_ms: int = 300_00
     """A PromQL evaluator over the tables of `engine`'s database."""
     reader = Reader(engine.db.catalog.list_tables,
                     parallel_read(engine, max(1, min(4, os.cpu_count() or 1))))
+    mode = config.promql_otlp_metrics
     storage = PromStorage(reader, prometheus_table=config.prometheus_table,
-                          otlp_table=config.otlp_metrics_table, max_samples=max_samples)
+                          otlp_table=None if mode == "off" else config.otlp_metrics_table,
+                          otlp_prefix=OTLP_PREFIX if mode == "prefixed" else "",
+                          max_samples=max_samples)
     return PromQL(storage, lookback_ms=lookback_ms, max_samples=max_samples)

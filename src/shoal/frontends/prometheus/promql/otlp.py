@@ -1,6 +1,9 @@
 """The OTLP metrics table (`config.otlp_metrics_table`) as PromQL series, as Prometheus's
 OTLP receiver translates OTLP (without its unit and type suffixes).
 
+- Prefix: by default (`promql_otlp_metrics = prefixed`) every name gets `otel_` in front
+  (`otel_http_server_duration`), so OTLP metrics never mix with Prometheus's own series of
+  the same name; `bare` leaves the names as below, `off` keeps the table out of PromQL.
 - Names: every character outside `[a-zA-Z0-9_:]` becomes `_` (`http.server.duration` ->
   `http_server_duration`); a leading digit gets a `_` prefix. Label names likewise, minus
   `:`.
@@ -36,13 +39,14 @@ from shoal.frontends.prometheus.promql.model import (NAME, Labels, RawSeries, fo
 _BAD_NAME = re.compile(r"[^a-zA-Z0-9_:]")
 _BAD_LABEL = re.compile(r"[^a-zA-Z0-9_]")
 _decode = msgspec.json.Decoder().decode
+OTLP_PREFIX = "otel_"
 _COLUMNS = ["_timestamp", "service_name", "name", "metric_type", "aggregation_temporality",
             "value", "count", "sum", "bucket_counts", "explicit_bounds", "quantiles",
             "attributes", "resource"]
 
 
-def metric_name(name: str) -> str:
-    out = _BAD_NAME.sub("_", name)
+def metric_name(name: str, prefix: str = "") -> str:
+    out = prefix + _BAD_NAME.sub("_", name)
     return "_" + out if out[:1].isdigit() else out
 
 
@@ -68,9 +72,10 @@ def _json(value: Any) -> Any:
     return value
 
 
-def names_of(name: str, kind: str | None, temporality: str | None) -> list[str]:
+def names_of(name: str, kind: str | None, temporality: str | None, prefix: str = ""
+             ) -> list[str]:
     """The PromQL names an OTLP metric becomes (none when it is not mapped)."""
-    base = metric_name(name)
+    base = metric_name(name, prefix)
     if kind == "gauge":
         return [base]
     if kind == "sum" and temporality == "CUMULATIVE":
@@ -85,9 +90,10 @@ def names_of(name: str, kind: str | None, temporality: str | None) -> list[str]:
 class OtlpSeriesSource:
     """Reads `table` (OTLP metrics layout) through `read(table, predicate, ...)`."""
 
-    def __init__(self, read: Any, table: str) -> None:
+    def __init__(self, read: Any, table: str, *, prefix: str = "") -> None:
         self.read = read
         self.table = table
+        self.prefix = prefix
         self._names = Lru(4 << 20)
 
     def names(self, snapshot: int, lo_ms: int, hi_ms: int) -> dict[str, set[str]]:
@@ -109,7 +115,7 @@ class OtlpSeriesSource:
         for row in t.group_by(["name", "metric_type", "aggregation_temporality"]
                               ).aggregate([]).to_pylist():
             for prom in names_of(row["name"] or "", row["metric_type"],
-                                 row["aggregation_temporality"]):
+                                 row["aggregation_temporality"], self.prefix):
                 out.setdefault(prom, set()).add(row["name"])
         return out
 
@@ -128,7 +134,7 @@ class OtlpSeriesSource:
                   ) // 1_000_000
             if not lo_ms <= ms <= hi_ms:
                 continue
-            for labels, value in _points(row):
+            for labels, value in _points(row, self.prefix):
                 samples.setdefault(labels, []).append((ms, value))
         out = []
         for labels, points in samples.items():
@@ -141,7 +147,7 @@ class OtlpSeriesSource:
         return out
 
 
-def _points(row: dict[str, Any]) -> Iterator[tuple[Labels, float]]:
+def _points(row: dict[str, Any], prefix: str) -> Iterator[tuple[Labels, float]]:
     base: dict[str, str] = {label_name(k): v for k, v in _flat(_json(row["attributes"]))}
     if row["service_name"]:
         base["job"] = row["service_name"]
@@ -149,7 +155,7 @@ def _points(row: dict[str, Any]) -> Iterator[tuple[Labels, float]]:
     instance = dict(_flat(resource)).get("service.instance.id")
     if instance:
         base["instance"] = instance
-    name = metric_name(row["name"] or "")
+    name = metric_name(row["name"] or "", prefix)
     kind, temporality = row["metric_type"], row["aggregation_temporality"]
 
     def series(metric: str, **extra: str) -> Labels:

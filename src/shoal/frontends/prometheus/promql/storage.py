@@ -102,11 +102,13 @@ class PromStorage:
     """Series and samples of the Prometheus-layout tables (see the module docstring)."""
 
     def __init__(self, reader: Reader, *, prometheus_table: str,
-                 otlp_table: str | None = None, max_samples: int = 50_000_000,
+                 otlp_table: str | None = None, otlp_prefix: str = "",
+                 max_samples: int = 50_000_000,
                  cache_bytes: int = 64 << 20) -> None:
         self.reader = reader
         self.prometheus_table = prometheus_table
-        self.otlp = None if otlp_table is None else OtlpSeriesSource(reader.read, otlp_table)
+        self.otlp = None if otlp_table is None else OtlpSeriesSource(reader.read, otlp_table,
+                                                                        prefix=otlp_prefix)
         self.max_samples = max_samples
         self._series_cache = Lru(cache_bytes)
 
