@@ -43,7 +43,7 @@ def ddb(tmp_path_factory, spark):
     db.ingest_ndjson("ev", ndjson(rows_at(0, 3, code="a")))
     db.sql("ALTER TABLE ev ADD COLUMN n int")
     db.ingest_ndjson("ev", ndjson(rows_at(1, 3, code="b", n=lambda i: i + 1)))
-    db.sql("ALTER TABLE ev ADD COLUMN n long")
+    db.sql("ALTER TABLE ev ALTER COLUMN n TYPE long")
     db.ingest_ndjson("ev", ndjson(rows_at(2, 3, code="c", n=lambda i: 2**40 + i)))
     # spans: vectors, dynamic values of every JSON kind, ns timestamps
     db.create_table("spans", [Column("name", STRING), Column("emb", vector(3)),

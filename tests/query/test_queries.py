@@ -86,7 +86,7 @@ def test_schema_versions_read_with_nulls_and_widened_values(db):
     db.ingest_ndjson("ev", ndjson(rows_at(0, 3, code="a")))                       # v1
     db.sql("ALTER TABLE ev ADD COLUMN n int")
     db.ingest_ndjson("ev", ndjson(rows_at(1, 3, code="b", n=lambda i: i + 1)))   # v2
-    db.sql("ALTER TABLE ev ADD COLUMN n long")                                   # widen
+    db.sql("ALTER TABLE ev ALTER COLUMN n TYPE long")                             # widen
     db.ingest_ndjson("ev", ndjson(rows_at(2, 3, code="c", n=lambda i: 2**40 + i)))
     assert db.describe("ev")["schema_version"] >= 3
     r = db.query("SELECT code, n FROM ev ORDER BY _timestamp")
