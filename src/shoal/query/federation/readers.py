@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from shoal.errors import ForeignSourceError, TableNotFoundError
+from shoal.errors import ForeignSourceError, InvalidPropertyError
 from shoal.query.federation.source import Family, Source, mysql_family, postgres_family
 from shoal.secrets import scrub
 
@@ -100,8 +100,8 @@ def read_source(source: Source, sql: str, *, timeout_s: float | None) -> pa.Tabl
 
 def source_columns(source: Source, *, timeout_s: float | None = 30.0,
                    table: str | None = None) -> list[SourceColumn]:
-    """The source table's columns in their order; `TableNotFoundError` when it has none
-    (absent, or not visible to the user)."""
+    """The source table's columns in their order; `InvalidPropertyError` (the
+    `source_table`) when it has none (absent, or not visible to the user)."""
     if source.dialect == "postgres":
         sql = ("SELECT column_name AS name, data_type AS data_type, data_type AS full_type "
                "FROM information_schema.columns "
@@ -122,8 +122,9 @@ def source_columns(source: Source, *, timeout_s: float | None = 30.0,
                   else mysql_family(data_type, full))
         out.append(SourceColumn(name, family))
     if not out:
-        raise TableNotFoundError(f"{source.qualified} at {source.masked}"
-                                 if table is None else table)
+        where = f" of foreign table {table}" if table else ""
+        raise InvalidPropertyError(f"source_table{where}: no table {source.qualified} at "
+                                   f"{source.masked} (or none the user may read)")
     return out
 
 
