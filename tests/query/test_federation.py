@@ -132,6 +132,21 @@ def test_allowed_hosts_refuse_before_connecting(tmp_path, caplog):
     assert SECRET not in caplog.text
 
 
+def test_source_is_only_for_foreign_tables(tmp_path):
+    db = shoal.connect(data_dir=str(tmp_path / "data"), allowed_hosts="127.0.0.1")
+    try:
+        with pytest.raises(InvalidPropertyError, match="CREATE FOREIGN TABLE"):
+            db.sql("CREATE TABLE t (a int) WITH (source='postgresql://u@127.0.0.1/d', "
+                   "source_table='x')")
+        db.sql("CREATE TABLE t (a int)")
+        db.ingest_ndjson("t", b'{"a": 1}\n')
+        with pytest.raises(InvalidPropertyError, match="CREATE FOREIGN TABLE"):
+            db.sql("ALTER TABLE t SET TBLPROPERTIES ('source' = 'postgresql://u@127.0.0.1/d')")
+        assert db.sql("SELECT a FROM t").table.to_pylist() == [{"a": 1}]
+    finally:
+        db.close()
+
+
 # ---- against the shared Postgres and MariaDB ----------------------------------------------------
 @pytest.fixture
 def fdb(tmp_path, monkeypatch):
@@ -290,6 +305,8 @@ def test_foreign_tables_are_never_written(fdb, pg_orders):
         fdb.sql("TRUNCATE TABLE pg_orders")
     with pytest.raises(ReadOnlyTableError):
         fdb.sql("ALTER TABLE pg_orders ADD COLUMN extra string")
+    with pytest.raises(InvalidPropertyError, match="cannot lose its source"):
+        fdb.sql("ALTER TABLE pg_orders UNSET TBLPROPERTIES ('source')")
     assert fdb.sql("DROP TABLE pg_orders").table.to_pylist() == [
         {"name": "pg_orders", "status": "dropped"}]
     with pytest.raises(TableNotFoundError):

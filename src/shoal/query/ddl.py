@@ -665,13 +665,14 @@ class _Parser:
 def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
     """Run a parsed DDL statement; schema problems raise the catalog's `SchemaError`s."""
     if isinstance(stmt, CreateTable):
-        from shoal.query.federation.create import create_foreign_table
+        from shoal.query.federation.create import check_create, create_foreign_table
 
         status = "created"
         try:
             if stmt.foreign:
                 create_foreign_table(db, stmt.name, stmt.columns, dict(stmt.properties))
             else:
+                check_create(stmt.properties)
                 db.create_table(stmt.name, stmt.columns,
                                 mode=stmt.mode,  # type: ignore[arg-type]
                                 properties=dict(stmt.properties))
@@ -693,6 +694,9 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
     if isinstance(stmt, AlterTableColumn):
         return _alter_column(stmt, db)
     if isinstance(stmt, AlterTableSetProperties):
+        from shoal.query.federation.create import check_property_change
+
+        check_property_change(db, stmt.name, stmt.properties)
         before = db.describe(stmt.name)["properties"]
         db.set_properties(stmt.name, dict(stmt.properties))
         doc = db.describe(stmt.name)

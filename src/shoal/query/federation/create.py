@@ -69,3 +69,24 @@ def refuse_write(db: Database, name: str, what: str) -> None:
 def refuse_schema_change(db: Database, name: str) -> None:
     refuse_write(db, name, "altered (its columns follow the source; drop and create it "
                            "again)")
+
+
+def check_property_change(db: Database, name: str, changes: dict[str, Any]) -> None:
+    """`source` is what makes a table foreign: it cannot be set on a shoal table (whose
+    extents would vanish behind the source) nor unset on a foreign table."""
+    if "source" not in changes:
+        return
+    info = db.catalog.load_table(name)
+    if not is_foreign(info.properties):
+        raise InvalidPropertyError(f"source: table {name} holds its own rows; a table that "
+                                   "reads another database is made by CREATE FOREIGN TABLE")
+    if not str(changes["source"] or "").strip():
+        raise InvalidPropertyError(f"source: foreign table {name} cannot lose its source "
+                                   "(DROP TABLE removes it)")
+
+
+def check_create(properties: dict[str, Any]) -> None:
+    """A plain CREATE TABLE does not take `source` (CREATE FOREIGN TABLE does)."""
+    if "source" in properties:
+        raise InvalidPropertyError("source: a table that reads another database is made by "
+                                   "CREATE FOREIGN TABLE")
