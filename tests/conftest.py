@@ -9,7 +9,7 @@ import pytest
 from tests.pg import fresh_schema, require_postgres
 from tests.support.clock import ManualClock
 
-pytest_plugins = ["tests.support.tiers", "tests.support.fixtures"]
+pytest_plugins = ["tests.support.tiers", "tests.support.fixtures", "tests.support.sources"]
 
 
 @pytest.fixture(scope="session")

@@ -583,6 +583,43 @@ class ResultTooLargeError(QueryError):
                          "smaller columns")
 
 
+class ForeignRowCapError(QueryError):
+    """A foreign table's source answered more rows than one read may fetch."""
+
+    code = "foreign_row_cap"
+
+    def __init__(self, table: str, cap: int) -> None:
+        self.table = table
+        self.cap = cap
+        super().__init__(f"foreign table {table}: the source has more than {cap} rows for "
+                         "this read (query_max_rows); add a filter the source can apply "
+                         "(comparisons, IN, IS NULL) or select fewer rows")
+
+
+class ReadOnlyTableError(RequestError):
+    """A write (ingest, DELETE, TRUNCATE, schema change) to a foreign table, which only
+    reads its source."""
+
+    code = "read_only_table"
+
+    def __init__(self, table: str, what: str = "written to") -> None:
+        self.table = table
+        super().__init__(f"table {table} is a foreign table: it reads its source live and "
+                         f"cannot be {what}")
+
+
+class ForeignSourceError(UnavailableError):
+    """A foreign table's source failed to answer (unreachable, refused the login, no such
+    table, timed out). The message never holds a password."""
+
+    code = "foreign_source_error"
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(f"foreign source {source}: {reason}")
+
+
 class EngineUnavailableError(UnavailableError):
     """The query engine (the Spark session) is dead, wedged or restarting; retry later."""
 

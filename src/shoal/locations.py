@@ -1,9 +1,9 @@
 """Where bound pipelines may read from or connect to (`SHOAL_ALLOWED_*`, docs/security.md).
 
 A table property can make the server read a directory (`filedrop_path`) or connect to a host
-(`kafka_bootstrap`, `scrape_targets`). Whoever may create tables could otherwise point
-the server at any file or any host it can reach, so every such property must lie inside the
-locations the operator allowed:
+(`kafka_bootstrap`, `scrape_targets`, a foreign table's `source` URL). Whoever may create
+tables could otherwise point the server at any file or any host it can reach, so every such
+property must lie inside the locations the operator allowed:
 
 - paths: the data directory, plus each entry of `allowed_paths` (comma-separated local
   directories or `s3://bucket/prefix` prefixes). A local path is compared after resolving
@@ -34,6 +34,11 @@ from shoal.errors import LocationNotAllowedError
 
 PATH_PROPERTIES = frozenset({"filedrop_path"})
 HOST_PROPERTIES = frozenset({"kafka_bootstrap", "scrape_targets"})
+# properties holding one database URL (`scheme://[user[:password]@]host[:port]/...`):
+# its host and port are checked; a missing port is the scheme's default one
+URL_PROPERTIES = frozenset({"source"})
+DEFAULT_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306,
+                 "mongodb": 27017}
 
 
 def _split(text: str | None) -> list[str]:
@@ -104,6 +109,22 @@ class LocationPolicy:
                 self.check_path(str(value), what=key)
             elif key in HOST_PROPERTIES:
                 self.check_hosts(str(value), what=key)
+            elif key in URL_PROPERTIES:
+                self.check_url(str(value), what=key)
+
+    def check_url(self, value: str, *, what: str = "source") -> None:
+        """The host and port of a database URL must be allowed; the refusal shows the
+        host, never the URL (it may hold a password)."""
+        parsed = urlparse(value.strip())
+        try:
+            port = parsed.port or DEFAULT_PORTS.get(parsed.scheme.lower())
+        except ValueError:
+            port = None
+        host = (parsed.hostname or "").lower()
+        shown = f"{host}:{port}" if port is not None else host
+        if not host or not any(h == host and (p is None or p == port)
+                               for h, p in self.hosts):
+            raise LocationNotAllowedError(what, shown, "SHOAL_ALLOWED_HOSTS")
 
 
 def _host_port(entry: str, what: str) -> tuple[str, int | None]:

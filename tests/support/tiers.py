@@ -31,7 +31,7 @@ from hypothesis import settings
 HEAVY_MARKERS = ("slow", "postgres", "s3", "spark", "spark_cluster", "services")
 HEAVY_FIXTURES = frozenset({
     "spark", "s3_endpoint", "pg_server", "playwright_driver", "browser", "page",
-    "kafka_broker",
+    "kafka_broker", "mariadb_source",
 })
 FAST_ENV = "SHOAL_TEST_FAST"
 FAST_PROFILE = "fast"

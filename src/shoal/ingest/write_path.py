@@ -31,7 +31,7 @@ import pyarrow as pa
 from shoal.catalog.base import Catalog, LedgerEntry, LedgerRecord, TableInfo
 from shoal.commit import CommitCoordinator
 from shoal.errors import (IdempotencyKeyConflictError, LineError, PayloadError,
-                          TableAlreadyExistsError, TableNotFoundError)
+                          ReadOnlyTableError, TableAlreadyExistsError, TableNotFoundError)
 from shoal.ingest.buffer import Arrival, StagingBuffer
 from shoal.types.conventions import DEFAULT_CONVENTIONS, IngestConventions, IngestWarning
 from shoal.types.schema import Schema, SchemaMode
@@ -129,7 +129,7 @@ class WritePath:
         if replay is not None:
             return replay
         coerce: Coercer = self.coercer or coerce_ndjson
-        info = self.catalog.load_table(table)
+        info = _writable(self.catalog.load_table(table))
         mode = mode or info.mode
         conventions = IngestConventions.of(info.properties)
         new_columns: list[str] = []
@@ -198,7 +198,7 @@ class WritePath:
         replay = self._replay(table, idempotency_key)
         if replay is not None:
             return replay
-        info = self.catalog.load_table(table)
+        info = _writable(self.catalog.load_table(table))
         mode = mode or info.mode
         conventions = IngestConventions.of(info.properties)
         batch = as_batch(data)
@@ -269,3 +269,11 @@ def _replay_of(rec: LedgerRecord, table: str) -> IngestAck:
     if first != table:
         raise IdempotencyKeyConflictError(rec.key, table=table, first_table=str(first))
     return IngestAck.from_ledger(rec.ack)
+
+
+def _writable(info: TableInfo) -> TableInfo:
+    """`info`, unless it is a foreign table (its `source` property set): those only read
+    their source, so every write path refuses them before coercing anything."""
+    if str(info.properties.get("source") or "").strip():
+        raise ReadOnlyTableError(info.name)
+    return info

@@ -7,6 +7,8 @@ Spark:
     CREATE TABLE [IF NOT EXISTS] t [(c TYPE [NOT NULL] [DEFAULT literal]
                                           [HEADERS | HEADER('key')], ...)]
         [WITH (mode = 'evolve', retention = '7d', kafka_topic = '...', key = literal, ...)]
+    CREATE FOREIGN TABLE [IF NOT EXISTS] t [(c TYPE, ...)]
+        WITH (source = 'postgresql://...', source_table = 'schema.table', ...)
     ALTER TABLE t ADD [COLUMN | COLUMNS] c TYPE [...], ...     (or a parenthesised list)
     ALTER TABLE t RENAME COLUMN a TO b
     ALTER TABLE t DROP COLUMN [IF EXISTS] c
@@ -60,6 +62,7 @@ from sqlglot.tokens import Token, Tokenizer, TokenType
 
 from shoal.errors import (ColumnExistsError, DdlSyntaxError, InvalidSchemaError,
                           TableAlreadyExistsError)
+from shoal.secrets import mask_properties
 from shoal.types import Column, ColumnType, parse_type
 from shoal.types.schema import header_type_error, widening_allowed
 
@@ -74,6 +77,7 @@ class CreateTable:
     if_not_exists: bool = False
     mode: str = "evolve"                  # validated by the catalog, as over HTTP
     properties: dict[str, Any] = field(default_factory=dict)
+    foreign: bool = False                 # CREATE FOREIGN TABLE (`shoal.query.federation`)
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,8 @@ def _word(tok: Token | None) -> str | None:
 
 def _is_shoal_statement(tokens: Sequence[Token]) -> bool:
     head = [_word(t) for t in tokens[:3]] + [None, None, None]
+    if head[0] == "CREATE" and head[1] == "FOREIGN":
+        return head[2] == "TABLE"
     if head[0] in ("CREATE", "ALTER", "DROP", "UNDROP"):
         return head[1] == "TABLE"
     if head[0] == "SHOW":
@@ -399,6 +405,7 @@ class _Parser:
         return DeleteRows(name, self.sql[first.start:end], alias, select)
 
     def create_table(self) -> CreateTable:
+        foreign = self.accept("FOREIGN")
         self.expect("TABLE")
         if_not_exists = self.accept("IF")
         if if_not_exists:
@@ -418,9 +425,11 @@ class _Parser:
         properties: dict[str, Any] = {}
         if self.accept("WITH"):
             mode, properties = self.table_options()
+        elif foreign:
+            raise self.error("WITH (source = '...', source_table = '...')")
         elif not self.at_end():
             raise self.error(_either(followers))
-        return CreateTable(name, tuple(columns), if_not_exists, mode, properties)
+        return CreateTable(name, tuple(columns), if_not_exists, mode, properties, foreign)
 
     def alter_table(self) -> (AlterTableAddColumns | AlterTableSetProperties | AlterTableColumn
                               | RenameTable):
@@ -656,15 +665,26 @@ class _Parser:
 def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
     """Run a parsed DDL statement; schema problems raise the catalog's `SchemaError`s."""
     if isinstance(stmt, CreateTable):
+        from shoal.query.federation.create import check_create, create_foreign_table
+
         status = "created"
         try:
-            db.create_table(stmt.name, stmt.columns, mode=stmt.mode,  # type: ignore[arg-type]
-                            properties=dict(stmt.properties))
+            if stmt.foreign:
+                create_foreign_table(db, stmt.name, stmt.columns, dict(stmt.properties))
+            else:
+                check_create(stmt.properties)
+                db.create_table(stmt.name, stmt.columns,
+                                mode=stmt.mode,  # type: ignore[arg-type]
+                                properties=dict(stmt.properties))
         except TableAlreadyExistsError:
             if not stmt.if_not_exists:
                 raise
             status = "exists"
         return _table_result(db.describe(stmt.name), status)
+    if isinstance(stmt, AlterTableAddColumns | AlterTableColumn):
+        from shoal.query.federation.create import refuse_schema_change
+
+        refuse_schema_change(db, stmt.name)
     if isinstance(stmt, AlterTableAddColumns):
         before = db.describe(stmt.name)["schema_version"]
         _check_additions(db, stmt)
@@ -674,6 +694,9 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
     if isinstance(stmt, AlterTableColumn):
         return _alter_column(stmt, db)
     if isinstance(stmt, AlterTableSetProperties):
+        from shoal.query.federation.create import check_property_change
+
+        check_property_change(db, stmt.name, stmt.properties)
         before = db.describe(stmt.name)["properties"]
         db.set_properties(stmt.name, dict(stmt.properties))
         doc = db.describe(stmt.name)
@@ -690,8 +713,10 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
         db.undrop_table(stmt.name)
         return _table_result(db.describe(stmt.name), "undropped")
     if isinstance(stmt, ShowTblProperties):
+        from shoal.secrets import mask_properties
+
         info = db.catalog.load_table(stmt.name)
-        items = {**info.properties, "mode": info.mode}
+        items = mask_properties({**info.properties, "mode": info.mode})
         return pa.Table.from_pylist(
             [{"key": k, "value": v if isinstance(v, str) else json.dumps(v)}
              for k, v in sorted(items.items())], schema=TBLPROPERTIES_SCHEMA)
@@ -736,7 +761,8 @@ def _table_result(doc: dict[str, Any], status: str) -> pa.Table:
     return pa.Table.from_pylist([{
         "name": doc["name"], "status": status, "schema_version": doc["schema_version"],
         "snapshot_id": doc["snapshot_id"], "mode": doc["mode"], "retention": doc["retention"],
-        "columns": columns, "properties": json.dumps(doc["properties"], sort_keys=True),
+        "columns": columns,
+        "properties": json.dumps(mask_properties(doc["properties"]), sort_keys=True),
     }], schema=TABLE_RESULT_SCHEMA)
 
 

@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from shoal.query.delete import DeleteReport
     from shoal.query.embedded.local_engine import LocalEngine
     from shoal.query.embedded.transpile import LocalStatement
+    from shoal.query.foreign_scan import ForeignScan
 
 
 log = logging.getLogger("shoal.query")
@@ -137,6 +138,17 @@ class Planned:
     specs: list[ScanSpec]
     stats: QueryStats
     prune: bool = True
+    # foreign table references by index (`shoal.query.foreign_scan`): their specs plan
+    # no extents; the source is read once, when an engine first needs the rows
+    foreign: dict[int, ForeignScan] = field(default_factory=dict)
+    foreign_timeout_s: float | None = None
+
+    def foreign_table(self, i: int) -> pa.Table:
+        """Reference i's answer from its source (read on first use), counted in its stats."""
+        scan = self.foreign[i]
+        table = scan.read(self.foreign_timeout_s)
+        self.stats.scans[i]["source_rows"] = scan.rows_fetched
+        return table
 
     @property
     def planned_bytes(self) -> int:
@@ -290,7 +302,7 @@ class QueryEngine:
                 return self._explain(pin_statement_time(statement.body, now_us), prune=prune,
                                      mode=mode, run=run)
             sql = pin_statement_time(sql, now_us)
-            planned = self._scans(sql, prune=prune)
+            planned = self._scans(sql, prune=prune, timeout_s=limits.timeout_s)
             route = self._route(planned, mode)
             if route.engine == "local":
                 from shoal.query.embedded.local_engine import LocalExecutionError
@@ -303,7 +315,8 @@ class QueryEngine:
                         raise
                     log.info("local engine handed a statement to Spark: %s", e)
                     route = handed_off(route, e)
-                    planned = self._scans(sql, prune=prune)
+                    planned = self._scans(sql, prune=prune, timeout_s=limits.timeout_s,
+                                          foreign=planned.foreign)
             df, stats, done = self._plan(sql, prune=prune, planned=planned, run=run)
             stats.engine, stats.engine_reason = route.engine, route.reason
             try:
@@ -347,14 +360,22 @@ class QueryEngine:
         """A DELETE or TRUNCATE (`shoal.query.delete`): rows matched by the embedded engine
         in process, or by Spark tasks when the extents to read exceed its budget."""
         from shoal.query.delete import SparkTasks, execute_delete
+        from shoal.query.federation.create import refuse_write
 
+        refuse_write(self.db, stmt.name, "deleted from")
         return execute_delete(stmt, self.db, footers=self.footers,
                               executor=self.local.executor,
                               spark_runner=lambda: SparkTasks(self.spark), on_stage=on_stage)
 
     # ---- planning ------------------------------------------------------------------------
-    def _scans(self, sql: str, *, prune: bool) -> Planned:
-        """Analysis and stages 1-2 for every table reference: what either engine reads."""
+    def _scans(self, sql: str, *, prune: bool, timeout_s: float | None = None,
+               foreign: dict[int, ForeignScan] | None = None) -> Planned:
+        """Analysis and stages 1-2 for every table reference: what either engine reads.
+        A foreign table's reference plans the SELECT its source answers (`foreign`: the
+        scans an earlier planning of the same statement made, whose answers it reuses)."""
+        from shoal.query.foreign_scan import plan_foreign_scan
+        from shoal.query.federation.source import is_foreign
+
         catalog = self.db.catalog
         known = {t.name: t for t in catalog.list_tables()}
         analysis = analyze(sql, {name: {c.name: c.type for c in info.schema.columns}
@@ -363,7 +384,23 @@ class QueryEngine:
         stats = QueryStats()
         views: list[str] = []
         specs: list[ScanSpec] = []
-        for ref in analysis.refs:
+        timeout_s = self.db.config.query_timeout_s if timeout_s is None else timeout_s
+        scans: dict[int, ForeignScan] = {}
+        for i, ref in enumerate(analysis.refs):
+            info = known[ref.table]
+            if is_foreign(info.properties):
+                scan = (foreign or {}).get(i) or plan_foreign_scan(
+                    info, ref, self.db.config, timeout_s=timeout_s)
+                scans[i] = scan
+                spec = ScanSpec(ref.table, info.current_snapshot_id or 0,
+                                self.db.config.resolved_storage_url,
+                                self.db.config.s3_endpoint, info.schema.to_json(),
+                                list(ref.columns))
+                stats.add(ref.table, ref.alias, spec.snapshot_id, None, ScanStats())
+                stats.scans[-1].update(pushed=scan.sql, source=scan.source.masked)
+                specs.append(spec)
+                views.append(f"__shoal_scan_{next(_view_ids)}")
+                continue
             snapshot_id = resolve_snapshot(catalog, ref.table, ref.version, ref.timestamp)
             spec, scan_stats = build_scan_spec(
                 catalog, self.db.store, self.db.formats, self.footers, ref.table,
@@ -373,7 +410,7 @@ class QueryEngine:
             stats.add(ref.table, ref.alias, spec.snapshot_id, ref.predicate, scan_stats)
             specs.append(spec)
             views.append(f"__shoal_scan_{next(_view_ids)}")
-        planned = Planned(sql, analysis, views, specs, stats, prune)
+        planned = Planned(sql, analysis, views, specs, stats, prune, scans, timeout_s)
         stats.planned_bytes, stats.projected_bytes = (planned.planned_bytes,
                                                       planned.projected_bytes)
         return planned
@@ -457,8 +494,16 @@ class QueryEngine:
         accumulators: list[tuple[Any, ScanStats]] = []
         try:
             parallelism = max(2, spark.sparkContext.defaultParallelism * 2)
-            for view, spec, scan in zip(planned.views, planned.specs, stats.scans,
-                                        strict=True):
+            for i, (view, spec, scan) in enumerate(zip(planned.views, planned.specs,
+                                                       stats.scans, strict=True)):
+                if i in planned.foreign:
+                    # the driver's answer from the source, as a local relation
+                    from shoal.query.spark.datasource import spark_schema
+
+                    spark.createDataFrame(planned.foreign_table(i), schema=spark_schema(
+                        spec.read_schema(), spec.columns)).createOrReplaceTempView(view)
+                    views.append(view)
+                    continue
                 acc = spark.sparkContext.accumulator(0)
                 accumulators.append((acc, scan["stats"]))
                 (spark.read.format("shoal")
@@ -540,6 +585,7 @@ def read_local_inputs(local: LocalEngine, planned: Planned,
         counters.append(count)
     views = _local_views(len(planned.specs))
     specs = list(planned.specs)
+    foreign = {views[i]: planned.foreign_table(i) for i in planned.foreign}
     if statement is not None and statement.scan_paths:
         for i, view in enumerate(views):
             paths, unread = statement.scan_paths.get(view, ([], []))
@@ -548,7 +594,12 @@ def read_local_inputs(local: LocalEngine, planned: Planned,
                 specs[i] = dataclasses.replace(specs[i], columns=columns)
     # pruned scans also skip the blocks whose filter columns rule the predicate out
     prefilters = [ref.predicate if planned.prune else None for ref in planned.analysis.refs]
-    return local.read_inputs(views, specs, counters, prefilters)
+    inputs: dict[str, Any] = dict(local.read_inputs(views, specs, counters, prefilters))
+    for view, table in foreign.items():
+        inputs[view] = table.cast(pa.schema(
+            [f.with_type(pa.timestamp(f.type.unit)) if pa.types.is_timestamp(f.type)
+             else f for f in table.schema]))
+    return inputs
 
 
 def _local_views(n: int) -> list[str]:

@@ -63,6 +63,10 @@ class TableRef:
     predicate: BlockPredicate | None
     version: str | None = None          # VERSION AS OF
     timestamp: str | None = None        # TIMESTAMP AS OF
+    # the conjuncts the predicate was lowered from, and whether unqualified columns name
+    # this reference (it is alone in its scope): a foreign table pushes them as SQL
+    conjuncts: list[exp.Expr] = field(default_factory=list)
+    sole: bool = False
 
 
 @dataclass
@@ -144,7 +148,8 @@ def analyze(sql: str, table_columns: Mapping[str, Mapping[str, ColumnType]]) -> 
                                                                else None)
             version, timestamp = _time_travel(source)
             analysis.refs.append(TableRef(source, name, alias, columns, predicate,
-                                          version, timestamp))
+                                          version, timestamp, conjuncts,
+                                          len(scope.sources) == 1))
     return analysis
 
 

@@ -239,7 +239,10 @@ def _schemas() -> dict[str, Schema]:
             "anyOf": [{"required": ["sql"]}, {"required": ["kql"]}]},
         "QueryStats": _obj({**scan, "scans": {"type": "array", "items": _obj(
             {"table": STR, "alias": STR, "snapshot_id": INT, "pushed": _nullable(STR),
-             **scan})}}, closed=False),
+             "source": {**STR, "description": "foreign tables: the source (password masked)"},
+             "source_rows": {**COUNT, "description": "foreign tables: rows the source "
+                                                     "returned"},
+             **scan}, optional=("source", "source_rows"))}}, closed=False),
         "QueryAnswer": _obj({
             "columns": {"type": "array", "items": _obj({"name": STR, "type": STR})},
             "rows": {"type": "array", "items": {"type": "array"}},
