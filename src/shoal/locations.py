@@ -1,7 +1,7 @@
 """Where bound pipelines may read from or connect to (`SHOAL_ALLOWED_*`, docs/security.md).
 
 A table property can make the server read a directory (`filedrop_path`) or connect to a host
-(`kafka_bootstrap`, `scrape_targets`). Whoever may create tables could otherwise point
+(`kafka_bootstrap`, `scrape_targets`, `sentry_url`). Whoever may create tables could otherwise point
 the server at any file or any host it can reach, so every such property must lie inside the
 locations the operator allowed:
 
@@ -34,6 +34,7 @@ from shoal.errors import LocationNotAllowedError
 
 PATH_PROPERTIES = frozenset({"filedrop_path"})
 HOST_PROPERTIES = frozenset({"kafka_bootstrap", "scrape_targets"})
+URL_PROPERTIES = frozenset({"sentry_url"})      # a URL: its host[:port] is checked
 
 
 def _split(text: str | None) -> list[str]:
@@ -104,6 +105,15 @@ class LocationPolicy:
                 self.check_path(str(value), what=key)
             elif key in HOST_PROPERTIES:
                 self.check_hosts(str(value), what=key)
+            elif key in URL_PROPERTIES:
+                self.check_url(str(value), what=key)
+
+    def check_url(self, value: str, *, what: str = "url") -> None:
+        """The host (and port) of the URL `value` must be allowed."""
+        netloc = urlparse(value.strip()).netloc.rpartition("@")[2]
+        if not netloc:
+            raise LocationNotAllowedError(what, value, "SHOAL_ALLOWED_HOSTS")
+        self.check_hosts(netloc, what=what)
 
 
 def _host_port(entry: str, what: str) -> tuple[str, int | None]:

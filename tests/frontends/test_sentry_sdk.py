@@ -83,15 +83,23 @@ def test_the_sdk_sends_errors_and_transactions_that_are_queryable(live):
         "SELECT get_json_object(tags, '$.customer') AS customer, count(*) AS n "
         "FROM sentry_events WHERE type = 'error' GROUP BY 1 ORDER BY 1").table.to_pylist()
     assert got == [{"customer": f"c{i}", "n": 5} for i in range(4)]
-    frames = live.db.sql(
-        "SELECT get_json_object(exception, '$[0].stacktrace.frames') AS frames "
-        "FROM sentry_events WHERE type = 'error' LIMIT 1").table.column("frames")[0].as_py()
-    functions = [f["function"] for f in json.loads(frames)]
+    frames = json.loads(errors[0]["exception"])[0]["stacktrace"]["frames"]
+    functions = [f["function"] for f in frames]
     assert functions[-1] == "_fail" and "_send_with_sdk" in functions
     traced = live.db.sql(
         f"SELECT transaction FROM sentry_events WHERE trace_id = "
         f"'{by_name['GET /orders/3']['trace_id']}' AND type = 'transaction'").table
     assert traced.column("transaction").to_pylist() == ["GET /orders/3"]
+
+
+@pytest.mark.slow
+def test_stack_frames_answer_json_path_sql(live):
+    """Paths into arrays (`$[0]...`) are answered by Spark: the frames from SQL."""
+    _send_with_sdk_errors_only(_dsn(live.url), exception=True)
+    frames = live.db.sql(
+        "SELECT get_json_object(exception, '$[0].stacktrace.frames[0].function') AS f, "
+        "get_json_object(exception, '$[0].type') AS t FROM sentry_events").table.to_pylist()
+    assert frames == [{"f": "_send_with_sdk_errors_only", "t": "ValueError"}]
 
 
 def _envelope(event: dict, *, extra: bytes = b"") -> bytes:
@@ -200,10 +208,16 @@ def test_with_tokens_the_dsn_key_must_be_an_ingest_token(make_otlp_server):
         assert set(ids) <= got
 
 
-def _send_with_sdk_errors_only(dsn: str) -> list[str]:
+def _send_with_sdk_errors_only(dsn: str, *, exception: bool = False) -> list[str]:
     sentry_sdk.init(dsn=dsn, default_integrations=False, auto_enabling_integrations=False)
     try:
-        ids = [sentry_sdk.capture_message(f"hello {n}") for n in range(2)]
+        if exception:
+            try:
+                raise ValueError("one")
+            except ValueError as e:
+                ids = [sentry_sdk.capture_exception(e)]
+        else:
+            ids = [sentry_sdk.capture_message(f"hello {n}") for n in range(2)]
         sentry_sdk.flush(timeout=30)
     finally:
         sentry_sdk.get_client().close(timeout=30)
