@@ -233,3 +233,25 @@ def test_link_headers_and_retry_after():
     assert retry_after_s("99999", now=0) == 600.0
     with pytest.raises(SentryPullError, match="not of the form"):
         Position(walking=True, cursor="abc").offsets("u")
+
+
+def test_serve_s_supervisor_runs_the_pull_of_a_bound_table(sentry, db, monkeypatch):
+    from shoal.frontends.supervisor import BindingSupervisor
+    from tests.support.waiting import eventually
+
+    monkeypatch.setenv("SENTRY_TOKEN", "secret-token")
+    sentry.token = "secret-token"
+    for n in range(5):
+        sentry.put_issue(issue(n, T0 + n))
+    _create(db, sentry)
+    sup = BindingSupervisor(db.catalog, [SentryKind(db)])
+    sup.rescan()
+    try:
+        eventually(lambda: len(_rows(db, "sentry_issues")), "the first pull",
+                   until=lambda n: n == 5)
+        assert sup.running("sentry") == ["sentry_issues"]
+        [state] = sup.snapshot()
+        eventually(lambda: state.up, "the round reported")
+        assert state.counters["rows"] == 5 and state.counters["pages"] == 1
+    finally:
+        sup.stop()
