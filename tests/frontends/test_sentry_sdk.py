@@ -167,7 +167,7 @@ def test_items_other_than_events_are_acknowledged_and_skipped(live):
 def test_bad_input_is_a_clear_4xx(live, path, body, headers, status, needle):
     r = httpx.post(live.url + path, content=body, headers=headers)
     assert r.status_code == status, r.text
-    assert needle in r.json()["detail"]
+    assert needle in r.json()["error"]["message"]
     assert not live.exists("sentry_events")
 
 

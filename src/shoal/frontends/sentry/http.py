@@ -12,9 +12,9 @@ With authentication off, any key is taken.
 
 Bodies are capped like every ingest body (before and after decoding). Answers: 200
 `{"id": "<event id>"}` (the first event's; an envelope of only skipped items answers `{}`);
-errors as JSON `{"detail": ..., "code": ...}` with the server's statuses: 400 malformed
-(nothing written), 401/403, 413, 415 (encoding), 429/503 with `Retry-After`, which the SDK
-honours.
+errors are the server's shared error document and statuses (`shoal.http.errors`): 400
+malformed (nothing written), 401/403, 413, 415 (encoding), 429/503 with `Retry-After`,
+which the SDKs honour.
 """
 
 from __future__ import annotations
@@ -24,16 +24,14 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 
-from shoal.errors import BackpressureError, ShoalError
 from shoal.frontends.sentry.envelope import (EnvelopeItem, decode_body, parse_envelope,
                                              parse_store)
 from shoal.frontends.sentry.events import SentryPayloadError
 from shoal.frontends.sentry.sink import SentrySink, SentryWrite
 from shoal.http.auth import bearer_token
 from shoal.http.body import read_body
-from shoal.http.errors import NotReadyError, headers_for, status_for
 from shoal.http.state import server_state
 
 log = logging.getLogger("shoal.sentry")
@@ -60,39 +58,28 @@ def _project(project_id: str) -> int:
     return int(project_id)
 
 
-def _error(exc: ShoalError) -> Response:
-    status = status_for(exc)
-    if status >= 500 and not isinstance(exc, (NotReadyError, BackpressureError)):
-        log.error("Sentry ingest failed: %s", exc, exc_info=exc)
-    code = getattr(exc, "code", "error")
-    return JSONResponse({"detail": str(exc), "code": code}, status_code=status,
-                        headers=headers_for(exc))
-
-
-async def _receive(request: Request, project_id: str, kind: str) -> Response:
+async def _receive(request: Request, project_id: str, kind: str) -> JSONResponse:
+    """Errors raised here are rendered by the app's handlers (the shared error document)."""
     state = server_state(request)
-    try:
-        if state.tokens.enabled:
-            state.tokens.allows(sentry_key(request), "ingest")
-        project = _project(project_id)
-        state.check_accepting()
-        wire = await read_body(request, limit=state.max_body_bytes)
-        sink: SentrySink = request.app.state.sentry_sink
-        encoding = request.headers.get("content-encoding")
+    if state.tokens.enabled:
+        state.tokens.allows(sentry_key(request), "ingest")
+    project = _project(project_id)
+    state.check_accepting()
+    wire = await read_body(request, limit=state.max_body_bytes)
+    sink: SentrySink = request.app.state.sentry_sink
+    encoding = request.headers.get("content-encoding")
 
-        def work() -> tuple[int, SentryWrite, dict[str, int]]:
-            data = decode_body(wire, encoding, limit=state.max_body_bytes)
-            if kind == "store":
-                items, skipped, eid = [EnvelopeItem("event", parse_store(data))], {}, None
-            else:
-                env = parse_envelope(data)
-                items, skipped = env.events, env.skipped
-                eid = env.header.get("event_id")
-            return len(data), sink.write(project, items, envelope_event_id=eid), skipped
+    def work() -> tuple[int, SentryWrite, dict[str, int]]:
+        data = decode_body(wire, encoding, limit=state.max_body_bytes)
+        if kind == "store":
+            items, skipped, eid = [EnvelopeItem("event", parse_store(data))], {}, None
+        else:
+            env = parse_envelope(data)
+            items, skipped = env.events, env.skipped
+            eid = env.header.get("event_id")
+        return len(data), sink.write(project, items, envelope_event_id=eid), skipped
 
-        nbytes, result, skipped = await anyio.to_thread.run_sync(work)
-    except ShoalError as e:
-        return _error(e)
+    nbytes, result, skipped = await anyio.to_thread.run_sync(work)
     if skipped:
         log.debug("Sentry envelope for project %s: skipped items %s", project, skipped)
     if result.rows or result.replayed:
@@ -104,12 +91,12 @@ async def _receive(request: Request, project_id: str, kind: str) -> Response:
 
 
 @router.post("/api/{project_id}/envelope/")
-async def sentry_envelope(request: Request, project_id: str) -> Response:
+async def sentry_envelope(request: Request, project_id: str) -> JSONResponse:
     """A Sentry SDK envelope: its events and transactions are written; other items skipped."""
     return await _receive(request, project_id, "envelope")
 
 
 @router.post("/api/{project_id}/store/")
-async def sentry_store(request: Request, project_id: str) -> Response:
+async def sentry_store(request: Request, project_id: str) -> JSONResponse:
     """One event as JSON, the way older Sentry SDKs send it."""
     return await _receive(request, project_id, "store")
