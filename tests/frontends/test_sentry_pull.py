@@ -156,17 +156,32 @@ def test_a_stop_during_a_429_wait_commits_nothing_and_the_next_round_resumes(sen
         [1000 + n for n in range(260)]
 
 
-def test_events_are_pulled_with_tags_and_frames(sentry, db):
+def test_events_are_pulled_with_tags_and_frames(sentry, db, monkeypatch):
     for n in range(30):
         sentry.put_event(event(n, T0 + n * 10))
     _create(db, sentry, table="sentry_pulled_events", sentry_resource="events")
     with _puller(db, "sentry_pulled_events", Sleeps()) as puller:
+        original = sentry.answer
+        calls = {"n": 0}
+
+        def arrive_mid_walk(path, query, auth):
+            calls["n"] += 1
+            if calls["n"] == 2:         # an event arrives between the walk's pages
+                sentry.put_event(event(50, T0 + 4000))
+            return original(path, query, auth)
+
+        sentry.answer = arrive_mid_walk  # type: ignore[method-assign]
+        monkeypatch.setattr("shoal.frontends.sentry.pull.PAGE_LIMIT", 7)   # several pages
         assert puller.pull().rows == 30
+        sentry.answer = original  # type: ignore[method-assign]
+        assert puller.pull().rows == 1  # the one that arrived mid-walk, once
         sentry.put_event(event(99, T0 + 5000))
         assert puller.pull().rows == 1
     got = db.sql("SELECT get_json_object(tags, '$.customer') AS c, count(*) AS n "
                  "FROM sentry_pulled_events GROUP BY 1 ORDER BY 1").table.to_pylist()
-    assert got == [{"c": "c0", "n": 11}, {"c": "c1", "n": 10}, {"c": "c2", "n": 10}]
+    assert got == [{"c": "c0", "n": 11}, {"c": "c1", "n": 10}, {"c": "c2", "n": 11}]
+    ids = [r["event_id"] for r in _rows(db, "sentry_pulled_events")]
+    assert len(ids) == len(set(ids)) == 32
     first = [r for r in _rows(db, "sentry_pulled_events") if r["event_id"] == f"{5:032x}"]
     entries = json.loads(first[0]["entries"])
     assert entries[0]["data"]["values"][0]["stacktrace"]["frames"][0]["lineNo"] == 5

@@ -2,12 +2,14 @@
 `GET /api/0/projects/{org}/{project}/issues/` and `.../events/`, newest first, with Sentry's
 cursor pagination in the `Link` header and the documented object shapes.
 
-Cursors are Sentry's `<value>:<offset>:<is_prev>` over the sort time in milliseconds: the
-next page starts at the listed objects with time `value`, after skipping `offset` of them, so
-objects that arrive at the head during a walk do not shift later pages (as Sentry's date
-paginator behaves). Issues honour `query=lastSeen:>ISO`, events `start=ISO`; `limit` is the
-page size. Faults a test sets: `rate_limit_next(n, retry_after)` answers the next n list
-requests with 429, `fail_next(n)` with 500; `token` (when set) must be the bearer token.
+Cursors are Sentry's `<value>:<offset>:<is_prev>`. Issues page by time, as Sentry's date
+paginator does: the next page starts at the listed objects with time `value` (ms), after
+skipping `offset` of them, so issues that arrive at the head during a walk do not shift later
+pages. Events page by offset (`0:<offset>:0`), as Sentry's event list does, so an event that
+arrives at the head shifts them unless the walk holds `end` still. Issues honour
+`query=lastSeen:>ISO`, events `start=ISO` and `end=ISO`; `limit` is the page size. Faults a
+test sets: `rate_limit_next(n, retry_after)` answers the next n list requests with 429,
+`fail_next(n)` with 500; `token` (when set) must be the bearer token.
 """
 
 from __future__ import annotations
@@ -116,17 +118,20 @@ class FakeSentry:
         if query.get("start"):
             after = _ms(query["start"][0])
             objs = [o for o in objs if _ms(o[field]) > after]
+        if query.get("end"):
+            until = _ms(query["end"][0])
+            objs = [o for o in objs if _ms(o[field]) <= until]
         objs.sort(key=lambda o: (_ms(o[field]), o["id"]), reverse=True)
         limit = int((query.get("limit") or ["100"])[0])
         start = 0
         if query.get("cursor"):
             value, offset, _ = (int(p) for p in query["cursor"][0].split(":"))
-            start = next((i for i, o in enumerate(objs) if _ms(o[field]) <= value), len(objs))
-            start += offset
+            start = offset if resource == "events" else offset + next(
+                (i for i, o in enumerate(objs) if _ms(o[field]) <= value), len(objs))
         page = objs[start:start + limit]
         more = start + limit < len(objs)
-        cursor = "0:0:0"
-        if page:
+        cursor = f"0:{start + len(page)}:0"
+        if page and resource == "issues":
             last = _ms(page[-1][field])
             same = sum(1 for o in objs[:start + len(page)] if _ms(o[field]) == last)
             cursor = f"{last}:{same}:0"

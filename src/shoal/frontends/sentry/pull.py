@@ -16,8 +16,11 @@ a cursor in the `Link` header (`<...>; rel="next"; results="true"; cursor="<c>"`
   for events) and also stops at the first listed object at or before it. When the list
   ends (`results="false"`) the walk is over and `high_ns` becomes `top_ns`.
 - Objects that become newer during a walk (an issue seen again) move to the head of the
-  list, above the cursor: the next walk reads them. An object whose time equals `top_ns`
-  exactly but that was listed only after the walk's first page was read is not pulled.
+  list, above the cursor: the next walk reads them. The event list pages by offset
+  (cursors `0:<offset>:0`), so after its first page a walk of events also sends
+  `end=<top_ns>`: events arriving meanwhile do not shift the pages still to read. An
+  object whose time equals `top_ns` exactly but that was listed only after the walk's
+  first page was read is not pulled.
 
 The cursor must have Sentry's form `<value>:<offset>:<is_prev>` (integers), which the
 source offsets hold as three integers; another form fails the pull with that reason.
@@ -225,6 +228,8 @@ class SentryPuller:
             params["full"] = "true"
             if pos.high_ns:
                 params["start"] = _iso(pos.high_ns)
+            if pos.walking:     # the event list pages by offset: hold its end still
+                params["end"] = _iso(pos.top_ns)
         if pos.walking and pos.cursor:
             params["cursor"] = pos.cursor
         return params
