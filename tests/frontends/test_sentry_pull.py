@@ -270,3 +270,72 @@ def test_serve_s_supervisor_runs_the_pull_of_a_bound_table(sentry, db, monkeypat
         assert state.counters["rows"] == 5 and state.counters["pages"] == 1
     finally:
         sup.stop()
+
+
+_CHILD = """
+import sys, threading
+import shoal
+from shoal.frontends.sentry.kind import resolve_sentry_binding
+from shoal.frontends.sentry import pull
+from shoal.frontends.sentry.pull import SentryPuller
+pull.PAGE_LIMIT = 10
+db = shoal.connect(data_dir=sys.argv[1], allowed_hosts=sys.argv[2])
+binding = resolve_sentry_binding(db, "sentry_issues")
+with SentryPuller(db, binding, sleep=lambda stop, s: stop.wait(s)) as puller:
+    while True:
+        puller.pull()
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_mid_walk_then_restart_loses_and_duplicates_nothing(tmp_path, sentry, db):
+    """A pulling process is killed (SIGKILL) while waiting for a page, at several points of
+    successive walks; each restart goes on from the committed position."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.waiting import HANG_GUARD_S
+
+    for n in range(95):
+        sentry.put_issue(issue(n, T0 + n * 1000))
+    _create(db, sentry)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    data = str(db.config.data_path)
+    requests = 0
+    for hold_at, arrivals in ((3, range(95, 100)), (2, range(100, 130)), (5, range(130, 131))):
+        # the child pages by 10: it dies waiting for its 3rd, 2nd, 5th page of a walk
+        sentry.hold_at = requests + hold_at
+        sentry.holding.clear()
+        sentry.release.clear()
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, data, sentry.host], env=env,
+                                 stdin=subprocess.DEVNULL)
+        try:
+            assert sentry.holding.wait(HANG_GUARD_S), "the child never reached the hold"
+            for n in arrivals:              # arrive while the child is stuck mid-way
+                sentry.put_issue(issue(n, T0 + 200_000 + n))
+            for n in (1, 2) if hold_at == 2 else ():
+                sentry.put_issue(issue(n, T0 + 300_000 + n, count=5))   # seen again
+            child.send_signal(signal.SIGKILL)
+            child.wait(HANG_GUARD_S)
+        finally:
+            if child.poll() is None:
+                child.kill()
+            sentry.release.set()
+        requests = len([r for r in sentry.requests if "/issues/" in r])
+    sentry.hold_at = None
+    before = _rows(db, "sentry_issues")
+    assert len(before) >= 20 and len(before) < len(sentry.issues)   # the children committed
+    with _puller(db, "sentry_issues", Sleeps()) as puller:
+        rounds = 1
+        while puller.pull().rows:       # the walk under way, then what arrived during it
+            rounds += 1
+        assert rounds <= 3
+    rows = _rows(db, "sentry_issues")
+    seen = Counter((r["id"], r["last_seen"]) for r in rows)
+    assert max(seen.values()) == 1
+    assert {r["id"] for r in rows} == set(sentry.issues)
+    latest = {r["id"]: r for r in sorted(rows, key=lambda r: r["_timestamp"])}
+    assert {i: r["count"] for i, r in latest.items()} == {
+        i: int(o["count"]) for i, o in sentry.issues.items()}

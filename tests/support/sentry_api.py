@@ -9,7 +9,8 @@ pages. Events page by offset (`0:<offset>:0`), as Sentry's event list does, so a
 arrives at the head shifts them unless the walk holds `end` still. Issues honour
 `query=lastSeen:>ISO`, events `start=ISO` and `end=ISO`; `limit` is the page size. Faults a
 test sets: `rate_limit_next(n, retry_after)` answers the next n list requests with 429,
-`fail_next(n)` with 500; `token` (when set) must be the bearer token.
+`fail_next(n)` with 500, `hold_at = k` keeps the k-th list request unanswered (`holding`
+is set) until `release` is set; `token` (when set) must be the bearer token.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class FakeSentry:
         self._faults: list[tuple[int, str]] = []    # (status, retry-after)
         self._lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
+        self.hold_at: int | None = None         # list request number to hold unanswered
+        self.holding = threading.Event()        # set once that request is being held
+        self.release = threading.Event()        # set to let held requests go
+        self._list_requests = 0
 
     def put_issue(self, obj: dict) -> None:
         with self._lock:
@@ -104,6 +109,12 @@ class FakeSentry:
             return 404, {}, {"detail": "The requested resource does not exist"}
         if self.token is not None and auth != f"Bearer {self.token}":
             return 401, {}, {"detail": "Invalid token"}
+        with self._lock:
+            self._list_requests += 1
+            hold = self._list_requests == self.hold_at
+        if hold:                            # a client that dies now never gets an answer
+            self.holding.set()
+            self.release.wait()
         with self._lock:
             if self._faults:
                 status, retry = self._faults.pop(0)
@@ -157,8 +168,11 @@ def fake_sentry() -> Iterator[FakeSentry]:
             self.send_header("Content-Length", str(len(data)))
             for k, v in headers.items():
                 self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass                    # the client was killed while its request was held
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -169,6 +183,7 @@ def fake_sentry() -> Iterator[FakeSentry]:
     try:
         yield fake
     finally:
+        fake.release.set()
         fake.server.shutdown()
         fake.server.server_close()
         thread.join()
