@@ -63,6 +63,8 @@ class Config:
     # (layout: shoal.types.prometheus), made on first use.
     prometheus_table: str = "prom_samples"
     prometheus_metadata_table: str = "prom_metadata"
+    # Sentry SDK ingest: the table events and transactions land in, made on first use.
+    sentry_table: str = "sentry_events"
     # PromQL: Prometheus's --query.lookback-delta and --query.max-samples.
     promql_lookback_s: float = 300.0
     promql_max_samples: int = 50_000_000
@@ -360,6 +362,8 @@ SETTINGS: dict[str, str] = {
                         "use ([Prometheus](prometheus.md)).",
     "prometheus_metadata_table": "Table of metric metadata (type, help, unit), made on "
                                  "first use.",
+    "sentry_table": "Table the Sentry SDK endpoints write events and transactions into, "
+                    "made on first use ([Sentry](sentry.md)).",
     "promql_lookback_s": "PromQL lookback delta, as Prometheus's `--query.lookback-delta`.",
     "promql_max_samples": "Most samples one PromQL query may load, as Prometheus's "
                           "`--query.max-samples`.",

@@ -1,9 +1,9 @@
 """Where bound pipelines may read from or connect to (`SHOAL_ALLOWED_*`, docs/security.md).
 
 A table property can make the server read a directory (`filedrop_path`) or connect to a host
-(`kafka_bootstrap`, `scrape_targets`, a foreign table's `source` URL). Whoever may create
-tables could otherwise point the server at any file or any host it can reach, so every such
-property must lie inside the locations the operator allowed:
+(`kafka_bootstrap`, `scrape_targets`, `sentry_url`, a foreign table's `source` URL). Whoever
+may create tables could otherwise point the server at any file or any host it can reach, so
+every such property must lie inside the locations the operator allowed:
 
 - paths: the data directory, plus each entry of `allowed_paths` (comma-separated local
   directories or `s3://bucket/prefix` prefixes). A local path is compared after resolving
@@ -34,11 +34,11 @@ from shoal.errors import LocationNotAllowedError
 
 PATH_PROPERTIES = frozenset({"filedrop_path"})
 HOST_PROPERTIES = frozenset({"kafka_bootstrap", "scrape_targets"})
-# properties holding one database URL (`scheme://[user[:password]@]host[:port]/...`):
-# its host and port are checked; a missing port is the scheme's default one
-URL_PROPERTIES = frozenset({"source"})
+# properties holding one URL (`scheme://[user[:password]@]host[:port]/...`): its host and
+# port are checked; a missing port is the scheme's default one
+URL_PROPERTIES = frozenset({"source", "sentry_url"})
 DEFAULT_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mariadb": 3306,
-                 "mongodb": 27017}
+                 "mongodb": 27017, "http": 80, "https": 443}
 
 
 def _split(text: str | None) -> list[str]:

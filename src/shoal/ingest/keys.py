@@ -3,7 +3,8 @@
 
 A key is 1-256 printable characters and does not start with a prefix shoal's own
 pipelines write into the same ledger (`filedrop:<sha256>` names a dropped file's content,
-`prw:<table>:<hash>` a remote-write body): a client key `filedrop:<sha>` would otherwise
+`prw:<table>:<hash>` a remote-write body, `sentry:<table>:<project>:<event id>` a
+Sentry event): a client key `filedrop:<sha>` would otherwise
 answer as a replay of that file, or make the file-drop pipeline skip a file nobody ingested.
 """
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 MAX_IDEMPOTENCY_KEY = 256
 REMOTE_WRITE_KEY_PREFIX = "prw:"
-RESERVED_KEY_PREFIXES: tuple[str, ...] = ("filedrop:", REMOTE_WRITE_KEY_PREFIX)
+SENTRY_KEY_PREFIX = "sentry:"
+RESERVED_KEY_PREFIXES: tuple[str, ...] = ("filedrop:", REMOTE_WRITE_KEY_PREFIX,
+                                          SENTRY_KEY_PREFIX)
 
 
 def client_key_problem(key: str) -> str | None:

@@ -4,7 +4,8 @@ Routes (docs/http-api.md): the web console at `/` (`webconsole.py`), the protoco
 ends' routers (`shoal.frontends`): `/v1/tables...` and `/v1/ingest/{table}` and
 `/v1/query` (`rest/`), OTLP/HTTP `/v1/logs`, `/v1/traces`, `/v1/metrics` (`otlp/http.py`),
 Prometheus remote write `/api/v1/write` (`prometheus/write.py`), the Prometheus HTTP API
-`/api/v1/query...` (`prometheus/api.py`), the Kusto REST API (`kusto/api.py`), and the
+`/api/v1/query...` (`prometheus/api.py`), the Kusto REST API (`kusto/api.py`), the Sentry
+SDK's `/api/{project}/envelope/` and `/store/` (`sentry/http.py`), and the
 operational endpoints here: the open `GET /healthz` (the process answers) and `GET /readyz` (the
 catalog answers a cheap query, the server is not shutting down and, once the server has had
 a Spark session, that session is alive; else 503 + Retry-After), and `GET /metrics`
@@ -61,6 +62,8 @@ from shoal.errors import ConfigError, EngineUnavailableError
 from shoal.frontends.kusto.api import router as kusto_router
 from shoal.frontends.otlp import ExportResult, OtlpSink, OtlpTables
 from shoal.frontends.otlp.http import router as otlp_router
+from shoal.frontends.sentry.http import router as sentry_router
+from shoal.frontends.sentry.sink import SentrySink
 from shoal.frontends.prometheus.api import router as prometheus_api_router
 from shoal.frontends.prometheus.sink import PromTables, PromWriteSink
 from shoal.frontends.prometheus.write import router as prometheus_write_router
@@ -242,6 +245,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.state.otlp_sink = otlp_sink
     app.state.otlp_grpc = otlp_grpc
     app.state.prom_write_sink = PromWriteSink(db.write_path, PromTables.from_config(config))
+    app.state.sentry_sink = SentrySink(db.write_path, config.sentry_table)
     app.state.flight = flight_sql
     app.state.listeners = listeners
     install_error_handlers(app)
@@ -256,6 +260,7 @@ def create_app(db: Shoal, *, config: Config, max_body_bytes: int = 64 << 20,
     app.include_router(otlp_router)
     app.include_router(prometheus_write_router)
     app.include_router(prometheus_api_router)
+    app.include_router(sentry_router)
     start_maintenance, stop_maintenance = install_maintenance(
         app, db, enabled=warm_spark if maintenance is None else maintenance)
     start_pipelines, stop_pipelines = install_pipelines(

@@ -645,7 +645,37 @@ def _operations() -> dict[tuple[str, str], Operation]:
         ops[("POST", path)] = _otlp(signal)
     ops[("POST", "/api/v1/write")] = _remote_write()
     ops.update(_prom_ops())
+    for kind in ("envelope", "store"):
+        ops[("POST", f"/api/{{project_id}}/{kind}/")] = _sentry(kind)
     return ops
+
+
+def _sentry(kind: str) -> Operation:
+    example: Any = ('{"event_id":"0123456789abcdef0123456789abcdef"}\n{"type":"event"}\n'
+                    '{"message":"hello"}\n') if kind == "envelope" else {"message": "hello"}
+    schema: Schema = ({"type": "string", "format": "binary"} if kind == "envelope"
+                      else {"type": "object"})
+    media = "application/x-sentry-envelope" if kind == "envelope" else JSON
+    what = ("a Sentry envelope: a JSON header line, then items (a JSON header line and a "
+            "payload); items of type event and transaction are written, others skipped"
+            if kind == "envelope" else "one Sentry event as JSON (or base64 of zlib)")
+    body = {"required": True, "description": what,
+            "content": {media: {"schema": schema, "examples": {"one": {"value": example}}}}}
+    parameters = [
+        {"name": "project_id", "in": "path", "required": True,
+         "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
+         "description": "the DSN's project id", "example": "42"},
+        {"name": "Content-Encoding", "in": "header", "required": False,
+         "schema": {"enum": ["identity", "gzip", "x-gzip", "deflate"]},
+         "description": "decoded under the same cap"},
+        {"name": "X-Sentry-Auth", "in": "header", "required": False, "schema": STR,
+         "description": "`Sentry sentry_key=<key>, ...`: the key is read as a token"}]
+    ok = _ok(_obj({"id": STR}, optional=("id",)),
+             "every event of the body is committed (an event id already written for this "
+             "project answers without writing again); `id`: the first event's id")
+    return _op(f"sentry_{kind}", f"Sentry SDK {kind}", "sentry", scope="ingest",
+               parameters=parameters, body=body,
+               responses=_responses(ok, *AUTH, *BODY, 429, 503))
 
 
 # An empty WriteRequest, snappy-compressed (block format): the smallest valid body.

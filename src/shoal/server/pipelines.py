@@ -7,22 +7,24 @@ the metrics on the app's registry and returns start/stop callables for the lifes
 `enabled` (what `shoal serve` does) `app.state.pipelines` is a supervisor that runs every
 bound table: Kafka (`WITH (kafka_topic='...')`, bootstrap from the table's
 `kafka_bootstrap` or `SHOAL_KAFKA_BOOTSTRAP`) as a streaming query, file-drop
-(`WITH (filedrop_path='...')`) as a poll loop, both on the server's Spark session, and
-scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread. A table
+(`WITH (filedrop_path='...')`) as a poll loop, both on the server's Spark session,
+scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread, and Sentry
+pulls (`WITH (sentry_url='...')`) as a pull loop in its own thread. A table
 created, dropped, renamed or altered through the server's client wakes the supervisor at
 once. At shutdown every run stops (a file-drop scan in progress commits first).
 
 `app.state.pipelines` is read at start, stop and scrape time, so a caller (a test) may put a
 supervisor with other settings there before the app starts.
 
-Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`, `scrape`): the kind's counters as
-`shoal_<k>_<name>_total` (since the binding's runner started) and gauges as `shoal_<k>_<name>`
-(left out while they have no value), then `shoal_<k>_pipeline_up` (1 while the run goes and
-reports itself healthy), `shoal_<k>_pipeline_restarts_total` and
+Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`, `scrape`, `sentry`): the kind's
+counters as `shoal_<k>_<name>_total` (since the binding's runner started) and gauges as
+`shoal_<k>_<name>` (left out while they have no value), then `shoal_<k>_pipeline_up` (1
+while the run goes and reports itself healthy), `shoal_<k>_pipeline_restarts_total` and
 `shoal_<k>_pipeline_failures_total`. A retired binding's metrics go with it.
 Kafka: `records`, `rows`, `rejects`, `value_bytes`, gauge `lag`; file-drop: `files`, `rows`,
 `rejects`, `bytes`, `duplicates`, `scans`, `scan_errors`; scrape: `scrapes`, `scrape_failures`,
-`samples`, `rows`, `stale_markers`, gauges `targets_up`, `round_seconds` (see their `kind.py`).
+`samples`, `rows`, `stale_markers`, gauges `targets_up`, `round_seconds`; sentry: `pages`,
+`rows`, `rate_limited`, `round_failures`, gauge `round_seconds` (see their `kind.py`).
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from shoal.config import Config
 from shoal.frontends.filedrop.kind import FileDropKind
 from shoal.frontends.kafka.kind import KafkaKind
 from shoal.frontends.prometheus.kind import ScrapeKind
+from shoal.frontends.sentry.kind import SentryKind
 from shoal.frontends.supervisor import BindingKind, BindingState, BindingSupervisor
 
 
 def pipeline_kinds(db: Shoal, config: Config) -> list[BindingKind]:
     """The kinds of bound pipeline the server runs."""
     return [KafkaKind(db, default_bootstrap=config.kafka_bootstrap), FileDropKind(db),
-            ScrapeKind(db)]
+            ScrapeKind(db), SentryKind(db)]
 
 
 class PipelineCollector(Collector):
