@@ -8,21 +8,23 @@ the metrics on the app's registry and returns start/stop callables for the lifes
 bound table: Kafka (`WITH (kafka_topic='...')`, bootstrap from the table's
 `kafka_bootstrap` or `SHOAL_KAFKA_BOOTSTRAP`) as a streaming query, file-drop
 (`WITH (filedrop_path='...')`) as a poll loop, both on the server's Spark session, and
-scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread. A table
+scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread, and syncs
+(`WITH (sync_source='...')`) as a change loop in its own thread. A table
 created, dropped, renamed or altered through the server's client wakes the supervisor at
 once. At shutdown every run stops (a file-drop scan in progress commits first).
 
 `app.state.pipelines` is read at start, stop and scrape time, so a caller (a test) may put a
 supervisor with other settings there before the app starts.
 
-Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`, `scrape`): the kind's counters as
-`shoal_<k>_<name>_total` (since the binding's runner started) and gauges as `shoal_<k>_<name>`
-(left out while they have no value), then `shoal_<k>_pipeline_up` (1 while the run goes and
-reports itself healthy), `shoal_<k>_pipeline_restarts_total` and
+Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`, `scrape`, `sync`): the kind's
+counters as `shoal_<k>_<name>_total` (since the binding's runner started) and gauges as
+`shoal_<k>_<name>` (left out while they have no value), then `shoal_<k>_pipeline_up` (1 while
+the run goes and reports itself healthy), `shoal_<k>_pipeline_restarts_total` and
 `shoal_<k>_pipeline_failures_total`. A retired binding's metrics go with it.
 Kafka: `records`, `rows`, `rejects`, `value_bytes`, gauge `lag`; file-drop: `files`, `rows`,
 `rejects`, `bytes`, `duplicates`, `scans`, `scan_errors`; scrape: `scrapes`, `scrape_failures`,
-`samples`, `rows`, `stale_markers`, gauges `targets_up`, `round_seconds` (see their `kind.py`).
+`samples`, `rows`, `stale_markers`, gauges `targets_up`, `round_seconds`; sync: `changes`,
+`rows`, `commits` (see their `kind.py`).
 """
 
 from __future__ import annotations
@@ -39,12 +41,13 @@ from shoal.frontends.filedrop.kind import FileDropKind
 from shoal.frontends.kafka.kind import KafkaKind
 from shoal.frontends.prometheus.kind import ScrapeKind
 from shoal.frontends.supervisor import BindingKind, BindingState, BindingSupervisor
+from shoal.frontends.sync.kind import SyncKind
 
 
 def pipeline_kinds(db: Shoal, config: Config) -> list[BindingKind]:
     """The kinds of bound pipeline the server runs."""
     return [KafkaKind(db, default_bootstrap=config.kafka_bootstrap), FileDropKind(db),
-            ScrapeKind(db)]
+            ScrapeKind(db), SyncKind(db)]
 
 
 class PipelineCollector(Collector):
