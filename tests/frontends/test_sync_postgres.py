@@ -270,3 +270,27 @@ def test_source_host_must_be_allowed_and_passwords_never_shown(tmp_path):
     with pytest.raises(ShoalError, match="sync_mode"):
         db.sql("CREATE TABLE s3 WITH (sync_source='postgresql://127.0.0.1/db', "
                "sync_table='t', sync_mode='stream')")
+
+
+@pytest.mark.spark
+def test_current_state_reads_the_same_on_spark(tmp_path, pg_server):
+    db = open_db(tmp_path)
+    name = "s_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, v text, version bigint)")
+        c.execute(f"INSERT INTO {name} SELECT g, 'a' || g, g FROM generate_series(1, 50) g")
+    try:
+        db.sql(f"CREATE TABLE ssync WITH (sync_source='{pg_server}', sync_table='{name}', "
+               "sync_mode='poll', sync_cursor='version')")
+        pipeline = SyncPipeline(db, resolve_sync_binding(db, "ssync"))
+        pipeline.run(once=True)
+        with psycopg.connect(pg_server, autocommit=True) as c:
+            c.execute(f"UPDATE {name} SET v = 'b' || id, version = 100 + id WHERE id <= 10")
+        pipeline.run(once=True)
+        pipeline.close()
+        want = source_rows(pg_server, name, "id, v, version")
+        assert current_state(db, "ssync", ["id", "v", "version"], engine="local") == want
+        assert current_state(db, "ssync", ["id", "v", "version"], engine="spark") == want
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as c:
+            c.execute(f"DROP TABLE {name}")

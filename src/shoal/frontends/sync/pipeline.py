@@ -113,9 +113,8 @@ class SyncPipeline:
                     self.progress.snapshot_rows += tab.num_rows
                     self._stage("snapshot_extent", rows=tab.num_rows)
             except BaseException:
-                from shoal.commit.extents import discard_extents
-
-                discard_extents(self.db.coordinator.store, written)
+                log.warning("sync of table %s: the snapshot failed after %d extent(s); they "
+                            "are left for orphan GC", self.binding.table, len(written))
                 raise
             self._publish(written, None, snap.position, "snapshot")
             position = snap.position
