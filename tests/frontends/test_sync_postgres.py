@@ -112,8 +112,11 @@ def current_state(db, table: str, cols: list[str], engine: str | None = None) ->
     return sorted(tuple(r.values()) for r in res.table.to_pylist())
 
 
-def test_snapshot_then_changes_equal_the_source(tmp_path, source):
+def test_snapshot_then_changes_equal_the_source(tmp_path, source, monkeypatch):
     url, name = source
+    from shoal.frontends.sync import postgres
+
+    monkeypatch.setattr(postgres, "PARALLEL_MIN_ROWS", 0)   # 10k rows: read by 4 key ranges
     db = open_db(tmp_path)
     db.sql(f"CREATE TABLE osync WITH (sync_source='{url}', sync_table='public.{name}', "
            "sync_batch='50')")
@@ -234,8 +237,15 @@ def test_poll_mode_by_cursor(tmp_path, pg_server):
         c.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, v text, version bigint)")
         c.execute(f"INSERT INTO {name} SELECT g, 'a' || g, g FROM generate_series(1, 500) g")
     try:
-        db.sql(f"CREATE TABLE psync WITH (sync_source='{pg_server}', sync_table='{name}', "
+        # trust auth: any password is accepted, and none may show
+        with_password = pg_server.replace("postgres@", "postgres:sekrit@")
+        assert "sekrit" in with_password
+        db.sql(f"CREATE TABLE psync WITH (sync_source='{with_password}', sync_table='{name}', "
                "sync_mode='poll', sync_cursor='version', sync_batch='40')")
+        props = db.sql("SHOW TBLPROPERTIES psync").table.to_pylist()
+        assert {"key": "sync_source",
+                "value": with_password.replace("sekrit", "***")} in props
+        assert "sekrit" not in str(db.describe("psync"))
         pipeline = SyncPipeline(db, resolve_sync_binding(db, "psync"))
         assert pipeline.run(once=True).snapshot_rows == 500
         with psycopg.connect(pg_server, autocommit=True) as c:

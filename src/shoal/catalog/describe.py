@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from shoal.catalog.base import Catalog
+from shoal.masking import mask_properties
 
 
 def describe_table(catalog: Catalog, name: str) -> dict[str, Any]:
@@ -23,5 +24,5 @@ def describe_table(catalog: Catalog, name: str) -> dict[str, Any]:
         "snapshot_id": info.current_snapshot_id,
         "row_count": rows,
         "extent_count": extents,
-        "properties": info.properties,
+        "properties": mask_properties(info.properties),
     }

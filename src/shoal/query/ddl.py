@@ -691,7 +691,9 @@ def execute_ddl(stmt: DdlStatement, db: Database) -> pa.Table:
         return _table_result(db.describe(stmt.name), "undropped")
     if isinstance(stmt, ShowTblProperties):
         info = db.catalog.load_table(stmt.name)
-        items = {**info.properties, "mode": info.mode}
+        from shoal.masking import mask_properties
+
+        items = {**mask_properties(info.properties), "mode": info.mode}
         return pa.Table.from_pylist(
             [{"key": k, "value": v if isinstance(v, str) else json.dumps(v)}
              for k, v in sorted(items.items())], schema=TBLPROPERTIES_SCHEMA)

@@ -14,7 +14,8 @@ own `PGPASSWORD` works too). `sync_mode` is `cdc` (the default) or `poll`; `poll
 `sync_cursor`, a column of the source that grows with every insert and update. Optional:
 `sync_slot` (the replication slot and publication name, default `shoal_<table>`),
 `sync_batch` (row changes per commit, default 10000), `sync_poll_interval` (seconds between
-polls when idle, default 1).
+polls when idle, default 1), `sync_snapshot_parallel` (connections reading the initial
+snapshot by ranges of an integer primary key, default 4).
 
 Created without columns, the table gets the source's columns (the type mapping is in
 docs/connectors.md) followed by `_op` and `_source_position` (both `string`); `_timestamp`
@@ -29,9 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from shoal.errors import InvalidPropertyError, InvalidSchemaError, UnavailableError
+from shoal.masking import mask_url
 from shoal.types.columns import STRING
 from shoal.types.schema import DEFAULT_COLUMNS, Column
 
@@ -41,13 +43,14 @@ if TYPE_CHECKING:
 
 SOURCE_PROPERTY = "sync_source"
 PROPERTIES = ("sync_source", "sync_table", "sync_mode", "sync_cursor", "sync_password_env",
-              "sync_slot", "sync_batch", "sync_poll_interval")
+              "sync_slot", "sync_batch", "sync_poll_interval", "sync_snapshot_parallel")
 MODES = ("cdc", "poll")
 SOURCES: dict[str, str] = {     # URL scheme -> module with open_source(binding, ...)
     "postgresql": "shoal.frontends.sync.postgres",
     "postgres": "shoal.frontends.sync.postgres",
 }
 DEFAULT_BATCH = 10_000
+DEFAULT_PARALLEL = 4
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*\Z")
 _SLOT = re.compile(r"^[a-z0-9_]{1,63}\Z")
 
@@ -75,6 +78,7 @@ class SyncBinding:
     slot: str = ""
     batch: int = DEFAULT_BATCH
     poll_interval_s: float = 1.0
+    snapshot_parallel: int = DEFAULT_PARALLEL
 
     @property
     def scheme(self) -> str:
@@ -97,15 +101,7 @@ class SyncBinding:
 
 def redact(url: str) -> str:
     """`url` with its password replaced by `***` (what errors, logs and answers show)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query,
-                       parts.fragment))
+    return mask_url(url)
 
 
 def is_bound(properties: Mapping[str, Any]) -> bool:
@@ -146,8 +142,10 @@ def parse_binding(table: str, properties: Mapping[str, Any]) -> SyncBinding:
     batch = _positive(properties.get("sync_batch"), DEFAULT_BATCH, "sync_batch", int)
     interval = _positive(properties.get("sync_poll_interval"), 1.0, "sync_poll_interval",
                          float)
+    parallel = _positive(properties.get("sync_snapshot_parallel"), DEFAULT_PARALLEL,
+                         "sync_snapshot_parallel", int)
     return SyncBinding(table, source, name, mode, cursor, env, slot, int(batch),
-                       float(interval))
+                       float(interval), int(parallel))
 
 
 def default_slot(table: str) -> str:

@@ -49,6 +49,7 @@ TYPE_MAP: dict[str, ColumnType] = {
 _TEXT_TYPES = frozenset({"text", "varchar", "bpchar", "name"})
 PG_EPOCH_US = 946_684_800_000_000        # 2000-01-01 in microseconds since 1970-01-01
 SNAPSHOT_EXTENT_ROWS = 1_000_000
+PARALLEL_MIN_ROWS = 200_000    # smaller tables are read in one query
 
 
 def shoal_type(typname: str) -> ColumnType:
@@ -221,23 +222,103 @@ class PostgresSource:
         finally:
             repl.finish()
 
-    def _read_snapshot(self, snapshot_name: str, position: int) -> Iterator[pa.Table]:
+    def _snapshot_conn(self, snapshot_name: str) -> Any:
+        """An ADBC connection inside the exported snapshot (every reader sees the same rows)."""
         import adbc_driver_postgresql.dbapi as adbc
 
-        select, cols = self._select_list()
         conn = adbc.connect(self._adbc_uri(), autocommit=False)
+        cur = conn.cursor()
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cur.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_name}'")
+        return conn
+
+    def _read_snapshot(self, snapshot_name: str, position: int) -> Iterator[pa.Table]:
+        select, cols = self._select_list()
+        conn = self._snapshot_conn(snapshot_name)
         try:
             cur = conn.cursor()
-            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            cur.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_name}'")
             cur.execute("SELECT (extract(epoch FROM now()) * 1000000)::int8")
             now_us = int(cur.fetchone()[0])
-            cur.execute(f"SELECT {select} FROM {self.qualified}")
-            reader = cur.fetch_record_batch()
-            yield from _log_tables(reader, cols, "snapshot", row_position(position, 0), now_us)
+            ranges = self._key_ranges(cur)
+            pos = row_position(position, 0)
+            if len(ranges) <= 1:
+                cur.execute(f"SELECT {select} FROM {self.qualified}")
+                yield from _log_tables(cur.fetch_record_batch(), cols, "snapshot", pos, now_us)
+            else:
+                yield from self._read_ranges(snapshot_name, select, cols, ranges, pos, now_us)
             conn.rollback()
         finally:
             conn.close()
+
+    def _key_ranges(self, cur: Any) -> list[tuple[int, int]]:
+        """[lo, hi) ranges of an integer primary key, one per parallel reader (one range:
+        read in one query)."""
+        key = self.key()
+        types = dict(self._attributes())
+        readers = self.binding.snapshot_parallel
+        if readers <= 1 or len(key) != 1 or shoal_type(types[key[0]]) not in (INT, LONG):
+            return []
+        cur.execute(f"SELECT min({_q(key[0])})::int8, max({_q(key[0])})::int8, "
+                    f"(SELECT reltuples::int8 FROM pg_class WHERE oid = to_regclass("
+                    f"'{self.qualified}')) FROM {self.qualified}")
+        lo, hi, estimate = cur.fetchone()
+        if lo is None or (estimate or 0) < PARALLEL_MIN_ROWS:
+            return []
+        step = max(1, (hi - lo + readers) // readers)
+        return [(a, min(a + step, hi + 1)) for a in range(lo, hi + 1, step)]
+
+    def _read_ranges(self, snapshot_name: str, select: str, cols: list[Column],
+                     ranges: list[tuple[int, int]], pos: str, now_us: int
+                     ) -> Iterator[pa.Table]:
+        """The key ranges read by parallel connections sharing the snapshot, as they come."""
+        import queue
+        import threading
+
+        key = _q(self.key()[0])
+        out: queue.Queue[pa.Table | BaseException | None] = queue.Queue(maxsize=len(ranges))
+        cancel = threading.Event()
+
+        def read(lo: int, hi: int) -> None:
+            try:
+                conn = self._snapshot_conn(snapshot_name)
+                try:
+                    cur = conn.cursor()
+                    cur.execute(f"SELECT {select} FROM {self.qualified} WHERE {key} >= {lo} "
+                                f"AND {key} < {hi}")
+                    for tab in _log_tables(cur.fetch_record_batch(), cols, "snapshot", pos,
+                                           now_us):
+                        if cancel.is_set():
+                            return
+                        out.put(tab)
+                finally:
+                    conn.close()
+                out.put(None)
+            except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
+                out.put(e)
+
+        threads = [threading.Thread(target=read, args=r, name=f"shoal-sync-snapshot-{i}",
+                                    daemon=True) for i, r in enumerate(ranges)]
+        for t in threads:
+            t.start()
+        done = 0
+        try:
+            while done < len(threads):
+                item = out.get()
+                if item is None:
+                    done += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            cancel.set()
+            while any(t.is_alive() for t in threads):   # unblock readers waiting to put
+                try:
+                    out.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+            for t in threads:
+                t.join()
 
     # ---- CDC: changes -----------------------------------------------------------------------
     def head(self) -> int:
