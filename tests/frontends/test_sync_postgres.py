@@ -304,3 +304,57 @@ def test_current_state_reads_the_same_on_spark(tmp_path, pg_server):
     finally:
         with psycopg.connect(pg_server, autocommit=True) as c:
             c.execute(f"DROP TABLE {name}")
+
+
+def test_supervisor_runs_the_sync_as_serve_does(tmp_path, source):
+    import threading
+
+    from shoal.frontends.supervisor import BindingSupervisor
+    from shoal.frontends.sync.kind import SyncKind
+
+    url, name = source
+    db = open_db(tmp_path)
+    db.sql(f"CREATE TABLE vsync WITH (sync_source='{url}', sync_table='public.{name}', "
+           "sync_poll_interval='0.05')")
+    snapshotted, caught_up = threading.Event(), threading.Event()
+    want = 10_000 + 3
+
+    def on_commit(table: str, p) -> None:
+        snapshotted.set()
+        if p.rows >= want:
+            caught_up.set()
+
+    kind = SyncKind(db, on_commit=on_commit)
+    supervisor = BindingSupervisor(db.catalog, [kind])
+    supervisor.start()
+    try:
+        assert snapshotted.wait(120), supervisor.snapshot()
+        apply(url, [[f"INSERT INTO {name} (id, customer, qty) VALUES (50001, 'a', 1)",
+                     f"UPDATE {name} SET qty = 77 WHERE id = 1",
+                     f"DELETE FROM {name} WHERE id = 2"]])
+        assert caught_up.wait(120), supervisor.snapshot()
+        state = next(s for s in supervisor.snapshot() if s.table == "vsync")
+        assert state.up and state.counters["rows"] >= want
+    finally:
+        supervisor.stop()
+    assert current_state(db, "vsync", ["id", "customer", "qty"]) == source_rows(url, name)
+
+
+@pytest.mark.services
+def test_cli_once_exits_zero_with_a_summary(tmp_path, source):
+    url, name = source
+    db = open_db(tmp_path)
+    db.sql(f"CREATE TABLE csync WITH (sync_source='{url}', sync_table='public.{name}')")
+    db.close()
+    env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "src"),
+           "SHOAL_ALLOWED_HOSTS": "127.0.0.1"}
+    p = subprocess.run([sys.executable, "-m", "shoal", "pipeline", "sync", "--table", "csync",
+                        "--once", "--data-dir", str(tmp_path / "data")],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == ("csync: 10000 snapshot rows, 0 changes, 10000 rows in 1 "
+                                "commits")
+    bad = subprocess.run([sys.executable, "-m", "shoal", "pipeline", "sync", "--table", "nope",
+                          "--once", "--data-dir", str(tmp_path / "data")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert bad.returncode == 1 and "nope" in bad.stderr

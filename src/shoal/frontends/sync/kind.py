@@ -13,7 +13,7 @@ snapshot included) and `commits`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from shoal.errors import TableNotFoundError
@@ -23,6 +23,7 @@ from shoal.locations import LocationPolicy
 
 if TYPE_CHECKING:
     from shoal.client import Shoal
+    from shoal.frontends.sync.pipeline import SyncProgress
 
 
 def resolve_sync_binding(db: Shoal, table: str) -> SyncBinding | None:
@@ -48,8 +49,10 @@ class SyncKind:
         ("commits", "Catalog commits of the sync"))
     gauges: MetricNames = ()
 
-    def __init__(self, db: Shoal) -> None:
+    def __init__(self, db: Shoal, *,
+                 on_commit: Callable[[str, SyncProgress], None] | None = None) -> None:
         self.db = db
+        self.on_commit = on_commit      # (table, progress) after each commit of a run
 
     def is_bound(self, properties: Mapping[str, Any]) -> bool:
         return is_bound(properties)
@@ -66,6 +69,8 @@ class SyncKind:
             state.count(changes=p.changes - seen.changes, rows=p.rows - seen.rows,
                         commits=p.commits - seen.commits)
             seen.changes, seen.rows, seen.commits = p.changes, p.rows, p.commits
+            if self.on_commit is not None:
+                self.on_commit(binding.table, p)
 
         pipeline = SyncPipeline(self.db, binding, stop=stop, on_commit=on_commit)
         state.report(up=True)
