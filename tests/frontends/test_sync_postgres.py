@@ -358,3 +358,22 @@ def test_cli_once_exits_zero_with_a_summary(tmp_path, source):
                           "--once", "--data-dir", str(tmp_path / "data")],
                          capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 1 and "nope" in bad.stderr
+
+
+def test_a_type_change_at_the_source_rejects_what_the_table_cannot_hold(tmp_path, source):
+    url, name = source
+    db = open_db(tmp_path)
+    db.sql(f"CREATE TABLE rsync WITH (sync_source='{url}', sync_table='public.{name}')")
+    pipeline = SyncPipeline(db, resolve_sync_binding(db, "rsync"))
+    pipeline.run(once=True)
+    apply(url, [[f"UPDATE {name} SET qty = 41 WHERE id = 1"],
+                [f"ALTER TABLE {name} ALTER COLUMN qty TYPE text"],
+                [f"UPDATE {name} SET qty = '42' WHERE id = 2",
+                 f"UPDATE {name} SET qty = 'lots' WHERE id = 3"]])
+    p = pipeline.run(once=True)
+    pipeline.close()
+    assert p.rejects == 1
+    assert change_log(db, "rsync") == [("update", 1, "c1", 41), ("update", 2, "c2", 42)]
+    rej = db.sql("SELECT error, field, source FROM rsync__rejects").table.to_pylist()
+    assert rej == [{"error": "column \"qty\": 'lots' cannot be stored as int", "field": "qty",
+                    "source": "sync"}]

@@ -11,21 +11,25 @@ at or before it are skipped.
 The snapshot is one commit, however many extents it takes: a crash during it leaves no
 position, and the next run takes a new snapshot (for PostgreSQL, a new slot). A change batch
 whose source columns include a column the table lacks widens the table first (the write
-path's schema evolution); the rows are then cast to the table's types.
+path's schema evolution); the rows are then cast to the table's types, and a row with a
+value its column cannot hold (the source changed the column's type) goes to the reject table,
+committed first under a key made of its position, so a replay skips it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from shoal.catalog.base import ManifestEntry, SourceOffset, TableInfo
-from shoal.commit import CommitSpec
+from shoal.commit import CommitSpec, RejectRecord, commit_rejects
 from shoal.errors import InvalidSchemaError, PipelineError
 from shoal.frontends.sync.binding import SyncBinding, open_source
 from shoal.frontends.sync.source import SyncSource
@@ -51,6 +55,7 @@ class SyncProgress:
     changes: int = 0
     rows: int = 0
     commits: int = 0
+    rejects: int = 0
     position: int | None = None
 
 
@@ -139,7 +144,18 @@ class SyncPipeline:
     def _commit(self, tables: list[pa.Table], columns: Sequence[Column], base: int,
                 position: int, what: str) -> None:
         info = self._widen(columns)
-        written = [self._write(info, t) for t in tables]
+        kept, rejects = [], []
+        for tab in tables:
+            good, bad = split_rejects(tab, info.schema, self.source.source_id)
+            kept.append(good)
+            rejects += bad
+        if rejects:   # first, by key: a replay after a crash skips them
+            log.warning("sync of table %s: %d row change(s) cannot be stored (first: %s); "
+                        "they go to the reject table", self.binding.table, len(rejects),
+                        rejects[0].error)
+            self.progress.rejects += commit_rejects(self.db.coordinator, self.db.catalog,
+                                                    self.binding.table, rejects)
+        written = [self._write(info, t) for t in kept if t.num_rows]
         self._publish(written, base, position, what)
 
     def _publish(self, written: list[ManifestEntry], base: int | None, position: int,
@@ -194,3 +210,40 @@ def shape(tab: pa.Table, schema: Schema, table: str) -> pa.Table:
         else:
             arrays.append(pa.nulls(n, target))
     return pa.Table.from_arrays(arrays, schema=schema.arrow())
+
+
+def split_rejects(tab: pa.Table, schema: Schema, source_id: str
+                  ) -> tuple[pa.Table, list[RejectRecord]]:
+    """(the rows every column of which the table can store, a reject per other row).
+
+    A source column whose type changed to one the table's column cannot hold (text into an
+    `int` column) makes rejects of the rows whose values do not convert, each naming the
+    column, the value and the type; the other rows go on."""
+    bad = np.zeros(tab.num_rows, dtype=bool)
+    reasons: dict[int, tuple[str, str]] = {}
+    for col in schema.columns:
+        if col.name not in tab.column_names:
+            continue
+        arr = tab.column(col.name)
+        try:
+            arr.cast(col.type.arrow())
+            continue
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        for i, value in enumerate(arr.to_pylist()):
+            try:
+                pa.array([value], arr.type).cast(col.type.arrow())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                bad[i] = True
+                reasons.setdefault(i, (col.name, f'column "{col.name}": {value!r} cannot be '
+                                                 f"stored as {col.type}"))
+    if not bad.any():
+        return tab, []
+    rows = tab.filter(pa.array(bad)).to_pylist()
+    rejects = []
+    for i, row in zip(np.nonzero(bad)[0].tolist(), rows, strict=True):
+        field, error = reasons[i]
+        raw = json.dumps(row, default=str, sort_keys=True).encode()
+        rejects.append(RejectRecord(key=f"sync-reject:{source_id}:{row['_source_position']}",
+                                    raw=raw, error=error, source="sync", field=field))
+    return tab.filter(pa.array(~bad)), rejects

@@ -589,8 +589,7 @@ class _Decoder:
             oid, _typmod = struct.unpack_from(">Ii", data, pos)
             pos += 8
             cols.append((name, oid, bool(flags & 1)))
-            if name not in self.columns:
-                self.columns[name] = shoal_type(self.source.typname(oid))
+            self.columns[name] = shoal_type(self.source.typname(oid))
         self.source._relations[relid] = cols
 
     def _tuple(self, relid: int, data: bytes, pos: int) -> tuple[dict[str, Any], int]:
@@ -635,13 +634,25 @@ class _Decoder:
         arrays, names = [], []
         for col in columns:
             values = self.rows.get(col.name, [None] * len(self.ops))
-            arrays.append(pa.array(values, col.type.arrow()))
+            arrays.append(_array(values, col.type))
             names.append(col.name)
         ts = pa.compute.multiply(pa.array(self.times, pa.int64()), 1000).cast(
             pa.timestamp("ns", tz="UTC"))
         arrays += [pa.array(self.ops, pa.string()), pa.array(self.positions, pa.string()), ts]
         names += ["_op", "_source_position", "_timestamp"]
         return ChangeBatch(pa.table(arrays, names=names), self.position, columns, self.changes)
+
+
+def _array(values: list[Any], typ: ColumnType) -> pa.Array:
+    """The values as `typ`; as text when the column's type changed at the source within the
+    batch (the pipeline then casts each value, or rejects it, against the table's type)."""
+    try:
+        return pa.array(values, typ.arrow())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else v.decode(errors="replace")
+                         if isinstance(v, bytes) else v.isoformat()
+                         if isinstance(v, dt.datetime) else str(v) for v in values],
+                        pa.string())
 
 
 def _cstring(data: bytes, pos: int) -> tuple[str, int]:
