@@ -163,8 +163,7 @@ def test_snapshot_then_changes_equal_the_source(tmp_path, source, monkeypatch):
                             "WHERE slot_name = 'shoal_osync'").fetchone()[0]
     from shoal.frontends.sync.postgres import parse_lsn
 
-    assert parse_lsn(flushed) == db.catalog.source_offsets(
-        pipeline.source.source_id)["0"]
+    assert parse_lsn(flushed) == db.catalog.source_offsets(pipeline.source_key)["0"]
 
 
 def _worker(data_dir: str, table: str, die_at: int) -> tuple[int, list[str]]:
@@ -377,3 +376,19 @@ def test_a_type_change_at_the_source_rejects_what_the_table_cannot_hold(tmp_path
     rej = db.sql("SELECT error, field, source FROM rsync__rejects").table.to_pylist()
     assert rej == [{"error": "column \"qty\": 'lots' cannot be stored as int", "field": "qty",
                     "source": "sync"}]
+
+
+def test_a_table_created_again_takes_a_new_snapshot(tmp_path, source):
+    url, name = source
+    db = open_db(tmp_path)
+    create = (f"CREATE TABLE again WITH (sync_source='{url}', sync_table='public.{name}')")
+    db.sql(create)
+    first = SyncPipeline(db, resolve_sync_binding(db, "again"))
+    assert first.run(once=True).snapshot_rows == 10_000
+    first.close()
+    db.sql("DROP TABLE again")
+    db.sql(create)
+    second = SyncPipeline(db, resolve_sync_binding(db, "again"))
+    assert second.run(once=True).snapshot_rows == 10_000
+    second.close()
+    assert db.sql("SELECT count(*) AS n FROM again").table.to_pylist() == [{"n": 10_000}]

@@ -1,12 +1,12 @@
 """One sync binding run: the initial snapshot if the catalog has none, then the changes.
 
 Exactly once. The catalog keeps the last source position applied to the table
-(`SourceOffset(source_id, "0", position)`), written in the same compare-and-swap as the
-extents holding the rows up to it; the offsets are re-read inside every commit attempt, so a
-second pipeline that moved them meanwhile fails the batch (`ConcurrentSyncError`) instead of
-duplicating it. The source is told (`confirm`) only after the commit landed, and again at
-each start (a crash between the two). A run resumes at the catalog's position: transactions
-at or before it are skipped.
+(`SourceOffset("<source_id>:table-<table id>", "0", position)`), written in the same
+compare-and-swap as the extents holding the rows up to it; the offsets are re-read inside
+every commit attempt, so a second pipeline that moved them meanwhile fails the batch
+(`ConcurrentSyncError`) instead of duplicating it. The source is told (`confirm`) only
+after the commit landed, and again at each start (a crash between the two). A run resumes
+at the catalog's position: transactions at or before it are skipped.
 
 The snapshot is one commit, however many extents it takes: a crash during it leaves no
 position, and the next run takes a new snapshot (for PostgreSQL, a new slot). A change batch
@@ -70,13 +70,17 @@ class SyncPipeline:
         self.on_commit = on_commit
         self.source = source if source is not None else open_source(binding)
         self.progress = SyncProgress()
+        # the table's id too: a table dropped and created again under the same name starts
+        # over with a snapshot instead of finding the old table's position
+        table_id = db.catalog.load_table(binding.table).id
+        self.source_key = f"{self.source.source_id}:table-{table_id}"
 
     def _stage(self, name: str, **info: Any) -> None:
         if self.on_stage is not None:
             self.on_stage(name, **info)
 
     def committed(self) -> int | None:
-        return self.db.catalog.source_offsets(self.source.source_id).get(PARTITION)
+        return self.db.catalog.source_offsets(self.source_key).get(PARTITION)
 
     def run(self, *, once: bool = False) -> SyncProgress:
         """Snapshot if needed, then changes until `stop` (with `once`: up to the source's
@@ -146,7 +150,7 @@ class SyncPipeline:
         info = self._widen(columns)
         kept, rejects = [], []
         for tab in tables:
-            good, bad = split_rejects(tab, info.schema, self.source.source_id)
+            good, bad = split_rejects(tab, info.schema, self.source_key)
             kept.append(good)
             rejects += bad
         if rejects:   # first, by key: a replay after a crash skips them
@@ -160,7 +164,7 @@ class SyncPipeline:
 
     def _publish(self, written: list[ManifestEntry], base: int | None, position: int,
                  what: str) -> None:
-        source = self.source.source_id
+        source = self.source_key
 
         def build(_info: TableInfo) -> CommitSpec:
             now = self.db.catalog.source_offsets(source).get(PARTITION)
