@@ -392,3 +392,26 @@ def test_a_table_created_again_takes_a_new_snapshot(tmp_path, source):
     assert second.run(once=True).snapshot_rows == 10_000
     second.close()
     assert db.sql("SELECT count(*) AS n FROM again").table.to_pylist() == [{"n": 10_000}]
+
+
+@pytest.mark.spark
+def test_the_snapshot_runs_as_spark_tasks(tmp_path, source, spark, monkeypatch):
+    from shoal.frontends.sync import postgres
+
+    monkeypatch.setattr(postgres, "PARALLEL_MIN_ROWS", 0)   # driver side: plan 3 key ranges
+    url, name = source
+    db = open_db(tmp_path)
+    db.sql(f"CREATE TABLE ksp WITH (sync_source='{url}', sync_table='public.{name}', "
+           "sync_snapshot_parallel='3')")
+    stages: list[tuple[str, dict]] = []
+    pipeline = SyncPipeline(db, resolve_sync_binding(db, "ksp"), spark=spark,
+                            on_stage=lambda n, **k: stages.append((n, k)))
+    apply(url, [[f"DELETE FROM {name} WHERE id = 5"]])
+    p = pipeline.run(once=True)
+    apply(url, [[f"UPDATE {name} SET qty = 1234 WHERE id = 6"]])
+    pipeline.run(once=True)
+    pipeline.close()
+    assert p.snapshot_rows == 9_999
+    assert ("snapshot_extent", {"rows": 9_999, "tasks": 3}) in stages
+    assert len(db.catalog.manifests("ksp")) == 4      # three tasks' extents, one change batch
+    assert current_state(db, "ksp", ["id", "customer", "qty"]) == source_rows(url, name)

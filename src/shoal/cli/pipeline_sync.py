@@ -3,9 +3,10 @@
 `shoal.frontends.sync.binding`).
 
 `--once` takes the initial snapshot if the table has none yet, applies every change up to
-the source's position at start, prints one summary line and exits 0. Without it, the sync
-runs like `shoal serve` runs it (the binding supervisor, sync kind only) until SIGINT or
-SIGTERM.
+the source's position at start, prints one summary line and exits 0; with `--spark` the
+snapshot's key ranges are read and written by Spark tasks (the client's Spark session).
+Without `--once`, the sync runs like `shoal serve` runs it (the binding supervisor, sync
+kind only) until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def sync_command(
     table: Annotated[str, typer.Option("--table", "-t", help="A table bound to a sync source")],
     once: Annotated[bool, typer.Option(
         "--once", help="Snapshot if needed, apply the changes up to now, then exit")] = False,
+    spark: Annotated[bool, typer.Option(
+        "--spark", help="Read and write the initial snapshot's key ranges as Spark tasks "
+                        "(with --once)")] = False,
 ) -> None:
     """Mirror a source table (PostgreSQL) into a change-log table."""
     from shoal.frontends.supervisor import BindingSupervisor
@@ -40,7 +44,8 @@ def sync_command(
                 f'table "{table}" is not bound to a sync source: create it WITH '
                 "(sync_source='postgresql://...', sync_table='schema.table')")
         if once:
-            pipeline = SyncPipeline(db, binding)
+            session = db.query_engine.spark if spark else None
+            pipeline = SyncPipeline(db, binding, spark=session)
             try:
                 p = pipeline.run(once=True)
             finally:

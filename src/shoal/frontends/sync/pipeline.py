@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ from shoal.catalog.base import ManifestEntry, SourceOffset, TableInfo
 from shoal.commit import CommitSpec, RejectRecord, commit_rejects
 from shoal.errors import InvalidSchemaError, PipelineError
 from shoal.frontends.sync.binding import SyncBinding, open_source
-from shoal.frontends.sync.source import SyncSource
+from shoal.frontends.sync.source import SnapshotPart, SyncSource
 from shoal.types.schema import Column, Schema
 
 if TYPE_CHECKING:
@@ -62,8 +62,10 @@ class SyncProgress:
 class SyncPipeline:
     def __init__(self, db: Shoal, binding: SyncBinding, *, stop: threading.Event | None = None,
                  on_stage: Stage | None = None, source: SyncSource | None = None,
-                 on_commit: Callable[[SyncProgress], None] | None = None) -> None:
+                 on_commit: Callable[[SyncProgress], None] | None = None,
+                 spark: Any | None = None) -> None:
         self.db = db
+        self.spark = spark      # given: a snapshot in parts is read and written by Spark tasks
         self.binding = binding
         self.stop = stop or threading.Event()
         self.on_stage = on_stage
@@ -115,21 +117,52 @@ class SyncPipeline:
         columns = self.source.columns()
         with self.source.snapshot() as snap:
             info = self._widen(columns)
-            written: list[ManifestEntry] = []
-            try:
-                for tab in snap.tables:
-                    written.append(self._write(info, tab))
-                    self.progress.snapshot_rows += tab.num_rows
-                    self._stage("snapshot_extent", rows=tab.num_rows)
-            except BaseException:
-                log.warning("sync of table %s: the snapshot failed after %d extent(s); they "
-                            "are left for orphan GC", self.binding.table, len(written))
-                raise
+            if self.spark is not None and len(snap.parts) > 1:
+                written = self._snapshot_on_spark(self.spark, info, snap.parts)
+            else:
+                written = self._snapshot_here(info, snap.tables)
             self._publish(written, None, snap.position, "snapshot")
             position = snap.position
         self.source.confirm(position)
         self._stage("confirmed", position=position)
         return position
+
+    def _snapshot_here(self, info: TableInfo, tables: Iterator[pa.Table]
+                       ) -> list[ManifestEntry]:
+        written: list[ManifestEntry] = []
+        try:
+            for tab in tables:
+                written.append(self._write(info, tab))
+                self.progress.snapshot_rows += tab.num_rows
+                self._stage("snapshot_extent", rows=tab.num_rows)
+        except BaseException:
+            log.warning("sync of table %s: the snapshot failed after %d extent(s); they "
+                        "are left for orphan GC", self.binding.table, len(written))
+            raise
+        return written
+
+    def _snapshot_on_spark(self, spark: Any, info: TableInfo, parts: Sequence[SnapshotPart]
+                           ) -> list[ManifestEntry]:
+        """One Spark task per part: it reads its rows and writes them as extents of the
+        table; the driver commits them all at once. Extents of a task that fails are left for
+        orphan GC."""
+        from functools import partial
+
+        from shoal.commit.extents import extent_prefix
+        from shoal.types.sortkey import block_rows_of, sort_key_of
+
+        cfg = self.db.config
+        spec = PartSpec(cfg.resolved_storage_url, cfg.s3_endpoint,
+                        self.db.coordinator.format.name, extent_prefix(info.name, info.id),
+                        info.schema, block_rows_of(info.properties),
+                        tuple(sort_key_of(info.properties, info.schema)), info.name)
+        sc = spark.sparkContext
+        results = sc.parallelize(list(parts), len(parts)).map(
+            partial(write_part, spec)).collect()
+        written = [e for entries in results for e in entries]
+        self.progress.snapshot_rows += sum(e.row_count for e in written)
+        self._stage("snapshot_extent", rows=self.progress.snapshot_rows, tasks=len(parts))
+        return written
 
     def _widen(self, columns: Sequence[Column]) -> TableInfo:
         info = self.db.catalog.load_table(self.binding.table)
@@ -251,3 +284,30 @@ def split_rejects(tab: pa.Table, schema: Schema, source_id: str
         rejects.append(RejectRecord(key=f"sync-reject:{source_id}:{row['_source_position']}",
                                     raw=raw, error=error, source="sync", field=field))
     return tab.filter(pa.array(~bad)), rejects
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """What a Spark task needs to write a snapshot part as extents of the table."""
+
+    storage_url: str
+    s3_endpoint: str | None
+    format: str
+    prefix: str
+    schema: Schema
+    block_rows: int
+    sort_by: tuple[str, ...]
+    table: str
+
+
+def write_part(spec: PartSpec, part: SnapshotPart) -> list[ManifestEntry]:
+    """Read one part and write it as extents (runs in a Spark task; plain Python)."""
+    from shoal.commit.extents import ExtentStager
+    from shoal.format import default_formats
+    from shoal.storage import open_store
+
+    store = open_store(spec.storage_url, s3_endpoint=spec.s3_endpoint)
+    stager = ExtentStager(store, default_formats()[spec.format])
+    return [stager.write(spec.prefix, spec.schema, shape(tab, spec.schema, spec.table)
+                         .to_batches(), block_rows=spec.block_rows, sort_by=spec.sort_by)
+            for tab in part.read()]

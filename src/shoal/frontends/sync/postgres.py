@@ -26,6 +26,7 @@ import logging
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -218,41 +219,37 @@ class PostgresSource:
             snapshot_name = _cell(res, 2)
             log.info("created replication slot %s at %s", self.binding.slot,
                      lsn_text(position))
-            yield SnapshotRead(position, self._read_snapshot(snapshot_name, position))
+            conn, parts, tables = self._read_plan(snapshot_name, position)
+            try:
+                yield SnapshotRead(position, tables, parts)
+            finally:
+                conn.close()
         finally:
             repl.finish()
 
-    def _snapshot_conn(self, snapshot_name: str) -> Any:
-        """An ADBC connection inside the exported snapshot (every reader sees the same rows)."""
-        import adbc_driver_postgresql.dbapi as adbc
-
-        conn = adbc.connect(self._adbc_uri(), autocommit=False)
-        cur = conn.cursor()
-        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        cur.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_name}'")
-        return conn
-
-    def _read_snapshot(self, snapshot_name: str, position: int) -> Iterator[pa.Table]:
+    def _read_plan(self, snapshot_name: str, position: int) -> tuple[Any, list[RangePart],
+                                                                     Iterator[pa.Table]]:
+        """(the connection holding the snapshot open, the key-range parts, the tables)."""
         select, cols = self._select_list()
-        conn = self._snapshot_conn(snapshot_name)
-        try:
-            cur = conn.cursor()
-            cur.execute("SELECT (extract(epoch FROM now()) * 1000000)::int8")
-            now_us = int(cur.fetchone()[0])
-            ranges = self._key_ranges(cur)
-            pos = row_position(position, 0)
-            if len(ranges) <= 1:
-                cur.execute(f"SELECT {select} FROM {self.qualified}")
-                yield from _log_tables(cur.fetch_record_batch(), cols, "snapshot", pos, now_us)
-            else:
-                yield from self._read_ranges(snapshot_name, select, cols, ranges, pos, now_us)
-            conn.rollback()
-        finally:
-            conn.close()
+        conn = _snapshot_conn(self._adbc_uri(), snapshot_name)
+        cur = conn.cursor()
+        cur.execute("SELECT (extract(epoch FROM now()) * 1000000)::int8")
+        now_us = int(cur.fetchone()[0])
+        pos = row_position(position, 0)
+        ranges = self._key_ranges(cur)
+        parts = [RangePart(self._adbc_uri(), snapshot_name, select, self.qualified,
+                           _q(self.key()[0]), lo, hi, tuple(cols), pos, now_us)
+                 for lo, hi in ranges]
+
+        def whole() -> Iterator[pa.Table]:
+            cur.execute(f"SELECT {select} FROM {self.qualified}")
+            yield from _log_tables(cur.fetch_record_batch(), cols, "snapshot", pos, now_us)
+
+        return conn, parts, (_read_parts(parts) if len(parts) > 1 else whole())
 
     def _key_ranges(self, cur: Any) -> list[tuple[int, int]]:
-        """[lo, hi) ranges of an integer primary key, one per parallel reader (one range:
-        read in one query)."""
+        """[lo, hi) ranges of an integer primary key, one per parallel reader (none: read
+        in one query)."""
         key = self.key()
         types = dict(self._attributes())
         readers = self.binding.snapshot_parallel
@@ -262,63 +259,14 @@ class PostgresSource:
                     f"(SELECT reltuples::int8 FROM pg_class WHERE oid = to_regclass("
                     f"'{self.qualified}')) FROM {self.qualified}")
         lo, hi, estimate = cur.fetchone()
-        if lo is None or (estimate or 0) < PARALLEL_MIN_ROWS:
+        if lo is None:
+            return []
+        if estimate is None or estimate < 0:     # never analyzed: the key span instead
+            estimate = hi - lo + 1
+        if estimate < PARALLEL_MIN_ROWS:
             return []
         step = max(1, (hi - lo + readers) // readers)
         return [(a, min(a + step, hi + 1)) for a in range(lo, hi + 1, step)]
-
-    def _read_ranges(self, snapshot_name: str, select: str, cols: list[Column],
-                     ranges: list[tuple[int, int]], pos: str, now_us: int
-                     ) -> Iterator[pa.Table]:
-        """The key ranges read by parallel connections sharing the snapshot, as they come."""
-        import queue
-        import threading
-
-        key = _q(self.key()[0])
-        out: queue.Queue[pa.Table | BaseException | None] = queue.Queue(maxsize=len(ranges))
-        cancel = threading.Event()
-
-        def read(lo: int, hi: int) -> None:
-            try:
-                conn = self._snapshot_conn(snapshot_name)
-                try:
-                    cur = conn.cursor()
-                    cur.execute(f"SELECT {select} FROM {self.qualified} WHERE {key} >= {lo} "
-                                f"AND {key} < {hi}")
-                    for tab in _log_tables(cur.fetch_record_batch(), cols, "snapshot", pos,
-                                           now_us):
-                        if cancel.is_set():
-                            return
-                        out.put(tab)
-                finally:
-                    conn.close()
-                out.put(None)
-            except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
-                out.put(e)
-
-        threads = [threading.Thread(target=read, args=r, name=f"shoal-sync-snapshot-{i}",
-                                    daemon=True) for i, r in enumerate(ranges)]
-        for t in threads:
-            t.start()
-        done = 0
-        try:
-            while done < len(threads):
-                item = out.get()
-                if item is None:
-                    done += 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
-        finally:
-            cancel.set()
-            while any(t.is_alive() for t in threads):   # unblock readers waiting to put
-                try:
-                    out.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-            for t in threads:
-                t.join()
 
     # ---- CDC: changes -----------------------------------------------------------------------
     def head(self) -> int:
@@ -432,6 +380,87 @@ class PostgresSource:
 
 def open_source(binding: SyncBinding) -> PostgresSource:
     return PostgresSource(binding)
+
+
+def _snapshot_conn(uri: str, snapshot_name: str) -> Any:
+    """An ADBC connection inside the exported snapshot (every reader sees the same rows)."""
+    import adbc_driver_postgresql.dbapi as adbc
+
+    conn = adbc.connect(uri, autocommit=False)
+    cur = conn.cursor()
+    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    cur.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_name}'")
+    return conn
+
+
+@dataclass(frozen=True)
+class RangePart:
+    """One range of the primary key of a snapshot, readable anywhere (a thread, a Spark
+    task) while the replication connection that exported the snapshot stays open. Holds the
+    connection URI, password included: it travels to Spark executors like a JDBC URL."""
+
+    uri: str
+    snapshot_name: str
+    select: str
+    qualified: str
+    key: str
+    lo: int
+    hi: int
+    columns: tuple[Column, ...]
+    position: str
+    now_us: int
+
+    def read(self) -> Iterator[pa.Table]:
+        conn = _snapshot_conn(self.uri, self.snapshot_name)
+        try:
+            cur = conn.cursor()
+            cur.execute(f"SELECT {self.select} FROM {self.qualified} WHERE {self.key} >= "
+                        f"{self.lo} AND {self.key} < {self.hi}")
+            yield from _log_tables(cur.fetch_record_batch(), list(self.columns), "snapshot",
+                                   self.position, self.now_us)
+        finally:
+            conn.close()
+
+
+def _read_parts(parts: list[RangePart]) -> Iterator[pa.Table]:
+    """The parts read by parallel threads, tables yielded as they come."""
+    import queue
+    import threading
+
+    out: queue.Queue[pa.Table | BaseException | None] = queue.Queue(maxsize=len(parts))
+    cancel = threading.Event()
+
+    def read(part: RangePart) -> None:
+        try:
+            for tab in part.read():
+                if cancel.is_set():
+                    return
+                out.put(tab)
+            out.put(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
+            out.put(e)
+
+    threads = [threading.Thread(target=read, args=(p,), name=f"shoal-sync-snapshot-{i}",
+                                daemon=True) for i, p in enumerate(parts)]
+    for t in threads:
+        t.start()
+    done = 0
+    try:
+        while done < len(threads):
+            item = out.get()
+            if item is None:
+                done += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        cancel.set()
+        while any(t.is_alive() for t in threads):   # unblock readers waiting to put
+            try:
+                out.get(timeout=0.1)
+            except queue.Empty:
+                continue
 
 
 def _cell(res: Any, col: int) -> str:

@@ -21,7 +21,7 @@ source order within one source (position of its transaction, then its place in i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -36,10 +36,17 @@ OPS = ("snapshot", "insert", "update", "delete")
 LOG_COLUMNS = (OP_COLUMN, POSITION_COLUMN)
 
 
+class SnapshotPart(Protocol):
+    """A piece of a snapshot that can be read in another process (a Spark task)."""
+
+    def read(self) -> Iterator[pa.Table]: ...
+
+
 @dataclass(frozen=True)
 class SnapshotRead:
     position: int                           # the source position the rows are consistent with
     tables: Iterator[pa.Table]              # source columns + _op/_source_position/_timestamp
+    parts: Sequence[SnapshotPart] = ()      # the same rows in picklable pieces (when > 1)
 
 
 @dataclass(frozen=True)
