@@ -19,6 +19,7 @@ from shoal.languages import register as _register_language
 # table, and the frontend module that checks it (imported only when a table sets it).
 _register_binding("scrape_targets", "shoal.frontends.prometheus.binding")
 _register_binding("sentry_url", "shoal.frontends.sentry.binding")
+_register_binding("sync_source", "shoal.frontends.sync.binding")
 # The query languages of the shipped frontends (`shoal.languages`), imported on first use.
 _register_language("kql", "shoal.frontends.kusto.kql")
 _register_language("promql", "shoal.frontends.prometheus.promql")

@@ -19,6 +19,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:   # `import shoal` registers here: nothing heavy is imported
+    from shoal.locations import LocationPolicy
     from shoal.types import Column
 
 _CHECKERS: dict[str, str] = {}
@@ -35,10 +36,19 @@ def registered() -> dict[str, str]:
 
 
 def check_bound(table: str, properties: Mapping[str, Any],
-                columns: Sequence[Column]) -> list[Column]:
-    """The columns of `table` once every binding its properties name has been checked."""
+                columns: Sequence[Column], *,
+                locations: LocationPolicy | None = None) -> list[Column]:
+    """The columns of `table` once every binding its properties name has been checked.
+
+    A checker that must reach its source to know the columns (a database to sync) has
+    `check_binding_at(table, properties, columns, locations)` too: with `locations` given,
+    that one is called, so the source's host is checked before anything connects to it."""
     out = list(columns)
     for prop, module in list(_CHECKERS.items()):
         if str(properties.get(prop) or "").strip():
-            out = import_module(module).check_binding(table, properties, out)
+            checker = import_module(module)
+            if locations is not None and hasattr(checker, "check_binding_at"):
+                out = checker.check_binding_at(table, properties, out, locations)
+            else:
+                out = checker.check_binding(table, properties, out)
     return out

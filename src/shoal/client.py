@@ -95,8 +95,10 @@ class Shoal:
             from shoal.locations import LocationPolicy
             from shoal.maintenance.policy import TablePolicy
 
-            columns = check_bound(name, properties, columns)   # its form first, then hosts
-            LocationPolicy.from_config(self.config).check_properties(properties)
+            locations = LocationPolicy.from_config(self.config)
+            columns = check_bound(name, properties, columns,   # its form first, then hosts
+                                  locations=locations)
+            locations.check_properties(properties)
             TablePolicy.from_properties(properties)
         schema = Schema.create(columns)
         if properties and properties.get(SORT_BY) is not None:

@@ -1,7 +1,9 @@
 """Keeping passwords out of what shoal shows (docs/security.md).
 
 A table property may carry a connection URL with a password in it (a foreign table's
-`source`). shoal keeps the property as given, since it needs the password to connect, but
+`source`, a sync's `sync_source`), or be a secret itself (a property whose name ends in
+`password`, `secret` or `token`; not `*_env`, which names an environment variable and holds
+no secret). shoal keeps the properties as given, since it needs the password to connect, but
 everything it shows — describe documents, `SHOW TBLPROPERTIES`, query errors, log lines —
 goes through `mask_url` / `mask_properties` first, and a driver's error text through
 `scrub`, which also removes a password that came from the environment.
@@ -26,9 +28,19 @@ def mask_url(text: str) -> str:
     return _USERINFO.sub(lambda m: f"{m.group('head')}{MASK}@", text)
 
 
+_SECRET_NAMES = ("password", "secret", "token")
+
+
 def mask_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
-    """The properties with every string value's URL passwords masked."""
-    return {k: mask_url(v) if isinstance(v, str) else v for k, v in properties.items()}
+    """The properties with every string value's URL passwords masked, and the whole value
+    of a property named like a secret."""
+    out: dict[str, Any] = {}
+    for key, value in properties.items():
+        if key.lower().endswith(_SECRET_NAMES) and value not in (None, ""):
+            out[key] = MASK
+        else:
+            out[key] = mask_url(value) if isinstance(value, str) else value
+    return out
 
 
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:

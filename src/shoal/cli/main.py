@@ -131,10 +131,11 @@ def _extent() -> Command:
 
 def _pipeline() -> Command:
     pipeline = typer.Typer(name="pipeline", add_completion=False, no_args_is_help=True,
-                           help="Ingest pipelines (Kafka, file-drop, Prometheus scrape)")
+                           help="Ingest pipelines (Kafka, file-drop, Prometheus scrape, sync)")
     _add(pipeline, "kafka", _function("shoal.cli.pipeline_kafka:kafka_command"))
     _add(pipeline, "filedrop", _function("shoal.cli.pipeline_filedrop:filedrop_command"))
     _add(pipeline, "scrape", _function("shoal.cli.pipeline_scrape:scrape_command"))
+    _add(pipeline, "sync", _function("shoal.cli.pipeline_sync:sync_command"))
     return typer.main.get_command(pipeline)
 
 

@@ -8,23 +8,25 @@ the metrics on the app's registry and returns start/stop callables for the lifes
 bound table: Kafka (`WITH (kafka_topic='...')`, bootstrap from the table's
 `kafka_bootstrap` or `SHOAL_KAFKA_BOOTSTRAP`) as a streaming query, file-drop
 (`WITH (filedrop_path='...')`) as a poll loop, both on the server's Spark session,
-scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread, and Sentry
-pulls (`WITH (sentry_url='...')`) as a pull loop in its own thread. A table
+scrape jobs (`WITH (scrape_targets='...')`) as a scrape loop in its own thread, Sentry
+pulls (`WITH (sentry_url='...')`) as a pull loop in its own thread, and syncs
+(`WITH (sync_source='...')`) as a change loop in its own thread. A table
 created, dropped, renamed or altered through the server's client wakes the supervisor at
 once. At shutdown every run stops (a file-drop scan in progress commits first).
 
 `app.state.pipelines` is read at start, stop and scrape time, so a caller (a test) may put a
 supervisor with other settings there before the app starts.
 
-Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`, `scrape`, `sentry`): the kind's
-counters as `shoal_<k>_<name>_total` (since the binding's runner started) and gauges as
+Metrics, by table, for each kind `<k>` (`kafka`, `filedrop`, `scrape`, `sentry`, `sync`): the
+kind's counters as `shoal_<k>_<name>_total` (since the binding's runner started) and gauges as
 `shoal_<k>_<name>` (left out while they have no value), then `shoal_<k>_pipeline_up` (1
 while the run goes and reports itself healthy), `shoal_<k>_pipeline_restarts_total` and
 `shoal_<k>_pipeline_failures_total`. A retired binding's metrics go with it.
 Kafka: `records`, `rows`, `rejects`, `value_bytes`, gauge `lag`; file-drop: `files`, `rows`,
 `rejects`, `bytes`, `duplicates`, `scans`, `scan_errors`; scrape: `scrapes`, `scrape_failures`,
 `samples`, `rows`, `stale_markers`, gauges `targets_up`, `round_seconds`; sentry: `pages`,
-`rows`, `rate_limited`, `round_failures`, gauge `round_seconds` (see their `kind.py`).
+`rows`, `rate_limited`, `round_failures`, gauge `round_seconds`; sync: `changes`, `rows`,
+`commits` (see their `kind.py`).
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ from shoal.frontends.kafka.kind import KafkaKind
 from shoal.frontends.prometheus.kind import ScrapeKind
 from shoal.frontends.sentry.kind import SentryKind
 from shoal.frontends.supervisor import BindingKind, BindingState, BindingSupervisor
+from shoal.frontends.sync.kind import SyncKind
 
 
 def pipeline_kinds(db: Shoal, config: Config) -> list[BindingKind]:
     """The kinds of bound pipeline the server runs."""
     return [KafkaKind(db, default_bootstrap=config.kafka_bootstrap), FileDropKind(db),
-            ScrapeKind(db), SentryKind(db)]
+            ScrapeKind(db), SentryKind(db), SyncKind(db)]
 
 
 class PipelineCollector(Collector):
