@@ -37,7 +37,7 @@ def test_the_command_tree():
     assert sorted(root.commands["spark"].commands) == ["pack"]
     assert sorted(root.commands["extent"].commands) == ["inspect"]
     assert sorted(root.commands["pipeline"].commands) == [
-        "filedrop", "kafka", "scrape"]
+        "filedrop", "kafka", "scrape", "sync"]
 
 
 @pytest.mark.services
