@@ -1,7 +1,8 @@
 """Column changes as schema versions (docs/sql.md): RENAME COLUMN, DROP COLUMN and ALTER
 COLUMN TYPE over extents written before and after, on both catalogs and both engines;
 pruning under a renamed name; a dropped name added again by live ingest; protected columns;
-compaction across the versions."""
+compaction across the versions. The extents live in the local store and in the S3 test
+server alike (the S3 reads go through the block reader, the local ones through the fast one)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,15 @@ def _ts(minute: int, second: int = 0) -> str:
     return f"2026-03-01T00:{minute:02d}:{second:02d}Z"
 
 
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def store_url(request) -> str | None:
+    return None if request.param == "local" else request.getfixturevalue("s3_store_url")
+
+
 @pytest.fixture
-def db(tmp_path, catalog_url):
-    client = shoal.connect(data_dir=str(tmp_path / "data"), catalog_url=catalog_url)
+def db(tmp_path, catalog_url, store_url):
+    client = shoal.connect(data_dir=str(tmp_path / "data"), catalog_url=catalog_url,
+                           storage_url=store_url)
     yield client
     client.close()
 
