@@ -114,7 +114,9 @@ def attacks(f: dict[str, Path]) -> list[tuple[str, str]]:
         ("insert", "INSERT INTO logs VALUES (3, 'c')"),
         ("insert directory", f"INSERT OVERWRITE DIRECTORY '{out}' SELECT * FROM logs"),
         ("load data", f"LOAD DATA LOCAL INPATH '{secret}' INTO TABLE logs"),
-        ("drop", "DROP TABLE logs"),
+        ("drop view", "DROP VIEW v"),
+        ("drop database", "DROP DATABASE default CASCADE"),
+        ("drop function", "DROP FUNCTION f"),
         ("ctas", f"CREATE TABLE x USING parquet LOCATION '{out}' AS SELECT 1"),
         ("execute immediate", "EXECUTE IMMEDIATE 'SELECT reflect(\\'java.lang.System\\', "
                               "\\'getenv\\', \\'HOME\\')'"),
