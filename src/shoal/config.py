@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -495,26 +495,41 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def update_docs(path: str) -> bool:
-    """Rewrite the settings table of the page at `path`; True if it changed."""
+def replace_marked(path: str, begin: str, end: str, block: str, what: str) -> bool:
+    """Replace the text of the page at `path` from the line `begin` through the line `end`
+    with `block` (which holds both markers); True if the page changed. Generated tables in
+    docs/ (settings, routes) are kept this way."""
     text = Path(path).read_text()
-    start, end = text.find(DOCS_BEGIN), text.find(DOCS_END)
-    if start < 0 or end < start:
-        raise ConfigError(f"{path}: no settings markers ({DOCS_BEGIN!r} ... {DOCS_END!r})")
-    new = text[:start] + markdown_table() + text[end + len(DOCS_END) + 1:]
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
+        raise ConfigError(f"{path}: no {what} markers ({begin!r} ... {end!r})")
+    new = text[:start] + block + text[stop + len(end) + 1:]
     Path(path).write_text(new)
     return new != text
 
 
-def _main(argv: list[str]) -> int:
+def table_tool(argv: list[str], markdown: Callable[[], str], update: Callable[[str], bool],
+               usage: str) -> int:
+    """The command line of a generated docs table: `--markdown` prints it, `--update PAGE`
+    rewrites it in the page."""
     if argv == ["--markdown"]:
-        print(markdown_table(), end="")
+        print(markdown(), end="")
         return 0
     if len(argv) == 2 and argv[0] == "--update":
-        print(f"{argv[1]}: {'updated' if update_docs(argv[1]) else 'already up to date'}")
+        print(f"{argv[1]}: {'updated' if update(argv[1]) else 'already up to date'}")
         return 0
-    print("usage: python -m shoal.config --markdown | --update docs/configuration.md")
+    print(f"usage: {usage}")
     return 2
+
+
+def update_docs(path: str) -> bool:
+    """Rewrite the settings table of the page at `path`; True if it changed."""
+    return replace_marked(path, DOCS_BEGIN, DOCS_END, markdown_table(), "settings")
+
+
+def _main(argv: list[str]) -> int:
+    return table_tool(argv, markdown_table, update_docs,
+                      "python -m shoal.config --markdown | --update docs/configuration.md")
 
 
 if __name__ == "__main__":
